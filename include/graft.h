@@ -1,0 +1,187 @@
+/* graft.h: the public C API of libgraft, an embeddable engine for transfer learning on ONNX models. */
+#ifndef GRAFT_H
+#define GRAFT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(GRAFT_BUILDING_LIBRARY) && defined(__GNUC__)
+#define GRAFT_API __attribute__((visibility("default")))
+#else
+#define GRAFT_API
+#endif
+
+#define GRAFT_VERSION_MAJOR 0
+#define GRAFT_VERSION_MINOR 1
+#define GRAFT_VERSION_PATCH 0
+
+/* The most dimensions a tensor may have. */
+#define GRAFT_MAX_DIMS 8
+
+/* Every fallible call returns a status: 0 is success, negatives are errors. */
+typedef enum graft_status {
+    GRAFT_OK = 0,
+    GRAFT_E_INVALID_ARGUMENT = -1, /* a caller passed something that makes no sense */
+    GRAFT_E_IO = -2,               /* a file could not be opened, read or written */
+    GRAFT_E_MALFORMED_MODEL = -3,  /* the model file breaks the ONNX format */
+    GRAFT_E_UNSUPPORTED = -4,      /* a valid model uses something graft does not implement */
+    GRAFT_E_SHAPE = -5,            /* shapes disagree, or a shape is impossible */
+    GRAFT_E_DTYPE = -6,            /* an element type is wrong for where it is used */
+    GRAFT_E_OUT_OF_MEMORY = -7,    /* an allocation failed or a size overflowed */
+    GRAFT_E_NOT_FOUND = -8,        /* a named input, output or tensor does not exist */
+    GRAFT_E_BACKEND = -9,          /* a compute library (oneDNN, CUDA) reported a failure */
+    GRAFT_E_INTERNAL = -10,        /* a bug in graft: please report it */
+    GRAFT_STATUS_COUNT = 11
+} graft_status;
+
+/* Element types. The numbers are ONNX's TensorProto.DataType values. */
+typedef enum graft_dtype {
+    GRAFT_DTYPE_UNDEFINED = 0,
+    GRAFT_DTYPE_F32 = 1,
+    GRAFT_DTYPE_U8 = 2,
+    GRAFT_DTYPE_I8 = 3,
+    GRAFT_DTYPE_U16 = 4,
+    GRAFT_DTYPE_I16 = 5,
+    GRAFT_DTYPE_I32 = 6,
+    GRAFT_DTYPE_I64 = 7,
+    GRAFT_DTYPE_BOOL = 9,
+    GRAFT_DTYPE_F16 = 10,
+    GRAFT_DTYPE_F64 = 11,
+    GRAFT_DTYPE_U32 = 12,
+    GRAFT_DTYPE_U64 = 13,
+    GRAFT_DTYPE_BF16 = 16,
+    GRAFT_DTYPE_COUNT = 17
+} graft_dtype;
+
+typedef enum graft_log_level {
+    GRAFT_LOG_DEBUG = 0,
+    GRAFT_LOG_INFO = 1,
+    GRAFT_LOG_WARN = 2,
+    GRAFT_LOG_ERROR = 3,
+    GRAFT_LOG_COUNT = 4
+} graft_log_level;
+
+/* A dense, row-major tensor. The caller owns `data` of tensors it passes in; tensors the library
+ * hands out are owned by the handle that returned them, as each function says. */
+typedef struct graft_tensor {
+    graft_dtype dtype;
+    int32_t ndim;
+    int64_t dims[GRAFT_MAX_DIMS];
+    void *data;
+} graft_tensor;
+
+/* A tensor bound to a model input or output by name. */
+typedef struct graft_named_tensor {
+    const char *name;
+    graft_tensor tensor;
+} graft_named_tensor;
+
+/* What a model declares about one of its inputs or outputs. A dimension of -1 is symbolic (its
+ * name, where the model gives one, is in dim_names) and is resolved at run time. */
+typedef struct graft_value_info {
+    const char *name;
+    graft_dtype dtype;
+    int32_t ndim; /* -1 when the model leaves the rank unknown */
+    int64_t dims[GRAFT_MAX_DIMS];
+    const char *dim_names[GRAFT_MAX_DIMS]; /* NULL where a dimension has no symbolic name */
+} graft_value_info;
+
+typedef void (*graft_log_fn)(graft_log_level level, const char *message, void *user);
+
+/* Context options; initialise with GRAFT_CTX_OPTIONS_INIT so that later fields get defaults. */
+typedef struct graft_ctx_options {
+    int num_threads;            /* 0: as many as OpenMP offers */
+    graft_log_level log_level;  /* messages below it are dropped */
+    graft_log_fn log_fn;        /* NULL: write to stderr */
+    void *log_user;
+    int use_reference_kernels;  /* 1: plain reference kernels only (tests, debugging) */
+} graft_ctx_options;
+#define GRAFT_CTX_OPTIONS_INIT {0, GRAFT_LOG_WARN, NULL, NULL, 0}
+
+/* Opaque handles. A graft_ctx holds error state and settings; use one per thread. A graft_model
+ * belongs to the context it was loaded with; one run at a time per model. */
+typedef struct graft_ctx graft_ctx;
+typedef struct graft_model graft_model;
+
+GRAFT_API const char *graft_version(void);
+GRAFT_API const char *graft_status_str(graft_status status);
+GRAFT_API const char *graft_dtype_name(graft_dtype dtype);
+GRAFT_API size_t graft_dtype_size(graft_dtype dtype);
+
+GRAFT_API graft_status graft_ctx_create(const graft_ctx_options *options, graft_ctx **out);
+GRAFT_API void graft_ctx_free(graft_ctx *ctx);
+/* The message of the last failure on this context ("" when none). Valid until the next call. */
+GRAFT_API const char *graft_last_error(const graft_ctx *ctx);
+
+/* Load an ONNX model. External-data files are looked up next to `path`, or in `base_dir` for a
+ * model in memory (NULL: external data is then an error). */
+GRAFT_API graft_status graft_model_load(graft_ctx *ctx, const char *path, graft_model **out);
+GRAFT_API graft_status graft_model_load_memory(graft_ctx *ctx, const void *data, size_t size,
+                                               const char *base_dir, graft_model **out);
+GRAFT_API void graft_model_free(graft_model *model);
+
+GRAFT_API int graft_model_input_count(const graft_model *model);
+GRAFT_API int graft_model_output_count(const graft_model *model);
+/* Strings in `info` live as long as the model. */
+GRAFT_API graft_status graft_model_input_info(const graft_model *model, int index,
+                                              graft_value_info *info);
+GRAFT_API graft_status graft_model_output_info(const graft_model *model, int index,
+                                               graft_value_info *info);
+
+/* Facts about a loaded model, for tools such as `graft info`. */
+typedef struct graft_model_summary {
+    int64_t ir_version;
+    const char *producer_name;
+    const char *producer_version;
+    int64_t default_opset; /* the opset of the ai.onnx domain */
+    int64_t node_count;    /* after load-time passes */
+    int64_t parameter_count;
+    int64_t parameter_bytes;
+    double flops_per_sample; /* multiply-adds count two; symbolic dims taken as 1 (batch) or
+                                `assumed_seq_len` (others); -1 when shapes are unknown */
+    int64_t assumed_seq_len;
+} graft_model_summary;
+GRAFT_API graft_status graft_model_summarize(const graft_model *model, graft_model_summary *out);
+/* The op histogram: count of distinct op types, and each type's name and node count. */
+GRAFT_API int graft_model_op_type_count(const graft_model *model);
+GRAFT_API graft_status graft_model_op_type(const graft_model *model, int index, const char **op,
+                                           int64_t *count);
+GRAFT_API int graft_model_opset_count(const graft_model *model);
+GRAFT_API graft_status graft_model_opset(const graft_model *model, int index, const char **domain,
+                                         int64_t *version);
+GRAFT_API int graft_model_metadata_count(const graft_model *model);
+GRAFT_API graft_status graft_model_metadata(const graft_model *model, int index, const char **key,
+                                            const char **value);
+/* The tensor the `auto` cut would pick: a CNN's pooled features (the input of its final
+ * classifier), a BERT-family encoder's [CLS] hidden state. GRAFT_E_NOT_FOUND when neither fits. */
+GRAFT_API graft_status graft_model_auto_cut(const graft_model *model, const char **tensor_name,
+                                            const char **why);
+
+/* Run the model. Every model input must be given (by name), with its dtype and a shape that fits
+ * the declared one. Outputs stay valid until the next run or until the model is freed. */
+GRAFT_API graft_status graft_model_run(graft_model *model, const graft_named_tensor *inputs,
+                                       int n_inputs);
+GRAFT_API graft_status graft_model_output(const graft_model *model, int index,
+                                          const graft_tensor **out);
+
+/* Memory statistics of the last run: bytes of intermediate tensors at the peak, and the sum of
+ * all intermediate tensors' sizes (what a planner that never reuses memory would need). */
+typedef struct graft_run_stats {
+    int64_t peak_activation_bytes;
+    int64_t total_activation_bytes;
+    int64_t nodes_run;
+    int planned; /* 1 when the run used a cached static memory plan */
+} graft_run_stats;
+GRAFT_API graft_status graft_model_run_stats(const graft_model *model, graft_run_stats *out);
+
+/* Element count of a tensor, or -1 when a dimension is negative or the product overflows. */
+GRAFT_API int64_t graft_tensor_numel(const graft_tensor *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GRAFT_H */

@@ -1,0 +1,168 @@
+/* cmd_info.c: `graft info MODEL [--json]`: what a model takes, gives, uses and costs. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "graft.h"
+
+static void print_json_string(const char *s) {
+    putchar('"');
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c < 0x20) printf("\\u%04x", c);
+        else putchar(c);
+    }
+    putchar('"');
+}
+
+static void print_dims(const graft_value_info *v, int json) {
+    printf(json ? "[" : "(");
+    for (int d = 0; d < v->ndim; d++) {
+        if (d) printf(", ");
+        if (v->dims[d] >= 0) printf("%lld", (long long)v->dims[d]);
+        else if (json) print_json_string(v->dim_names[d] ? v->dim_names[d] : "?");
+        else printf("%s", v->dim_names[d] ? v->dim_names[d] : "?");
+    }
+    printf(json ? "]" : ")");
+}
+
+static void print_values(const graft_model *m, int outputs, int json) {
+    int n = outputs ? graft_model_output_count(m) : graft_model_input_count(m);
+    for (int i = 0; i < n; i++) {
+        graft_value_info v;
+        if (outputs) graft_model_output_info(m, i, &v);
+        else graft_model_input_info(m, i, &v);
+        if (json) {
+            printf("%s{\"name\": ", i ? ", " : "");
+            print_json_string(v.name);
+            printf(", \"dtype\": \"%s\", \"shape\": ", graft_dtype_name(v.dtype));
+            print_dims(&v, 1);
+            printf("}");
+        } else {
+            printf("  %-24s %-8s ", v.name, graft_dtype_name(v.dtype));
+            print_dims(&v, 0);
+            printf("\n");
+        }
+    }
+}
+
+static void print_text(const graft_model *m, const char *path, const graft_model_summary *s) {
+    printf("model       %s\n", path);
+    printf("producer    %s %s (IR version %lld)\n", s->producer_name, s->producer_version,
+           (long long)s->ir_version);
+    printf("opsets     ");
+    for (int i = 0; i < graft_model_opset_count(m); i++) {
+        const char *d;
+        int64_t v;
+        graft_model_opset(m, i, &d, &v);
+        printf(" %s %lld", d, (long long)v);
+    }
+    printf("\ninputs\n");
+    print_values(m, 0, 0);
+    printf("outputs\n");
+    print_values(m, 1, 0);
+    printf("nodes       %lld\n", (long long)s->node_count);
+    printf("ops        ");
+    for (int i = 0; i < graft_model_op_type_count(m); i++) {
+        const char *op;
+        int64_t c;
+        graft_model_op_type(m, i, &op, &c);
+        printf(" %s:%lld", op, (long long)c);
+    }
+    printf("\nparameters  %lld (%.1f MB)\n", (long long)s->parameter_count,
+           (double)s->parameter_bytes / 1e6);
+    if (s->flops_per_sample >= 0)
+        printf("FLOPs       %.3g per sample (symbolic dims: batch 1, others %lld)\n",
+               s->flops_per_sample, (long long)s->assumed_seq_len);
+    else printf("FLOPs       unknown\n");
+    const char *cut, *why;
+    if (graft_model_auto_cut(m, &cut, &why) == GRAFT_OK) printf("auto cut    %s (%s)\n", cut, why);
+    else printf("auto cut    none found\n");
+    for (int i = 0; i < graft_model_metadata_count(m); i++) {
+        const char *k, *v;
+        graft_model_metadata(m, i, &k, &v);
+        printf("metadata    %s = %s\n", k, v);
+    }
+}
+
+static void print_json(const graft_model *m, const char *path, const graft_model_summary *s) {
+    printf("{\"model\": ");
+    print_json_string(path);
+    printf(", \"producer\": ");
+    print_json_string(s->producer_name);
+    printf(", \"ir_version\": %lld, \"opsets\": {", (long long)s->ir_version);
+    for (int i = 0; i < graft_model_opset_count(m); i++) {
+        const char *d;
+        int64_t v;
+        graft_model_opset(m, i, &d, &v);
+        printf("%s", i ? ", " : "");
+        print_json_string(d);
+        printf(": %lld", (long long)v);
+    }
+    printf("}, \"inputs\": [");
+    print_values(m, 0, 1);
+    printf("], \"outputs\": [");
+    print_values(m, 1, 1);
+    printf("], \"nodes\": %lld, \"ops\": {", (long long)s->node_count);
+    for (int i = 0; i < graft_model_op_type_count(m); i++) {
+        const char *op;
+        int64_t c;
+        graft_model_op_type(m, i, &op, &c);
+        printf("%s\"%s\": %lld", i ? ", " : "", op, (long long)c);
+    }
+    printf("}, \"parameters\": %lld, \"parameter_bytes\": %lld, \"flops_per_sample\": %.6g",
+           (long long)s->parameter_count, (long long)s->parameter_bytes, s->flops_per_sample);
+    const char *cut, *why;
+    printf(", \"auto_cut\": ");
+    if (graft_model_auto_cut(m, &cut, &why) == GRAFT_OK) print_json_string(cut);
+    else printf("null");
+    printf(", \"metadata\": {");
+    for (int i = 0; i < graft_model_metadata_count(m); i++) {
+        const char *k, *v;
+        graft_model_metadata(m, i, &k, &v);
+        printf("%s", i ? ", " : "");
+        print_json_string(k);
+        printf(": ");
+        print_json_string(v);
+    }
+    printf("}}\n");
+}
+
+int cmd_info(int argc, char **argv) {
+    const char *path = NULL;
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) json = 1;
+        else if (strcmp(argv[i], "--help") == 0) {
+            printf("usage: graft info MODEL [--json]\n");
+            return 0;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "graft info: unknown option '%s'\n", argv[i]);
+            return 2;
+        } else if (!path) path = argv[i];
+        else {
+            fprintf(stderr, "graft info: more than one model given ('%s')\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!path) {
+        fprintf(stderr, "graft info: no model given (usage: graft info MODEL [--json])\n");
+        return 2;
+    }
+    graft_ctx *ctx;
+    if (graft_ctx_create(NULL, &ctx) != GRAFT_OK) return 1;
+    graft_model *m;
+    if (graft_model_load(ctx, path, &m) != GRAFT_OK) {
+        fprintf(stderr, "graft info: %s\n", graft_last_error(ctx));
+        graft_ctx_free(ctx);
+        return 1;
+    }
+    graft_model_summary s;
+    graft_model_summarize(m, &s);
+    if (json) print_json(m, path, &s);
+    else print_text(m, path, &s);
+    graft_model_free(m);
+    graft_ctx_free(ctx);
+    return 0;
+}

@@ -1,0 +1,8 @@
+/* commands.h: the graft tool's subcommands, one file each. */
+#ifndef GRAFT_CLI_COMMANDS_H
+#define GRAFT_CLI_COMMANDS_H
+
+int cmd_info(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+
+#endif

@@ -1,0 +1,16 @@
+/* context.h: the library context (settings, last error, logging) shared by every handle. */
+#ifndef GRAFT_CORE_CONTEXT_H
+#define GRAFT_CORE_CONTEXT_H
+
+#include "error.h"
+
+struct graft_ctx {
+    graft_ctx_options options;
+    graft_err err;
+};
+
+/* Record e as the context's last error and return its status. */
+graft_status ctx_fail(graft_ctx *ctx, const graft_err *e);
+void ctx_log(const graft_ctx *ctx, graft_log_level level, const char *fmt, ...) GRAFT_PRINTF(3, 4);
+
+#endif

@@ -1,0 +1,175 @@
+/* tensor.c: dtype sizes, overflow-checked shape arithmetic, tensor allocation and element access. */
+#include "tensor.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "half.h"
+
+#define NUMEL_LIMIT ((int64_t)1 << 62)
+
+size_t graft_dtype_size(graft_dtype dt) {
+    switch (dt) {
+    case GRAFT_DTYPE_F32: case GRAFT_DTYPE_I32: case GRAFT_DTYPE_U32: return 4;
+    case GRAFT_DTYPE_U8: case GRAFT_DTYPE_I8: case GRAFT_DTYPE_BOOL: return 1;
+    case GRAFT_DTYPE_U16: case GRAFT_DTYPE_I16: case GRAFT_DTYPE_F16: case GRAFT_DTYPE_BF16:
+        return 2;
+    case GRAFT_DTYPE_I64: case GRAFT_DTYPE_F64: case GRAFT_DTYPE_U64: return 8;
+    default: return 0;
+    }
+}
+
+const char *graft_dtype_name(graft_dtype dt) {
+    switch (dt) {
+    case GRAFT_DTYPE_F32: return "float32";
+    case GRAFT_DTYPE_U8: return "uint8";
+    case GRAFT_DTYPE_I8: return "int8";
+    case GRAFT_DTYPE_U16: return "uint16";
+    case GRAFT_DTYPE_I16: return "int16";
+    case GRAFT_DTYPE_I32: return "int32";
+    case GRAFT_DTYPE_I64: return "int64";
+    case GRAFT_DTYPE_BOOL: return "bool";
+    case GRAFT_DTYPE_F16: return "float16";
+    case GRAFT_DTYPE_F64: return "float64";
+    case GRAFT_DTYPE_U32: return "uint32";
+    case GRAFT_DTYPE_U64: return "uint64";
+    case GRAFT_DTYPE_BF16: return "bfloat16";
+    default: return "unsupported-dtype";
+    }
+}
+
+bool dtype_is_valid(graft_dtype dt) { return graft_dtype_size(dt) != 0; }
+
+bool dtype_is_float(graft_dtype dt) {
+    return dt == GRAFT_DTYPE_F32 || dt == GRAFT_DTYPE_F64 || dt == GRAFT_DTYPE_F16 ||
+           dt == GRAFT_DTYPE_BF16;
+}
+
+bool dtype_is_int(graft_dtype dt) {
+    return dt == GRAFT_DTYPE_U8 || dt == GRAFT_DTYPE_I8 || dt == GRAFT_DTYPE_U16 ||
+           dt == GRAFT_DTYPE_I16 || dt == GRAFT_DTYPE_I32 || dt == GRAFT_DTYPE_I64 ||
+           dt == GRAFT_DTYPE_U32 || dt == GRAFT_DTYPE_U64;
+}
+
+int64_t dims_numel(int ndim, const int64_t *dims) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (dims[i] < 0) return -1;
+        if (dims[i] != 0 && n > NUMEL_LIMIT / dims[i]) return -1;
+        n *= dims[i];
+    }
+    return n;
+}
+
+int64_t dtype_bytes(graft_dtype dt, int64_t numel) {
+    int64_t sz = (int64_t)graft_dtype_size(dt);
+    if (numel < 0 || sz == 0 || numel > NUMEL_LIMIT / sz) return -1;
+    return numel * sz;
+}
+
+int64_t tensor_numel(const tensor *t) { return dims_numel(t->ndim, t->dims); }
+int64_t graft_tensor_numel(const graft_tensor *t) { return t ? tensor_numel(t) : -1; }
+int64_t tensor_nbytes(const tensor *t) { return dtype_bytes(t->dtype, tensor_numel(t)); }
+
+bool shapes_equal(int ndim_a, const int64_t *a, int ndim_b, const int64_t *b) {
+    if (ndim_a != ndim_b) return false;
+    for (int i = 0; i < ndim_a; i++)
+        if (a[i] != b[i]) return false;
+    return true;
+}
+
+graft_status tensor_alloc(tensor *t, graft_err *e) {
+    int64_t nbytes = tensor_nbytes(t);
+    if (nbytes < 0) {
+        char s[256];
+        return err_set(e, GRAFT_E_OUT_OF_MEMORY, "tensor of shape %s and dtype %s is too large",
+                       shape_str(s, sizeof s, t->ndim, t->dims), graft_dtype_name(t->dtype));
+    }
+    t->data = calloc(1, nbytes ? (size_t)nbytes : 1);
+    if (!t->data)
+        return err_set(e, GRAFT_E_OUT_OF_MEMORY, "could not allocate %lld bytes",
+                       (long long)nbytes);
+    return GRAFT_OK;
+}
+
+graft_status tensor_make(tensor *t, graft_dtype dt, int ndim, const int64_t *dims, graft_err *e) {
+    if (ndim < 0 || ndim > GRAFT_MAX_DIMS)
+        return err_set(e, GRAFT_E_UNSUPPORTED, "rank %d is outside 0..%d", ndim, GRAFT_MAX_DIMS);
+    memset(t, 0, sizeof *t);
+    t->dtype = dt;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) t->dims[i] = dims[i];
+    return tensor_alloc(t, e);
+}
+
+graft_status tensor_clone(tensor *dst, const tensor *src, graft_err *e) {
+    TRY(tensor_make(dst, src->dtype, src->ndim, src->dims, e));
+    int64_t nbytes = tensor_nbytes(src);
+    if (nbytes > 0) memcpy(dst->data, src->data, (size_t)nbytes);
+    return GRAFT_OK;
+}
+
+void tensor_release(tensor *t) {
+    if (!t) return;
+    free(t->data);
+    t->data = NULL;
+}
+
+double tensor_get_f64(const tensor *t, int64_t i) {
+    const void *p = t->data;
+    switch (t->dtype) {
+    case GRAFT_DTYPE_F32: return ((const float *)p)[i];
+    case GRAFT_DTYPE_F64: return ((const double *)p)[i];
+    case GRAFT_DTYPE_F16: return f16_to_f32(((const uint16_t *)p)[i]);
+    case GRAFT_DTYPE_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
+    case GRAFT_DTYPE_U8: return ((const uint8_t *)p)[i];
+    case GRAFT_DTYPE_BOOL: return ((const uint8_t *)p)[i] != 0;
+    case GRAFT_DTYPE_I8: return ((const int8_t *)p)[i];
+    case GRAFT_DTYPE_U16: return ((const uint16_t *)p)[i];
+    case GRAFT_DTYPE_I16: return ((const int16_t *)p)[i];
+    case GRAFT_DTYPE_I32: return ((const int32_t *)p)[i];
+    case GRAFT_DTYPE_U32: return ((const uint32_t *)p)[i];
+    case GRAFT_DTYPE_I64: return (double)((const int64_t *)p)[i];
+    case GRAFT_DTYPE_U64: return (double)((const uint64_t *)p)[i];
+    default: return 0.0;
+    }
+}
+
+int64_t tensor_get_i64(const tensor *t, int64_t i) {
+    const void *p = t->data;
+    switch (t->dtype) {
+    case GRAFT_DTYPE_I64: return ((const int64_t *)p)[i];
+    case GRAFT_DTYPE_U64: return (int64_t)((const uint64_t *)p)[i];
+    case GRAFT_DTYPE_I32: return ((const int32_t *)p)[i];
+    case GRAFT_DTYPE_U32: return ((const uint32_t *)p)[i];
+    default: return (int64_t)tensor_get_f64(t, i);
+    }
+}
+
+void tensor_set_f64(tensor *t, int64_t i, double v) {
+    void *p = t->data;
+    switch (t->dtype) {
+    case GRAFT_DTYPE_F32: ((float *)p)[i] = (float)v; break;
+    case GRAFT_DTYPE_F64: ((double *)p)[i] = v; break;
+    case GRAFT_DTYPE_F16: ((uint16_t *)p)[i] = f32_to_f16((float)v); break;
+    case GRAFT_DTYPE_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;
+    case GRAFT_DTYPE_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    case GRAFT_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0.0; break;
+    case GRAFT_DTYPE_I8: ((int8_t *)p)[i] = (int8_t)v; break;
+    case GRAFT_DTYPE_U16: ((uint16_t *)p)[i] = (uint16_t)v; break;
+    case GRAFT_DTYPE_I16: ((int16_t *)p)[i] = (int16_t)v; break;
+    case GRAFT_DTYPE_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+    case GRAFT_DTYPE_U32: ((uint32_t *)p)[i] = (uint32_t)v; break;
+    case GRAFT_DTYPE_I64: ((int64_t *)p)[i] = (int64_t)v; break;
+    case GRAFT_DTYPE_U64: ((uint64_t *)p)[i] = (uint64_t)v; break;
+    default: break;
+    }
+}
+
+void dims_strides(int ndim, const int64_t *dims, int64_t *strides) {
+    int64_t s = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        strides[i] = s;
+        s *= dims[i];
+    }
+}

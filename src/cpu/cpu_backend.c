@@ -1,0 +1,120 @@
+/* cpu_backend.c: the CPU backend: dispatches each node to a fast kernel (oneDNN) when one covers
+ * the case, else to the op's reference kernel; keeps the fast kernels' per-node state. */
+#include "cpu_backend.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "graft_config.h"
+
+static const cpu_fast_kernel fast_kernels[] = {
+#if GRAFT_HAVE_DNNL
+    {"Conv", dnnl_run_Conv, dnnl_free_state},
+    {"MatMul", dnnl_run_MatMul, dnnl_free_state},
+    {"Gemm", dnnl_run_Gemm, dnnl_free_state},
+    {"MaxPool", dnnl_run_MaxPool, dnnl_free_state},
+    {"AveragePool", dnnl_run_AveragePool, dnnl_free_state},
+#endif
+    {NULL, NULL, NULL},
+};
+
+const cpu_fast_kernel *cpu_fast_kernel_find(const char *op_type) {
+    for (const cpu_fast_kernel *k = fast_kernels; k->op; k++)
+        if (strcmp(k->op, op_type) == 0) return k;
+    return NULL;
+}
+
+static void *cpu_alloc(void *impl, size_t bytes) {
+    (void)impl;
+    return calloc(1, bytes ? bytes : 1);
+}
+
+static void cpu_free(void *impl, void *ptr) {
+    (void)impl;
+    free(ptr);
+}
+
+static bool cpu_supports(void *impl, const ir_node *node) {
+    (void)impl;
+    return op_find(node->op_type) != NULL; /* the CPU backend runs every op graft knows */
+}
+
+static graft_status grow_state(cpu_backend *be, int node_index, graft_err *e) {
+    if (node_index < be->n_node_state) return GRAFT_OK;
+    int n = node_index + 64;
+    void **s = realloc(be->node_state, sizeof(void *) * (size_t)n);
+    if (!s) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory for kernel state");
+    be->node_state = s;
+    const cpu_fast_kernel **o = realloc(be->node_state_owner, sizeof(*o) * (size_t)n);
+    if (!o) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory for kernel state");
+    be->node_state_owner = o;
+    for (int i = be->n_node_state; i < n; i++) {
+        be->node_state[i] = NULL;
+        be->node_state_owner[i] = NULL;
+    }
+    be->n_node_state = n;
+    return GRAFT_OK;
+}
+
+static graft_status cpu_run(void *impl, int node_index, const op_call *call) {
+    cpu_backend *be = impl;
+    const ir_node *node = call->node;
+    if (!be->reference_only) {
+        const cpu_fast_kernel *k = cpu_fast_kernel_find(node->op_type);
+        if (k) {
+            TRY(grow_state(be, node_index, call->err));
+            bool handled = false;
+            TRY(k->run(be, call, &be->node_state[node_index], &handled));
+            if (be->node_state[node_index]) be->node_state_owner[node_index] = k;
+            if (handled) return GRAFT_OK;
+        }
+    }
+    return node->op->reference(call);
+}
+
+static void cpu_release_state(void *impl) {
+    cpu_backend *be = impl;
+    for (int i = 0; i < be->n_node_state; i++) {
+        if (be->node_state[i] && be->node_state_owner[i] && be->node_state_owner[i]->free_state)
+            be->node_state_owner[i]->free_state(be->node_state[i]);
+        be->node_state[i] = NULL;
+        be->node_state_owner[i] = NULL;
+    }
+}
+
+static graft_status cpu_synchronize(void *impl) {
+    (void)impl;
+    return GRAFT_OK;
+}
+
+static void cpu_destroy(void *impl) {
+    cpu_backend *be = impl;
+    if (!be) return;
+    cpu_release_state(be);
+    free(be->node_state);
+    free(be->node_state_owner);
+#if GRAFT_HAVE_DNNL
+    dnnl_backend_fini(be);
+#endif
+    free(be);
+}
+
+graft_status cpu_backend_create(int num_threads, bool reference_only, graft_backend *out,
+                                graft_err *e) {
+    cpu_backend *be = calloc(1, sizeof *be);
+    if (!be) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory creating the CPU backend");
+    be->num_threads = num_threads;
+    be->reference_only = reference_only;
+#if GRAFT_HAVE_DNNL
+    if (!reference_only) {
+        graft_status st = dnnl_backend_init(be, e);
+        if (st != GRAFT_OK) {
+            free(be);
+            return st;
+        }
+    }
+#endif
+    *out = (graft_backend){"cpu",         be,      cpu_alloc,         cpu_free,        cpu_supports,
+                           cpu_run,       cpu_release_state, cpu_synchronize, cpu_destroy};
+    return GRAFT_OK;
+}

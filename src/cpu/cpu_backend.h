@@ -1,0 +1,49 @@
+/* cpu_backend.h: the CPU backend: fast kernels (oneDNN, OpenMP) where present, reference
+ * kernels for everything else. */
+#ifndef GRAFT_CPU_BACKEND_H
+#define GRAFT_CPU_BACKEND_H
+
+#include <stdbool.h>
+
+#include "../core/backend.h"
+
+typedef struct cpu_backend {
+    int num_threads;
+    bool reference_only;
+    void *dnnl_engine; /* dnnl_engine_t, NULL without oneDNN */
+    void *dnnl_stream; /* dnnl_stream_t */
+    void **node_state; /* per node index, owned by the fast kernel that made it */
+    const struct cpu_fast_kernel **node_state_owner;
+    int n_node_state;
+} cpu_backend;
+
+/* A fast kernel. It sets *handled = false (and returns GRAFT_OK) for cases it does not cover
+ * (a dtype, an attribute combination), and the reference kernel runs instead. It may keep
+ * per-node state in *state (created on first use, checked against the shapes on later calls). */
+typedef graft_status (*cpu_fast_fn)(cpu_backend *be, const op_call *call, void **state,
+                                    bool *handled);
+typedef struct cpu_fast_kernel {
+    const char *op;
+    cpu_fast_fn run;
+    void (*free_state)(void *state);
+} cpu_fast_kernel;
+
+const cpu_fast_kernel *cpu_fast_kernel_find(const char *op_type);
+
+graft_status cpu_backend_create(int num_threads, bool reference_only, graft_backend *out,
+                                graft_err *e);
+
+#if GRAFT_HAVE_DNNL
+/* oneDNN fast kernels (src/cpu/dnnl_*.c). */
+graft_status dnnl_backend_init(cpu_backend *be, graft_err *e);
+void dnnl_backend_fini(cpu_backend *be);
+graft_status dnnl_run_Conv(cpu_backend *be, const op_call *call, void **state, bool *handled);
+graft_status dnnl_run_MatMul(cpu_backend *be, const op_call *call, void **state, bool *handled);
+graft_status dnnl_run_Gemm(cpu_backend *be, const op_call *call, void **state, bool *handled);
+graft_status dnnl_run_MaxPool(cpu_backend *be, const op_call *call, void **state, bool *handled);
+graft_status dnnl_run_AveragePool(cpu_backend *be, const op_call *call, void **state,
+                                  bool *handled);
+void dnnl_free_state(void *state);
+#endif
+
+#endif

@@ -1,0 +1,6 @@
+/* dnnl_matmul.c: MatMul and Gemm through oneDNN (being written). */
+#include "graft_config.h"
+#include "cpu_backend.h"
+
+graft_status dnnl_run_MatMul(cpu_backend *be, const op_call *call, void **state, bool *handled) { (void)be; (void)call; (void)state; *handled = false; return GRAFT_OK; }
+graft_status dnnl_run_Gemm(cpu_backend *be, const op_call *call, void **state, bool *handled) { (void)be; (void)call; (void)state; *handled = false; return GRAFT_OK; }

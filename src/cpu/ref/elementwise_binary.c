@@ -1,0 +1,443 @@
+/* elementwise_binary.c: reference kernels of the broadcasting element-wise ops: Add, Sub, Mul,
+ * Div, Pow, Min, Max, Equal, Less, Greater and Where. */
+#include <math.h>
+#include <string.h>
+
+#include "../../ops/op.h"
+#include "elementwise_scalar.h"
+
+#define MAX_BCAST_INPUTS 3
+/* Inner rows are cut into blocks of this many elements so one long row still spreads over
+ * threads. */
+#define ROW_BLOCK 16384
+
+/* A broadcast over up to three inputs, with the output's dims of size 1 dropped and adjacent
+ * dims merged wherever every input walks them contiguously. Equal shapes become one dim, a
+ * (N, C, H, W) + (C, 1, 1) sum becomes (N, C, H*W) with strides (0, 1, 0) for the second. */
+typedef struct bcast_plan {
+    int ndim; /* at least 1 */
+    int n_in;
+    int64_t dims[GRAFT_MAX_DIMS];
+    int64_t strides[MAX_BCAST_INPUTS][GRAFT_MAX_DIMS]; /* elements; 0 along broadcast dims */
+    int64_t numel;
+} bcast_plan;
+
+/* One contiguous output row of n elements; in[k] advances by s[k] elements (0 or 1 usually). */
+typedef void (*row_fn)(const void *const *in, const int64_t *s, void *out, int64_t n,
+                       const void *ctx);
+
+static graft_status broadcast_error(const op_call *c, const tensor *t, const tensor *y) {
+    char st[256], sy[256];
+    return op_error(c->node, c->err, GRAFT_E_SHAPE,
+                    "input of shape %s does not broadcast to the output shape %s",
+                    shape_str(st, sizeof st, t->ndim, t->dims),
+                    shape_str(sy, sizeof sy, y->ndim, y->dims));
+}
+
+/* Strides of input `t` over the output's dims (0 where broadcast); error when it does not
+ * broadcast to them, so that no kernel ever reads out of bounds. */
+static graft_status input_strides(const op_call *c, const tensor *t, const tensor *y,
+                                  int64_t *strides) {
+    int off = y->ndim - t->ndim;
+    if (off < 0) return broadcast_error(c, t, y);
+    int64_t s = 1;
+    for (int i = y->ndim - 1; i >= 0; i--) {
+        int64_t d = i >= off ? t->dims[i - off] : 1;
+        if (d != y->dims[i] && d != 1) return broadcast_error(c, t, y);
+        strides[i] = d == 1 ? 0 : s;
+        s *= d;
+    }
+    return GRAFT_OK;
+}
+
+static graft_status plan_make(const op_call *c, const tensor *const *ins, int n_in,
+                              const tensor *y, bcast_plan *p) {
+    int64_t full[MAX_BCAST_INPUTS][GRAFT_MAX_DIMS];
+    for (int k = 0; k < n_in; k++) {
+        if (!ins[k] || (!ins[k]->data && tensor_numel(ins[k]) != 0))
+            return op_error(c->node, c->err, GRAFT_E_INVALID_ARGUMENT, "input %d is missing", k);
+        TRY(input_strides(c, ins[k], y, full[k]));
+    }
+    memset(p, 0, sizeof *p);
+    p->n_in = n_in;
+    p->numel = tensor_numel(y);
+    for (int i = 0; i < y->ndim; i++) {
+        if (y->dims[i] == 1) continue;
+        int last = p->ndim - 1;
+        bool merge = last >= 0;
+        for (int k = 0; k < n_in && merge; k++)
+            merge = p->strides[k][last] == full[k][i] * y->dims[i];
+        if (merge) {
+            p->dims[last] *= y->dims[i];
+            for (int k = 0; k < n_in; k++) p->strides[k][last] = full[k][i];
+            continue;
+        }
+        p->dims[p->ndim] = y->dims[i];
+        for (int k = 0; k < n_in; k++) p->strides[k][p->ndim] = full[k][i];
+        p->ndim++;
+    }
+    if (p->ndim == 0) {
+        p->ndim = 1;
+        p->dims[0] = 1;
+    }
+    return GRAFT_OK;
+}
+
+/* Element offset of each input at the start of outer row `row`. */
+static void plan_offsets(const bcast_plan *p, int64_t row, int64_t *off) {
+    for (int k = 0; k < p->n_in; k++) off[k] = 0;
+    for (int d = p->ndim - 2; d >= 0; d--) {
+        int64_t i = row % p->dims[d];
+        row /= p->dims[d];
+        for (int k = 0; k < p->n_in; k++) off[k] += i * p->strides[k][d];
+    }
+}
+
+static graft_status bcast_run(const op_call *c, const tensor *const *ins, int n_in, tensor *y,
+                              row_fn fn, const void *ctx) {
+    bcast_plan p;
+    TRY(plan_make(c, ins, n_in, y, &p));
+    if (p.numel <= 0) return GRAFT_OK;
+    int64_t inner = p.dims[p.ndim - 1], rows = p.numel / inner;
+    int64_t blocks = (inner + ROW_BLOCK - 1) / ROW_BLOCK, units = rows * blocks;
+    size_t ey = graft_dtype_size(y->dtype), esize[MAX_BCAST_INPUTS];
+    int64_t inner_stride[MAX_BCAST_INPUTS];
+    for (int k = 0; k < n_in; k++) {
+        esize[k] = graft_dtype_size(ins[k]->dtype);
+        inner_stride[k] = p.strides[k][p.ndim - 1];
+    }
+#pragma omp parallel for if (p.numel >= ELEMENTWISE_PARALLEL_MIN) schedule(static)
+    for (int64_t u = 0; u < units; u++) {
+        int64_t row = u / blocks, start = (u % blocks) * ROW_BLOCK;
+        int64_t len = inner - start < ROW_BLOCK ? inner - start : ROW_BLOCK;
+        int64_t off[MAX_BCAST_INPUTS];
+        const void *ptr[MAX_BCAST_INPUTS];
+        plan_offsets(&p, row, off);
+        for (int k = 0; k < n_in; k++)
+            ptr[k] = (const char *)ins[k]->data +
+                     (size_t)(off[k] + start * inner_stride[k]) * esize[k];
+        fn(ptr, inner_stride, (char *)y->data + (size_t)(row * inner + start) * ey, len, ctx);
+    }
+    return GRAFT_OK;
+}
+
+/* Row kernels. EXPR(x, w, CT) combines the loaded elements; the stride cases are split so the
+ * compiler vectorises the contiguous and scalar-broadcast loops. */
+#define ID(v) (v)
+#define BOOL_LOAD(v) ((uint8_t)((v) != 0))
+#define DEFINE_ROW(NAME, TIN, TOUT, CT, LOAD, STORE, EXPR)                                        \
+    static void NAME(const void *const *in, const int64_t *s, void *out, int64_t n,               \
+                     const void *ctx) {                                                            \
+        const TIN *a = in[0], *b = in[1];                                                          \
+        TOUT *y = out;                                                                             \
+        (void)ctx;                                                                                 \
+        if (s[0] == 1 && s[1] == 1) {                                                              \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                CT x = LOAD(a[i]), w = LOAD(b[i]);                                                 \
+                y[i] = STORE(EXPR(x, w, CT));                                                      \
+            }                                                                                      \
+        } else if (s[0] == 1 && s[1] == 0) {                                                       \
+            const CT w = LOAD(b[0]);                                                               \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                CT x = LOAD(a[i]);                                                                 \
+                y[i] = STORE(EXPR(x, w, CT));                                                      \
+            }                                                                                      \
+        } else if (s[0] == 0 && s[1] == 1) {                                                       \
+            const CT x = LOAD(a[0]);                                                               \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                CT w = LOAD(b[i]);                                                                 \
+                y[i] = STORE(EXPR(x, w, CT));                                                      \
+            }                                                                                      \
+        } else {                                                                                   \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                CT x = LOAD(a[i * s[0]]), w = LOAD(b[i * s[1]]);                                   \
+                y[i] = STORE(EXPR(x, w, CT));                                                      \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+#define FLOAT_ROWS(OPN, EXPR)                                                                     \
+    DEFINE_ROW(OPN##_f32, float, float, float, ID, ID, EXPR)                                       \
+    DEFINE_ROW(OPN##_f64, double, double, double, ID, ID, EXPR)                                    \
+    DEFINE_ROW(OPN##_f16, uint16_t, uint16_t, float, f16_to_f32, f32_to_f16, EXPR)                 \
+    DEFINE_ROW(OPN##_bf16, uint16_t, uint16_t, float, bf16_to_f32, f32_to_bf16, EXPR)
+#define INT_ROWS(OPN, SEXPR, UEXPR)                                                               \
+    DEFINE_ROW(OPN##_i8, int8_t, int8_t, int8_t, ID, ID, SEXPR)                                    \
+    DEFINE_ROW(OPN##_i16, int16_t, int16_t, int16_t, ID, ID, SEXPR)                                \
+    DEFINE_ROW(OPN##_i32, int32_t, int32_t, int32_t, ID, ID, SEXPR)                                \
+    DEFINE_ROW(OPN##_i64, int64_t, int64_t, int64_t, ID, ID, SEXPR)                                \
+    DEFINE_ROW(OPN##_u8, uint8_t, uint8_t, uint8_t, ID, ID, UEXPR)                                 \
+    DEFINE_ROW(OPN##_u16, uint16_t, uint16_t, uint16_t, ID, ID, UEXPR)                             \
+    DEFINE_ROW(OPN##_u32, uint32_t, uint32_t, uint32_t, ID, ID, UEXPR)                             \
+    DEFINE_ROW(OPN##_u64, uint64_t, uint64_t, uint64_t, ID, ID, UEXPR)
+/* Comparisons: any numeric dtype or bool in, bool out. */
+#define CMP_ROWS(OPN, EXPR)                                                                       \
+    DEFINE_ROW(OPN##_f32, float, uint8_t, float, ID, ID, EXPR)                                     \
+    DEFINE_ROW(OPN##_f64, double, uint8_t, double, ID, ID, EXPR)                                   \
+    DEFINE_ROW(OPN##_f16, uint16_t, uint8_t, float, f16_to_f32, ID, EXPR)                          \
+    DEFINE_ROW(OPN##_bf16, uint16_t, uint8_t, float, bf16_to_f32, ID, EXPR)                        \
+    DEFINE_ROW(OPN##_i8, int8_t, uint8_t, int8_t, ID, ID, EXPR)                                    \
+    DEFINE_ROW(OPN##_i16, int16_t, uint8_t, int16_t, ID, ID, EXPR)                                 \
+    DEFINE_ROW(OPN##_i32, int32_t, uint8_t, int32_t, ID, ID, EXPR)                                 \
+    DEFINE_ROW(OPN##_i64, int64_t, uint8_t, int64_t, ID, ID, EXPR)                                 \
+    DEFINE_ROW(OPN##_u8, uint8_t, uint8_t, uint8_t, ID, ID, EXPR)                                  \
+    DEFINE_ROW(OPN##_u16, uint16_t, uint8_t, uint16_t, ID, ID, EXPR)                               \
+    DEFINE_ROW(OPN##_u32, uint32_t, uint8_t, uint32_t, ID, ID, EXPR)                               \
+    DEFINE_ROW(OPN##_u64, uint64_t, uint8_t, uint64_t, ID, ID, EXPR)                               \
+    DEFINE_ROW(OPN##_bool, uint8_t, uint8_t, uint8_t, BOOL_LOAD, ID, EXPR)
+
+/* Integer arithmetic goes through uint64 so overflow wraps instead of being undefined. */
+#define ADD_F(x, w, T) ((x) + (w))
+#define SUB_F(x, w, T) ((x) - (w))
+#define MUL_F(x, w, T) ((x) * (w))
+#define DIV_F(x, w, T) ((x) / (w))
+#define ADD_I(x, w, T) ((T)((uint64_t)(x) + (uint64_t)(w)))
+#define SUB_I(x, w, T) ((T)((uint64_t)(x) - (uint64_t)(w)))
+#define MUL_I(x, w, T) ((T)((uint64_t)(x) * (uint64_t)(w)))
+/* Truncating division, as C, numpy's astype after true division and ONNX Runtime do; MIN / -1
+ * would trap, so it wraps to MIN. Zero divisors are rejected before the loop. */
+#define DIV_S(x, w, T) ((w) == -1 ? (T)(0 - (uint64_t)(x)) : (T)((x) / (w)))
+#define DIV_U(x, w, T) ((T)((x) / (w)))
+/* Min / Max propagate NaN from either side, like numpy's minimum / maximum. */
+#define MIN_F(x, w, T) (((x) < (w) || (x) != (x)) ? (x) : (w))
+#define MAX_F(x, w, T) (((x) > (w) || (x) != (x)) ? (x) : (w))
+#define MIN_I(x, w, T) ((x) < (w) ? (x) : (w))
+#define MAX_I(x, w, T) ((x) > (w) ? (x) : (w))
+#define EQ(x, w, T) ((x) == (w))
+#define LT(x, w, T) ((x) < (w))
+#define GT(x, w, T) ((x) > (w))
+
+FLOAT_ROWS(add, ADD_F)
+FLOAT_ROWS(sub, SUB_F)
+FLOAT_ROWS(mul, MUL_F)
+FLOAT_ROWS(div, DIV_F)
+FLOAT_ROWS(min, MIN_F)
+FLOAT_ROWS(max, MAX_F)
+INT_ROWS(add, ADD_I, ADD_I)
+INT_ROWS(sub, SUB_I, SUB_I)
+INT_ROWS(mul, MUL_I, MUL_I)
+INT_ROWS(div, DIV_S, DIV_U)
+INT_ROWS(min, MIN_I, MIN_I)
+INT_ROWS(max, MAX_I, MAX_I)
+CMP_ROWS(eq, EQ)
+CMP_ROWS(lt, LT)
+CMP_ROWS(gt, GT)
+
+#define NUMERIC_CASES(OPN)                                                                        \
+    case GRAFT_DTYPE_F32: return OPN##_f32;                                                        \
+    case GRAFT_DTYPE_F64: return OPN##_f64;                                                        \
+    case GRAFT_DTYPE_F16: return OPN##_f16;                                                        \
+    case GRAFT_DTYPE_BF16: return OPN##_bf16;                                                      \
+    case GRAFT_DTYPE_I8: return OPN##_i8;                                                          \
+    case GRAFT_DTYPE_I16: return OPN##_i16;                                                        \
+    case GRAFT_DTYPE_I32: return OPN##_i32;                                                        \
+    case GRAFT_DTYPE_I64: return OPN##_i64;                                                        \
+    case GRAFT_DTYPE_U8: return OPN##_u8;                                                          \
+    case GRAFT_DTYPE_U16: return OPN##_u16;                                                        \
+    case GRAFT_DTYPE_U32: return OPN##_u32;                                                        \
+    case GRAFT_DTYPE_U64: return OPN##_u64;
+
+typedef enum binary_op { BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV, BIN_MIN, BIN_MAX } binary_op;
+typedef enum compare_op { CMP_EQ, CMP_LT, CMP_GT } compare_op;
+
+static row_fn pick_binary(binary_op op, graft_dtype dt) {
+    switch (op) {
+    case BIN_ADD: switch (dt) { NUMERIC_CASES(add) default: return NULL; }
+    case BIN_SUB: switch (dt) { NUMERIC_CASES(sub) default: return NULL; }
+    case BIN_MUL: switch (dt) { NUMERIC_CASES(mul) default: return NULL; }
+    case BIN_DIV: switch (dt) { NUMERIC_CASES(div) default: return NULL; }
+    case BIN_MIN: switch (dt) { NUMERIC_CASES(min) default: return NULL; }
+    case BIN_MAX: switch (dt) { NUMERIC_CASES(max) default: return NULL; }
+    }
+    return NULL;
+}
+
+static row_fn pick_compare(compare_op op, graft_dtype dt) {
+    switch (op) {
+    case CMP_EQ: switch (dt) { NUMERIC_CASES(eq) case GRAFT_DTYPE_BOOL: return eq_bool; default: return NULL; }
+    case CMP_LT: switch (dt) { NUMERIC_CASES(lt) case GRAFT_DTYPE_BOOL: return lt_bool; default: return NULL; }
+    case CMP_GT: switch (dt) { NUMERIC_CASES(gt) case GRAFT_DTYPE_BOOL: return gt_bool; default: return NULL; }
+    }
+    return NULL;
+}
+
+/* Inputs of a same-dtype op must agree (inference checks this; the kernel must not trust it). */
+static graft_status check_same_dtype(const op_call *c, const tensor *a, const tensor *b) {
+    if (a->dtype != b->dtype)
+        return op_error(c->node, c->err, GRAFT_E_DTYPE,
+                        "inputs have different dtypes (%s and %s); %s needs them equal",
+                        graft_dtype_name(a->dtype), graft_dtype_name(b->dtype),
+                        c->node->op_type);
+    return GRAFT_OK;
+}
+
+static graft_status no_kernel(const op_call *c, graft_dtype dt) {
+    return op_error(c->node, c->err, GRAFT_E_DTYPE, "no kernel for dtype %s",
+                    graft_dtype_name(dt));
+}
+
+static graft_status check_no_zero_divisor(const op_call *c, const tensor *b) {
+    if (!dtype_is_int(b->dtype)) return GRAFT_OK;
+    int64_t n = tensor_numel(b);
+    for (int64_t i = 0; i < n; i++)
+        if (scalar_load_int(b->data, b->dtype, i) == 0)
+            return op_error(c->node, c->err, GRAFT_E_INVALID_ARGUMENT,
+                            "integer division by zero (divisor element %lld is 0)",
+                            (long long)i);
+    return GRAFT_OK;
+}
+
+static graft_status run_binary(const op_call *c, binary_op op) {
+    if (c->n_in < 2 || !c->in[0] || !c->in[1])
+        return op_error(c->node, c->err, GRAFT_E_INVALID_ARGUMENT, "needs two inputs");
+    TRY(check_same_dtype(c, c->in[0], c->in[1]));
+    row_fn fn = pick_binary(op, c->in[0]->dtype);
+    if (!fn || c->out[0]->dtype != c->in[0]->dtype) return no_kernel(c, c->in[0]->dtype);
+    if (op == BIN_DIV) TRY(check_no_zero_divisor(c, c->in[1]));
+    return bcast_run(c, c->in, 2, c->out[0], fn, NULL);
+}
+
+graft_status ref_Add(const op_call *c) { return run_binary(c, BIN_ADD); }
+graft_status ref_Sub(const op_call *c) { return run_binary(c, BIN_SUB); }
+graft_status ref_Mul(const op_call *c) { return run_binary(c, BIN_MUL); }
+graft_status ref_Div(const op_call *c) { return run_binary(c, BIN_DIV); }
+
+static graft_status run_compare(const op_call *c, compare_op op) {
+    if (c->n_in < 2 || !c->in[0] || !c->in[1])
+        return op_error(c->node, c->err, GRAFT_E_INVALID_ARGUMENT, "needs two inputs");
+    TRY(check_same_dtype(c, c->in[0], c->in[1]));
+    row_fn fn = pick_compare(op, c->in[0]->dtype);
+    if (!fn || c->out[0]->dtype != GRAFT_DTYPE_BOOL) return no_kernel(c, c->in[0]->dtype);
+    return bcast_run(c, c->in, 2, c->out[0], fn, NULL);
+}
+
+graft_status ref_Equal(const op_call *c) { return run_compare(c, CMP_EQ); }
+graft_status ref_Less(const op_call *c) { return run_compare(c, CMP_LT); }
+graft_status ref_Greater(const op_call *c) { return run_compare(c, CMP_GT); }
+
+/* Variadic Min / Max: the first pair goes into the output, which then absorbs each further input
+ * in place (it has the full broadcast shape, so it reads and writes the same element). */
+static graft_status run_variadic(const op_call *c, binary_op op) {
+    tensor *y = c->out[0];
+    for (int i = 0; i < c->n_in; i++) {
+        if (!c->in[i])
+            return op_error(c->node, c->err, GRAFT_E_INVALID_ARGUMENT, "input %d is missing", i);
+        TRY(check_same_dtype(c, c->in[0], c->in[i]));
+    }
+    row_fn fn = pick_binary(op, c->in[0]->dtype);
+    if (!fn || y->dtype != c->in[0]->dtype) return no_kernel(c, c->in[0]->dtype);
+    if (c->n_in == 1) {
+        const tensor *pair[2] = {c->in[0], c->in[0]};
+        return bcast_run(c, pair, 2, y, fn, NULL); /* min(x, x) = x, with shape checks */
+    }
+    TRY(bcast_run(c, c->in, 2, y, fn, NULL));
+    for (int i = 2; i < c->n_in; i++) {
+        const tensor *pair[2] = {y, c->in[i]};
+        TRY(bcast_run(c, pair, 2, y, fn, NULL));
+    }
+    return GRAFT_OK;
+}
+
+graft_status ref_Min(const op_call *c) { return run_variadic(c, BIN_MIN); }
+graft_status ref_Max(const op_call *c) { return run_variadic(c, BIN_MAX); }
+
+/* Pow. Integer powers are exact (wrapping like repeated multiplication); a negative integer
+ * exponent gives the truncated real result: 1 for base 1, +-1 for base -1, else 0. */
+static int64_t int_pow(int64_t base, int64_t expo, bool expo_unsigned) {
+    if (!expo_unsigned && expo < 0) {
+        if (base == 1) return 1;
+        if (base == -1) return (expo & 1) ? -1 : 1;
+        return 0;
+    }
+    uint64_t result = 1, b = (uint64_t)base, e = (uint64_t)expo;
+    while (e) {
+        if (e & 1) result *= b;
+        b *= b;
+        e >>= 1;
+    }
+    return (int64_t)result;
+}
+
+typedef struct pow_ctx {
+    graft_dtype base, expo;
+} pow_ctx;
+
+/* Any base and exponent dtypes, one element at a time; the result takes the base's dtype. */
+static void pow_generic_row(const void *const *in, const int64_t *s, void *out, int64_t n,
+                            const void *ctx) {
+    const pow_ctx *pc = ctx;
+    bool base_float = dtype_is_float(pc->base), expo_float = dtype_is_float(pc->expo);
+    bool expo_unsigned = pc->expo == GRAFT_DTYPE_U8 || pc->expo == GRAFT_DTYPE_U16 ||
+                         pc->expo == GRAFT_DTYPE_U32 || pc->expo == GRAFT_DTYPE_U64;
+    for (int64_t i = 0; i < n; i++) {
+        if (base_float || expo_float) {
+            double r = pow(scalar_load_f64(in[0], pc->base, i * s[0]),
+                           scalar_load_f64(in[1], pc->expo, i * s[1]));
+            if (base_float) scalar_store_float(out, pc->base, i, r);
+            else scalar_store_int(out, pc->base, i, scalar_f64_to_int(r, pc->base));
+        } else {
+            int64_t r = int_pow(scalar_load_int(in[0], pc->base, i * s[0]),
+                                scalar_load_int(in[1], pc->expo, i * s[1]), expo_unsigned);
+            scalar_store_int(out, pc->base, i, r);
+        }
+    }
+}
+
+#define POW_F32(x, w, T) powf(x, w)
+#define SQUARE(x, w, T) ((void)(w), (x) * (x))
+DEFINE_ROW(pow_f32, float, float, float, ID, ID, POW_F32)
+DEFINE_ROW(square_f32, float, float, float, ID, ID, SQUARE)
+
+graft_status ref_Pow(const op_call *c) {
+    if (c->n_in < 2 || !c->in[0] || !c->in[1])
+        return op_error(c->node, c->err, GRAFT_E_INVALID_ARGUMENT, "needs two inputs");
+    const tensor *x = c->in[0], *p = c->in[1];
+    if (!dtype_is_float(x->dtype) && !dtype_is_int(x->dtype)) return no_kernel(c, x->dtype);
+    if (!dtype_is_float(p->dtype) && !dtype_is_int(p->dtype)) return no_kernel(c, p->dtype);
+    if (c->out[0]->dtype != x->dtype) return no_kernel(c, x->dtype);
+    if (x->dtype == GRAFT_DTYPE_F32 && p->dtype == GRAFT_DTYPE_F32) {
+        /* x^2 (variance in decomposed normalisations) is common and much cheaper than powf. */
+        bool square = tensor_numel(p) == 1 && ((const float *)p->data)[0] == 2.0f;
+        return bcast_run(c, c->in, 2, c->out[0], square ? square_f32 : pow_f32, NULL);
+    }
+    pow_ctx ctx = {x->dtype, p->dtype};
+    return bcast_run(c, c->in, 2, c->out[0], pow_generic_row, &ctx);
+}
+
+/* Where selects whole elements, so one kernel per element size serves every dtype. */
+#define DEFINE_WHERE_ROW(NAME, T)                                                                 \
+    static void NAME(const void *const *in, const int64_t *s, void *out, int64_t n,               \
+                     const void *ctx) {                                                            \
+        const uint8_t *cond = in[0];                                                               \
+        const T *x = in[1], *w = in[2];                                                            \
+        T *y = out;                                                                                \
+        (void)ctx;                                                                                 \
+        if (s[0] == 1 && s[1] == 1 && s[2] == 1)                                                   \
+            for (int64_t i = 0; i < n; i++) y[i] = cond[i] ? x[i] : w[i];                          \
+        else                                                                                       \
+            for (int64_t i = 0; i < n; i++) y[i] = cond[i * s[0]] ? x[i * s[1]] : w[i * s[2]];     \
+    }
+
+DEFINE_WHERE_ROW(where_1, uint8_t)
+DEFINE_WHERE_ROW(where_2, uint16_t)
+DEFINE_WHERE_ROW(where_4, uint32_t)
+DEFINE_WHERE_ROW(where_8, uint64_t)
+
+graft_status ref_Where(const op_call *c) {
+    if (c->n_in < 3 || !c->in[0] || !c->in[1] || !c->in[2])
+        return op_error(c->node, c->err, GRAFT_E_INVALID_ARGUMENT, "needs three inputs");
+    if (c->in[0]->dtype != GRAFT_DTYPE_BOOL)
+        return op_error(c->node, c->err, GRAFT_E_DTYPE, "the condition has dtype %s, not bool",
+                        graft_dtype_name(c->in[0]->dtype));
+    TRY(check_same_dtype(c, c->in[1], c->in[2]));
+    if (c->out[0]->dtype != c->in[1]->dtype) return no_kernel(c, c->in[1]->dtype);
+    row_fn fn;
+    switch (graft_dtype_size(c->in[1]->dtype)) {
+    case 1: fn = where_1; break;
+    case 2: fn = where_2; break;
+    case 4: fn = where_4; break;
+    case 8: fn = where_8; break;
+    default: return no_kernel(c, c->in[1]->dtype);
+    }
+    return bcast_run(c, c->in, 3, c->out[0], fn, NULL);
+}

@@ -1,0 +1,630 @@
+/* reduce.c: reference kernels of Softmax, LogSoftmax, LayerNormalization, ReduceMean, ReduceSum,
+ * ArgMax and CumSum: contiguous f32 fast paths, double accumulation for floats, exact 64-bit
+ * integer arithmetic for integers. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../ops/reduce.h"
+
+/* Below this many elements threads cost more than they save. */
+#define PARALLEL_MIN 32768
+
+static bool is_float(graft_dtype dt) { return dtype_is_float(dt); }
+
+/* Integers are carried as the bits of a uint64: wrap-around is defined, and signed values
+ * round-trip through the two's complement. */
+static uint64_t load_int(const tensor *t, int64_t i) { return (uint64_t)tensor_get_i64(t, i); }
+
+static void store_int(tensor *t, int64_t i, uint64_t v) {
+    void *p = t->data;
+    switch (t->dtype) {
+    case GRAFT_DTYPE_I64: ((int64_t *)p)[i] = (int64_t)v; break;
+    case GRAFT_DTYPE_U64: ((uint64_t *)p)[i] = v; break;
+    case GRAFT_DTYPE_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+    case GRAFT_DTYPE_U32: ((uint32_t *)p)[i] = (uint32_t)v; break;
+    case GRAFT_DTYPE_I16: ((int16_t *)p)[i] = (int16_t)v; break;
+    case GRAFT_DTYPE_U16: ((uint16_t *)p)[i] = (uint16_t)v; break;
+    case GRAFT_DTYPE_I8: ((int8_t *)p)[i] = (int8_t)v; break;
+    case GRAFT_DTYPE_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    default: break;
+    }
+}
+
+static bool is_unsigned(graft_dtype dt) {
+    return dt == GRAFT_DTYPE_U8 || dt == GRAFT_DTYPE_U16 || dt == GRAFT_DTYPE_U32 ||
+           dt == GRAFT_DTYPE_U64;
+}
+
+/* A kernel must not trust that inference ran: check the output matches what it will write. */
+static graft_status check_out(const op_call *c, int i, graft_dtype dt, int64_t numel) {
+    const tensor *o = c->out[i];
+    if (!o || o->dtype != dt || tensor_numel(o) != numel || (numel > 0 && !o->data))
+        return op_error(c->node, c->err, GRAFT_E_INTERNAL,
+                        "output %d was not allocated as inference said", i);
+    return GRAFT_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Softmax, LogSoftmax                                                                          */
+
+/* e^x for the x <= 0 that softmax feeds it, within about 2 ulp of expf: Cody-Waite range
+ * reduction and a degree-6 polynomial, with no branches or library calls so that the row loops
+ * vectorise (the call to expf kept BERT's attention softmax scalar). Results that would be
+ * denormal flush to 0; NaN stays NaN. */
+static inline float softmax_exp(float x) {
+    float xc = x < -87.0f ? -87.0f : x;
+    xc = xc > 88.0f ? 88.0f : xc;
+    /* Adding 1.5 * 2^23 rounds to an integer n that lands in the low mantissa bits. */
+    float t = xc * 1.44269504f + 12582912.0f;
+    float n = t - 12582912.0f;
+    float r = xc - n * 0.693359375f;
+    r = r + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    uint32_t tbits, sbits;
+    memcpy(&tbits, &t, sizeof t);
+    sbits = (tbits - 0x4B400000u + 127u) << 23;
+    float scale;
+    memcpy(&scale, &sbits, sizeof scale);
+    return x < -87.0f ? 0.0f : p * scale;
+}
+
+/* One contiguous f32 row: the BERT attention path. */
+static void softmax_row_f32(const float *x, float *y, int64_t n, bool log_form) {
+    float mx = x[0];
+#pragma omp simd reduction(max : mx)
+    for (int64_t j = 1; j < n; j++) mx = x[j] > mx ? x[j] : mx;
+    double sum = 0.0;
+    if (log_form) {
+#pragma omp simd reduction(+ : sum)
+        for (int64_t j = 0; j < n; j++) sum += softmax_exp(x[j] - mx);
+        float log_sum = (float)log(sum);
+#pragma omp simd
+        for (int64_t j = 0; j < n; j++) y[j] = (x[j] - mx) - log_sum;
+        return;
+    }
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < n; j++) {
+        float v = softmax_exp(x[j] - mx);
+        y[j] = v;
+        sum += v;
+    }
+    float scale = (float)(1.0 / sum);
+#pragma omp simd
+    for (int64_t j = 0; j < n; j++) y[j] *= scale;
+}
+
+/* One strided column of any float dtype, computed in double. */
+static void softmax_col_generic(const tensor *x, tensor *y, int64_t base, int64_t n,
+                                int64_t stride, bool log_form) {
+    double mx = tensor_get_f64(x, base);
+    for (int64_t j = 1; j < n; j++) {
+        double v = tensor_get_f64(x, base + j * stride);
+        mx = v > mx ? v : mx;
+    }
+    double sum = 0.0;
+    for (int64_t j = 0; j < n; j++) sum += exp(tensor_get_f64(x, base + j * stride) - mx);
+    double log_sum = log(sum);
+    for (int64_t j = 0; j < n; j++) {
+        int64_t at = base + j * stride;
+        double d = tensor_get_f64(x, at) - mx;
+        tensor_set_f64(y, at, log_form ? d - log_sum : exp(d) / sum);
+    }
+}
+
+static graft_status run_softmax(const op_call *c, bool log_form) {
+    const tensor *x = c->in[0];
+    tensor *y = c->out[0];
+    TRY(check_out(c, 0, x->dtype, tensor_numel(x)));
+    if (!is_float(x->dtype))
+        return op_error(c->node, c->err, GRAFT_E_DTYPE, "input dtype %s is not a float type",
+                        graft_dtype_name(x->dtype));
+    int axis;
+    bool single;
+    TRY(softmax_axis(c->node, x->ndim, &axis, &single, c->err));
+    axis_split s = axis_split_dims(x->ndim, x->dims, axis, single);
+    if (s.n == 0 || s.outer == 0 || s.inner == 0) return GRAFT_OK;
+    int64_t cols = s.outer * s.inner;
+    bool par = cols * s.n >= PARALLEL_MIN;
+    if (x->dtype == GRAFT_DTYPE_F32 && s.inner == 1) {
+        const float *xp = x->data;
+        float *yp = y->data;
+#pragma omp parallel for if (par) schedule(static)
+        for (int64_t r = 0; r < s.outer; r++)
+            softmax_row_f32(xp + r * s.n, yp + r * s.n, s.n, log_form);
+        return GRAFT_OK;
+    }
+#pragma omp parallel for if (par) schedule(static)
+    for (int64_t col = 0; col < cols; col++) {
+        int64_t o = col / s.inner, i = col % s.inner;
+        softmax_col_generic(x, y, o * s.n * s.inner + i, s.n, s.inner, log_form);
+    }
+    return GRAFT_OK;
+}
+
+graft_status ref_Softmax(const op_call *c) { return run_softmax(c, false); }
+graft_status ref_LogSoftmax(const op_call *c) { return run_softmax(c, true); }
+
+/* ------------------------------------------------------------------------------------------ */
+/* LayerNormalization                                                                           */
+
+/* Fill dst[0..n) with Scale or B broadcast to the normalised shape norm_dims (m dims). */
+static graft_status expand_to_norm(const op_call *c, const tensor *p, int m,
+                                   const int64_t *norm_dims, int64_t n, double *dst) {
+    for (int i = 0; i < p->ndim; i++) {
+        int t = m - p->ndim + i;
+        int64_t want = t >= 0 ? norm_dims[t] : 1;
+        if (p->dims[i] != 1 && p->dims[i] != want) {
+            char sp[256], sn[256];
+            return op_error(c->node, c->err, GRAFT_E_SHAPE,
+                            "input of shape %s does not broadcast to the normalised shape %s",
+                            shape_str(sp, sizeof sp, p->ndim, p->dims),
+                            shape_str(sn, sizeof sn, m, norm_dims));
+        }
+    }
+    int64_t pstrides[GRAFT_MAX_DIMS];
+    dims_strides(p->ndim, p->dims, pstrides);
+    for (int64_t j = 0; j < n; j++) {
+        int64_t rem = j, off = 0;
+        for (int t = m - 1; t >= 0; t--) {
+            int64_t coord = rem % norm_dims[t];
+            rem /= norm_dims[t];
+            int i = t - (m - p->ndim);
+            if (i >= 0 && p->dims[i] != 1) off += coord * pstrides[i];
+        }
+        dst[j] = tensor_get_f64(p, off);
+    }
+    return GRAFT_OK;
+}
+
+typedef struct ln_row_stats {
+    double mean, inv_std;
+} ln_row_stats;
+
+/* One contiguous f32 row (the BERT path): mean, then variance around it, in double. */
+static ln_row_stats layernorm_row_f32(const float *x, float *y, int64_t n, const float *scale,
+                                      const float *bias, double eps) {
+    double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < n; j++) sum += x[j];
+    float mean = (float)(sum / (double)n);
+    double sq = 0.0;
+#pragma omp simd reduction(+ : sq)
+    for (int64_t j = 0; j < n; j++) {
+        float d = x[j] - mean;
+        sq += d * d;
+    }
+    double inv_d = 1.0 / sqrt(sq / (double)n + eps);
+    float inv = (float)inv_d;
+    if (bias) {
+#pragma omp simd
+        for (int64_t j = 0; j < n; j++) y[j] = (x[j] - mean) * inv * scale[j] + bias[j];
+    } else {
+#pragma omp simd
+        for (int64_t j = 0; j < n; j++) y[j] = (x[j] - mean) * inv * scale[j];
+    }
+    return (ln_row_stats){mean, inv_d};
+}
+
+/* One row of any float dtype, computed in double. */
+static ln_row_stats layernorm_row_generic(const tensor *x, tensor *y, int64_t base, int64_t n,
+                                          const double *scale, const double *bias, double eps) {
+    double sum = 0.0;
+    for (int64_t j = 0; j < n; j++) sum += tensor_get_f64(x, base + j);
+    double mean = sum / (double)n, sq = 0.0;
+    for (int64_t j = 0; j < n; j++) {
+        double d = tensor_get_f64(x, base + j) - mean;
+        sq += d * d;
+    }
+    double inv = 1.0 / sqrt(sq / (double)n + eps);
+    for (int64_t j = 0; j < n; j++) {
+        double v = (tensor_get_f64(x, base + j) - mean) * inv * scale[j];
+        tensor_set_f64(y, base + j, bias ? v + bias[j] : v);
+    }
+    return (ln_row_stats){mean, inv};
+}
+
+typedef struct ln_job {
+    const tensor *x;
+    tensor *y, *mean, *inv_std; /* the last two NULL when not asked for */
+    int64_t rows, n;
+    double eps;
+    double *scale, *bias;        /* broadcast to n, as double (bias NULL when absent) */
+    float *scale_f32, *bias_f32; /* the same as f32, for the f32 path */
+} ln_job;
+
+static void layernorm_rows(const ln_job *job) {
+    bool f32 = job->x->dtype == GRAFT_DTYPE_F32;
+    bool par = job->rows * job->n >= PARALLEL_MIN;
+#pragma omp parallel for if (par) schedule(static)
+    for (int64_t r = 0; r < job->rows; r++) {
+        ln_row_stats st;
+        if (f32)
+            st = layernorm_row_f32((const float *)job->x->data + r * job->n,
+                                   (float *)job->y->data + r * job->n, job->n, job->scale_f32,
+                                   job->bias_f32, job->eps);
+        else
+            st = layernorm_row_generic(job->x, job->y, r * job->n, job->n, job->scale, job->bias,
+                                       job->eps);
+        if (job->mean) tensor_set_f64(job->mean, r, st.mean);
+        if (job->inv_std) tensor_set_f64(job->inv_std, r, st.inv_std);
+    }
+}
+
+/* Broadcast Scale and B into the job's buffers (one allocation). */
+static graft_status ln_prepare_operands(const op_call *c, ln_job *job, int m,
+                                        const int64_t *norm_dims, void **block) {
+    const tensor *b = c->n_in > 2 ? c->in[2] : NULL;
+    size_t n = (size_t)job->n;
+    *block = malloc(n * 2 * (sizeof(double) + sizeof(float)) + 1);
+    if (!*block) return op_error(c->node, c->err, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    job->scale = *block;
+    job->bias = b ? job->scale + n : NULL;
+    job->scale_f32 = (float *)(job->scale + 2 * n);
+    job->bias_f32 = b ? job->scale_f32 + n : NULL;
+    TRY(expand_to_norm(c, c->in[1], m, norm_dims, job->n, job->scale));
+    if (b) TRY(expand_to_norm(c, b, m, norm_dims, job->n, job->bias));
+    for (size_t j = 0; j < n; j++) {
+        job->scale_f32[j] = (float)job->scale[j];
+        if (b) job->bias_f32[j] = (float)job->bias[j];
+    }
+    return GRAFT_OK;
+}
+
+graft_status ref_LayerNormalization(const op_call *c) {
+    const tensor *x = c->in[0];
+    if (c->n_in < 2 || !c->in[1] || !is_float(x->dtype))
+        return op_error(c->node, c->err, GRAFT_E_DTYPE, "X must be a float tensor with a Scale");
+    int axis;
+    TRY(op_axis(c->node, attr_i(c->node, "axis", -1), x->ndim, &axis, c->err));
+    axis_split s = axis_split_dims(x->ndim, x->dims, axis, false);
+    ln_job job = {.x = x, .y = c->out[0], .rows = s.outer, .n = s.n,
+                  .eps = attr_f(c->node, "epsilon", 1e-5f)};
+    TRY(check_out(c, 0, x->dtype, tensor_numel(x)));
+    if (c->n_out > 1 && c->out[1]) {
+        job.mean = c->out[1];
+        TRY(check_out(c, 1, job.mean->dtype, s.outer));
+    }
+    if (c->n_out > 2 && c->out[2]) {
+        job.inv_std = c->out[2];
+        TRY(check_out(c, 2, job.inv_std->dtype, s.outer));
+    }
+    if (s.n == 0 || s.outer == 0) return GRAFT_OK;
+    void *block = NULL;
+    graft_status st = ln_prepare_operands(c, &job, x->ndim - axis, x->dims + axis, &block);
+    if (st == GRAFT_OK) layernorm_rows(&job);
+    free(block);
+    return st;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* ReduceMean, ReduceSum                                                                        */
+
+/* A reduction in canonical form: size-1 dims dropped, neighbouring dims of the same kind
+ * (kept / reduced) merged. Output elements run over the kept groups in order. */
+typedef struct reduce_geom {
+    int n_groups;
+    int64_t dims[GRAFT_MAX_DIMS];
+    bool reduced[GRAFT_MAX_DIMS];
+    int64_t strides[GRAFT_MAX_DIMS]; /* in the input */
+    int64_t n_out, n_red;
+} reduce_geom;
+
+static reduce_geom reduce_geometry(const tensor *x, const reduce_axes *ax) {
+    reduce_geom g = {.n_out = 1, .n_red = 1};
+    for (int i = 0; i < x->ndim; i++) {
+        if (x->dims[i] == 1) continue;
+        if (g.n_groups > 0 && g.reduced[g.n_groups - 1] == ax->reduced[i]) {
+            g.dims[g.n_groups - 1] *= x->dims[i];
+        } else {
+            g.dims[g.n_groups] = x->dims[i];
+            g.reduced[g.n_groups++] = ax->reduced[i];
+        }
+        if (ax->reduced[i]) g.n_red *= x->dims[i];
+        else g.n_out *= x->dims[i];
+    }
+    dims_strides(g.n_groups, g.dims, g.strides);
+    return g;
+}
+
+/* Walks the offsets of the reduced elements of one output element. */
+typedef struct odometer {
+    int n;
+    int64_t dims[GRAFT_MAX_DIMS], strides[GRAFT_MAX_DIMS], idx[GRAFT_MAX_DIMS];
+    int64_t off;
+} odometer;
+
+static void odometer_next(odometer *it) {
+    for (int d = it->n - 1; d >= 0; d--) {
+        it->off += it->strides[d];
+        if (++it->idx[d] < it->dims[d]) return;
+        it->off -= it->strides[d] * it->dims[d];
+        it->idx[d] = 0;
+    }
+}
+
+/* Input offset of output element o, and an odometer over its reduced elements. */
+static int64_t reduce_start(const reduce_geom *g, int64_t o, odometer *it) {
+    int64_t base = 0;
+    memset(it, 0, sizeof *it);
+    for (int d = g->n_groups - 1; d >= 0; d--) {
+        if (g->reduced[d]) continue;
+        base += (o % g->dims[d]) * g->strides[d];
+        o /= g->dims[d];
+    }
+    for (int d = 0; d < g->n_groups; d++) {
+        if (!g->reduced[d]) continue;
+        it->dims[it->n] = g->dims[d];
+        it->strides[it->n++] = g->strides[d];
+    }
+    return base;
+}
+
+/* Any layout, any dtype: one output element at a time. */
+static void reduce_generic(const tensor *x, tensor *y, const reduce_geom *g, bool mean) {
+    bool par = g->n_out * g->n_red >= PARALLEL_MIN;
+    bool flt = is_float(x->dtype), uns = is_unsigned(x->dtype);
+#pragma omp parallel for if (par) schedule(static)
+    for (int64_t o = 0; o < g->n_out; o++) {
+        odometer it;
+        int64_t base = reduce_start(g, o, &it);
+        if (flt) {
+            double acc = 0.0;
+            for (int64_t k = 0; k < g->n_red; k++, odometer_next(&it))
+                acc += tensor_get_f64(x, base + it.off);
+            tensor_set_f64(y, o, mean ? acc / (double)g->n_red : acc);
+        } else {
+            uint64_t acc = 0;
+            for (int64_t k = 0; k < g->n_red; k++, odometer_next(&it))
+                acc += load_int(x, base + it.off);
+            if (mean && uns) acc /= (uint64_t)g->n_red;
+            else if (mean) acc = (uint64_t)((int64_t)acc / g->n_red);
+            store_int(y, o, acc);
+        }
+    }
+}
+
+/* f32 with the reduced part innermost: (rows, n) contiguous rows. */
+static void reduce_rows_f32(const float *x, float *y, int64_t rows, int64_t n, bool mean) {
+#pragma omp parallel for if (rows * n >= PARALLEL_MIN) schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *row = x + r * n;
+        double acc = 0.0;
+#pragma omp simd reduction(+ : acc)
+        for (int64_t j = 0; j < n; j++) acc += row[j];
+        y[r] = (float)(mean ? acc / (double)n : acc);
+    }
+}
+
+/* f32 as (outer, n, inner) reducing n: add whole inner rows so the loads stay contiguous. */
+static graft_status reduce_middle_f32(const float *x, float *y, int64_t outer, int64_t n,
+                                      int64_t inner, bool mean) {
+    bool par = outer > 1 && outer * n * inner >= PARALLEL_MIN;
+    int failed = 0;
+#pragma omp parallel for if (par) schedule(static) reduction(| : failed)
+    for (int64_t o = 0; o < outer; o++) {
+        double *acc = calloc((size_t)inner, sizeof *acc);
+        if (!acc) {
+            failed = 1;
+            continue;
+        }
+        const float *block = x + o * n * inner;
+        for (int64_t j = 0; j < n; j++) {
+#pragma omp simd
+            for (int64_t i = 0; i < inner; i++) acc[i] += block[j * inner + i];
+        }
+        for (int64_t i = 0; i < inner; i++)
+            y[o * inner + i] = (float)(mean ? acc[i] / (double)n : acc[i]);
+        free(acc);
+    }
+    return failed ? GRAFT_E_OUT_OF_MEMORY : GRAFT_OK;
+}
+
+/* The f32 fast paths; *done = false when the layout has none. */
+static graft_status reduce_fast_f32(const tensor *x, tensor *y, const reduce_geom *g, bool mean,
+                                    bool *done) {
+    const float *xp = x->data;
+    float *yp = y->data;
+    int k = g->n_groups;
+    *done = true;
+    if (k == 0) {
+        yp[0] = xp[0];
+        return GRAFT_OK;
+    }
+    if (g->reduced[k - 1] && k <= 2) {
+        reduce_rows_f32(xp, yp, k == 2 ? g->dims[0] : 1, g->dims[k - 1], mean);
+        return GRAFT_OK;
+    }
+    if (!g->reduced[k - 1] && (k == 2 || k == 3) && g->reduced[k - 2])
+        return reduce_middle_f32(xp, yp, k == 3 ? g->dims[0] : 1, g->dims[k - 2],
+                                 g->dims[k - 1], mean);
+    *done = false;
+    return GRAFT_OK;
+}
+
+static graft_status run_reduce(const op_call *c, bool mean) {
+    const tensor *x = c->in[0];
+    tensor *y = c->out[0];
+    bool axes_present = c->n_in > 1 && c->in[1];
+    reduce_axes ax;
+    TRY(reduce_resolve_axes(c->node, x->ndim, axes_present, axes_present ? c->in[1] : NULL, &ax,
+                            c->err));
+    if (ax.noop) {
+        TRY(check_out(c, 0, x->dtype, tensor_numel(x)));
+        int64_t bytes = tensor_nbytes(x);
+        if (bytes > 0) memcpy(y->data, x->data, (size_t)bytes);
+        return GRAFT_OK;
+    }
+    if (!is_float(x->dtype) && !dtype_is_int(x->dtype))
+        return op_error(c->node, c->err, GRAFT_E_DTYPE, "input dtype %s is not numeric",
+                        graft_dtype_name(x->dtype));
+    reduce_geom g = reduce_geometry(x, &ax);
+    TRY(check_out(c, 0, x->dtype, g.n_out));
+    if (g.n_out == 0) return GRAFT_OK;
+    if (g.n_red == 0) {
+        /* Sums over nothing are 0 (the zero-filled output); a float mean of nothing is NaN. */
+        if (mean && is_float(y->dtype))
+            for (int64_t i = 0; i < g.n_out; i++) tensor_set_f64(y, i, NAN);
+        return GRAFT_OK;
+    }
+    if (x->dtype == GRAFT_DTYPE_F32) {
+        bool done;
+        graft_status st = reduce_fast_f32(x, y, &g, mean, &done);
+        if (st != GRAFT_OK) return op_error(c->node, c->err, st, "out of memory");
+        if (done) return GRAFT_OK;
+    }
+    reduce_generic(x, y, &g, mean);
+    return GRAFT_OK;
+}
+
+graft_status ref_ReduceMean(const op_call *c) { return run_reduce(c, true); }
+graft_status ref_ReduceSum(const op_call *c) { return run_reduce(c, false); }
+
+/* ------------------------------------------------------------------------------------------ */
+/* ArgMax                                                                                       */
+
+/* NaN counts as the largest value, as numpy's argmax does: the first NaN wins, or the last one
+ * with select_last_index. */
+static bool beats(double v, double best, bool last) {
+    if (isnan(best)) return last && isnan(v);
+    if (isnan(v)) return true;
+    return last ? v >= best : v > best;
+}
+
+static int64_t argmax_column(const tensor *x, int64_t base, int64_t n, int64_t stride,
+                             bool last) {
+    int64_t best_at = 0;
+    if (is_float(x->dtype)) {
+        double best = tensor_get_f64(x, base);
+        for (int64_t j = 1; j < n; j++) {
+            double v = tensor_get_f64(x, base + j * stride);
+            if (beats(v, best, last)) best = v, best_at = j;
+        }
+    } else if (is_unsigned(x->dtype)) {
+        uint64_t best = load_int(x, base);
+        for (int64_t j = 1; j < n; j++) {
+            uint64_t v = load_int(x, base + j * stride);
+            if (last ? v >= best : v > best) best = v, best_at = j;
+        }
+    } else {
+        int64_t best = tensor_get_i64(x, base);
+        for (int64_t j = 1; j < n; j++) {
+            int64_t v = tensor_get_i64(x, base + j * stride);
+            if (last ? v >= best : v > best) best = v, best_at = j;
+        }
+    }
+    return best_at;
+}
+
+static int64_t argmax_row_f32(const float *x, int64_t n, bool last) {
+    int64_t best_at = 0;
+    float best = x[0];
+    for (int64_t j = 1; j < n; j++)
+        if (beats(x[j], best, last)) best = x[j], best_at = j;
+    return best_at;
+}
+
+graft_status ref_ArgMax(const op_call *c) {
+    const tensor *x = c->in[0];
+    int axis;
+    TRY(op_axis(c->node, attr_i(c->node, "axis", 0), x->ndim, &axis, c->err));
+    bool last = attr_i(c->node, "select_last_index", 0) != 0;
+    axis_split s = axis_split_dims(x->ndim, x->dims, axis, true);
+    int64_t cols = s.outer * s.inner;
+    TRY(check_out(c, 0, GRAFT_DTYPE_I64, cols));
+    if (cols == 0) return GRAFT_OK;
+    if (s.n == 0)
+        return op_error(c->node, c->err, GRAFT_E_SHAPE, "cannot take ArgMax over an empty axis");
+    if (!is_float(x->dtype) && !dtype_is_int(x->dtype))
+        return op_error(c->node, c->err, GRAFT_E_DTYPE, "input dtype %s is not numeric",
+                        graft_dtype_name(x->dtype));
+    int64_t *yp = c->out[0]->data;
+    bool par = cols * s.n >= PARALLEL_MIN;
+    if (x->dtype == GRAFT_DTYPE_F32 && s.inner == 1) {
+#pragma omp parallel for if (par) schedule(static)
+        for (int64_t r = 0; r < s.outer; r++)
+            yp[r] = argmax_row_f32((const float *)x->data + r * s.n, s.n, last);
+        return GRAFT_OK;
+    }
+#pragma omp parallel for if (par) schedule(static)
+    for (int64_t col = 0; col < cols; col++) {
+        int64_t o = col / s.inner, i = col % s.inner;
+        yp[col] = argmax_column(x, o * s.n * s.inner + i, s.n, s.inner, last);
+    }
+    return GRAFT_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* CumSum                                                                                       */
+
+typedef struct cumsum_dir {
+    bool exclusive, reverse;
+} cumsum_dir;
+
+static void cumsum_row_f32(const float *x, float *y, int64_t n, int64_t stride, cumsum_dir d) {
+    double acc = 0.0;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t at = (d.reverse ? n - 1 - k : k) * stride;
+        double v = x[at];
+        if (!d.exclusive) acc += v;
+        y[at] = (float)acc;
+        if (d.exclusive) acc += v;
+    }
+}
+
+static void cumsum_col_generic(const tensor *x, tensor *y, int64_t base, int64_t n,
+                               int64_t stride, cumsum_dir d) {
+    bool flt = is_float(x->dtype);
+    double acc = 0.0;
+    uint64_t iacc = 0;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t at = base + (d.reverse ? n - 1 - k : k) * stride;
+        if (flt) {
+            double v = tensor_get_f64(x, at);
+            if (!d.exclusive) acc += v;
+            tensor_set_f64(y, at, acc);
+            if (d.exclusive) acc += v;
+        } else {
+            uint64_t v = load_int(x, at);
+            if (!d.exclusive) iacc += v;
+            store_int(y, at, iacc);
+            if (d.exclusive) iacc += v;
+        }
+    }
+}
+
+graft_status ref_CumSum(const op_call *c) {
+    const tensor *x = c->in[0];
+    int64_t axis_value;
+    int axis;
+    if (!c->in[1] || op_read_ints(c->in[1], &axis_value, 1) != 1)
+        return op_error(c->node, c->err, GRAFT_E_SHAPE, "axis must be a scalar int32 or int64");
+    TRY(op_axis(c->node, axis_value, x->ndim, &axis, c->err));
+    TRY(check_out(c, 0, x->dtype, tensor_numel(x)));
+    if (!is_float(x->dtype) && !dtype_is_int(x->dtype))
+        return op_error(c->node, c->err, GRAFT_E_DTYPE, "input dtype %s is not numeric",
+                        graft_dtype_name(x->dtype));
+    cumsum_dir d = {attr_i(c->node, "exclusive", 0) != 0, attr_i(c->node, "reverse", 0) != 0};
+    axis_split s = axis_split_dims(x->ndim, x->dims, axis, true);
+    int64_t cols = s.outer * s.inner;
+    if (cols == 0 || s.n == 0) return GRAFT_OK;
+    bool par = cols > 1 && cols * s.n >= PARALLEL_MIN;
+    tensor *y = c->out[0];
+#pragma omp parallel for if (par) schedule(static)
+    for (int64_t col = 0; col < cols; col++) {
+        int64_t o = col / s.inner, i = col % s.inner;
+        int64_t base = o * s.n * s.inner + i;
+        if (x->dtype == GRAFT_DTYPE_F32)
+            cumsum_row_f32((const float *)x->data + base, (float *)y->data + base, s.n, s.inner,
+                           d);
+        else
+            cumsum_col_generic(x, y, base, s.n, s.inner, d);
+    }
+    return GRAFT_OK;
+}

@@ -1,0 +1,100 @@
+/* infer.c: op resolution and the shape-inference driver over the whole graph. */
+#include <stdio.h>
+#include <string.h>
+
+#include "graph.h"
+
+graft_status graph_resolve_ops(ir_graph *g, graft_err *e) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        ir_node *n = &g->nodes[i];
+        if (n->domain[0] && strcmp(n->domain, "ai.onnx") != 0)
+            return err_set(e, GRAFT_E_UNSUPPORTED,
+                           "node '%s' uses op '%s' of domain '%s'; graft supports only the "
+                           "standard ai.onnx domain",
+                           n->name, n->op_type, n->domain);
+        const op_def *op = op_find(n->op_type);
+        if (!op)
+            return err_set(e, GRAFT_E_UNSUPPORTED,
+                           "node '%s' uses op '%s', which graft does not support", n->name,
+                           n->op_type);
+        if (n->opset < op->since || n->opset > op->until)
+            return err_set(e, GRAFT_E_UNSUPPORTED,
+                           "node '%s' (%s) comes from opset %d; graft supports %s for opsets %d "
+                           "to %d",
+                           n->name, n->op_type, n->opset, n->op_type, op->since, op->until);
+        n->op = op;
+    }
+    return GRAFT_OK;
+}
+
+void graph_value_info(const ir_graph *g, int value, value_info *vi) {
+    memset(vi, 0, sizeof *vi);
+    if (value < 0) return;
+    const ir_value *v = &g->values[value];
+    vi->present = true;
+    vi->dtype = v->dtype;
+    vi->ndim = v->ndim;
+    for (int i = 0; i < v->ndim && i < GRAFT_MAX_DIMS; i++) vi->dims[i] = v->dims[i];
+    if (v->is_const) vi->value = &v->data;
+}
+
+/* Merge inferred facts into the value: inferred known dims win over unknown declared ones; two
+ * known values that disagree are an error. */
+static graft_status merge(const ir_node *n, ir_value *v, const value_info *vi, graft_err *e) {
+    if (!vi->present) return GRAFT_OK;
+    if (vi->dtype != GRAFT_DTYPE_UNDEFINED) {
+        if (v->dtype != GRAFT_DTYPE_UNDEFINED && v->dtype != vi->dtype && !v->is_graph_output)
+            v->dtype = vi->dtype; /* value_info hints may be stale; the op's rule wins */
+        else if (v->is_graph_output && v->dtype != GRAFT_DTYPE_UNDEFINED && v->dtype != vi->dtype)
+            return op_error(n, e, GRAFT_E_DTYPE, "output '%s' is declared %s but computes %s",
+                            v->name, graft_dtype_name(v->dtype), graft_dtype_name(vi->dtype));
+        v->dtype = vi->dtype;
+    }
+    if (vi->ndim < 0) return GRAFT_OK;
+    if (v->ndim >= 0 && v->ndim != vi->ndim) {
+        if (v->is_graph_output)
+            return op_error(n, e, GRAFT_E_SHAPE, "output '%s' is declared with rank %d but "
+                            "computes rank %d", v->name, v->ndim, vi->ndim);
+        for (int i = 0; i < GRAFT_MAX_DIMS; i++) v->dims[i] = -1;
+    }
+    if (v->ndim != vi->ndim) {
+        v->ndim = vi->ndim;
+        for (int i = 0; i < vi->ndim; i++) v->dims[i] = -1;
+    }
+    for (int i = 0; i < vi->ndim; i++) {
+        if (vi->dims[i] < 0) continue;
+        if (v->is_graph_output && v->dims[i] >= 0 && v->dims[i] != vi->dims[i]) {
+            char a[256], b[256];
+            return op_error(n, e, GRAFT_E_SHAPE, "output '%s' is declared %s but computes %s",
+                            v->name, shape_str(a, sizeof a, v->ndim, v->dims),
+                            shape_str(b, sizeof b, vi->ndim, vi->dims));
+        }
+        v->dims[i] = vi->dims[i];
+    }
+    return GRAFT_OK;
+}
+
+graft_status graph_infer_shapes(ir_graph *g, graft_err *e) {
+    value_info in[64], out[64];
+    for (int i = 0; i < g->n_nodes; i++) {
+        ir_node *n = &g->nodes[i];
+        if (n->dead) continue;
+        if (n->n_in > 64 || n->n_out > 64)
+            return op_error(n, e, GRAFT_E_UNSUPPORTED, "has more than 64 inputs or outputs");
+        for (int k = 0; k < n->n_in; k++) graph_value_info(g, n->inputs[k], &in[k]);
+        memset(out, 0, sizeof(value_info) * (size_t)n->n_out);
+        TRY(n->op->infer(n, in, n->n_in, out, n->n_out, e));
+        for (int k = 0; k < n->n_out; k++) {
+            if (n->outputs[k] < 0) continue;
+            ir_value *v = &g->values[n->outputs[k]];
+            if (v->is_const) continue;
+            /* Intermediate values take the op's rule; declared value_info was only a hint. */
+            if (!v->is_graph_output) {
+                v->ndim = -1;
+                v->dtype = GRAFT_DTYPE_UNDEFINED;
+            }
+            TRY(merge(n, v, &out[k], e));
+        }
+    }
+    return GRAFT_OK;
+}

@@ -1,0 +1,212 @@
+/* model.c: the public model API: load (file or memory), describe inputs and outputs, run. */
+#include "model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../cpu/cpu_backend.h"
+#include "../onnx/onnx_io.h"
+#include "graft_config.h"
+#if GRAFT_HAVE_OPENMP
+#include <omp.h>
+#endif
+
+static int cmp_op_count(const void *a, const void *b) {
+    const op_count_entry *x = a, *y = b;
+    if (x->count != y->count) return x->count < y->count ? 1 : -1;
+    return strcmp(x->op, y->op);
+}
+
+/* The op histogram is taken before passes change the graph, so it describes the file. */
+static graft_status count_ops(graft_model *m, graft_err *e) {
+    m->op_counts = calloc((size_t)m->g.n_nodes + 1, sizeof *m->op_counts);
+    if (!m->op_counts) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    for (int i = 0; i < m->g.n_nodes; i++) {
+        const char *op = m->g.nodes[i].op->name; /* static string from the registry */
+        int j = 0;
+        while (j < m->n_op_counts && strcmp(m->op_counts[j].op, op) != 0) j++;
+        if (j == m->n_op_counts) m->op_counts[m->n_op_counts++] = (op_count_entry){op, 0};
+        m->op_counts[j].count++;
+    }
+    qsort(m->op_counts, (size_t)m->n_op_counts, sizeof *m->op_counts, cmp_op_count);
+    m->original_node_count = m->g.n_nodes;
+    return GRAFT_OK;
+}
+
+static graft_status prepare(graft_model *m, graft_err *e) {
+    TRY(graph_resolve_ops(&m->g, e));
+    TRY(count_ops(m, e));
+    TRY(ir_toposort(&m->g, e));
+    TRY(graph_infer_shapes(&m->g, e));
+    TRY(graph_optimize(&m->g, e));
+    const graft_ctx_options *o = &m->ctx->options;
+    TRY(cpu_backend_create(o->num_threads, o->use_reference_kernels != 0, &m->backend, e));
+    m->have_backend = true;
+    return exec_init(&m->exec, &m->g, &m->backend, e);
+}
+
+static graft_status load_common(graft_ctx *ctx, const void *data, size_t size,
+                                const char *base_dir, const char *what, graft_model **out) {
+    graft_err *e = &ctx->err;
+    graft_model *m = calloc(1, sizeof *m);
+    if (!m) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory loading %s", what);
+    m->ctx = ctx;
+    graft_status st = onnx_parse_model(data, size, base_dir, what, &m->g, e);
+    if (st == GRAFT_OK) {
+        st = prepare(m, e);
+        if (st != GRAFT_OK) err_prefix(e, "%s", what);
+    } else {
+        ir_graph_init(&m->g);
+    }
+    if (st != GRAFT_OK) {
+        graft_model_free(m);
+        return st;
+    }
+    ctx_log(ctx, GRAFT_LOG_INFO, "loaded %s: %d nodes after passes (%lld in the file)", what,
+            m->g.n_nodes, (long long)m->original_node_count);
+    *out = m;
+    return GRAFT_OK;
+}
+
+graft_status graft_model_load(graft_ctx *ctx, const char *path, graft_model **out) {
+    if (!ctx) return GRAFT_E_INVALID_ARGUMENT;
+    err_clear(&ctx->err);
+    if (!path || !out)
+        return err_set(&ctx->err, GRAFT_E_INVALID_ARGUMENT, "graft_model_load: NULL argument");
+    *out = NULL;
+    void *data = NULL;
+    size_t size = 0;
+    TRY(read_file(path, &data, &size, &ctx->err));
+    char *dir = strdup(path);
+    if (!dir) {
+        free(data);
+        return err_set(&ctx->err, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    }
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0';
+    graft_status st = load_common(ctx, data, size, slash ? dir : ".", path, out);
+    free(dir);
+    free(data);
+    return st;
+}
+
+graft_status graft_model_load_memory(graft_ctx *ctx, const void *data, size_t size,
+                                     const char *base_dir, graft_model **out) {
+    if (!ctx) return GRAFT_E_INVALID_ARGUMENT;
+    err_clear(&ctx->err);
+    if (!data || !out)
+        return err_set(&ctx->err, GRAFT_E_INVALID_ARGUMENT,
+                       "graft_model_load_memory: NULL argument");
+    *out = NULL;
+    return load_common(ctx, data, size, base_dir, "<memory>", out);
+}
+
+void graft_model_free(graft_model *m) {
+    if (!m) return;
+    exec_free(&m->exec);
+    if (m->have_backend) m->backend.destroy(m->backend.impl);
+    ir_graph_free(&m->g);
+    free(m->op_counts);
+    free(m);
+}
+
+int graft_model_input_count(const graft_model *m) { return m ? m->g.n_inputs : 0; }
+int graft_model_output_count(const graft_model *m) { return m ? m->g.n_outputs : 0; }
+
+static void fill_info(const ir_value *v, graft_value_info *info) {
+    memset(info, 0, sizeof *info);
+    info->name = v->name;
+    info->dtype = v->dtype;
+    info->ndim = v->ndim;
+    for (int i = 0; i < v->ndim && i < GRAFT_MAX_DIMS; i++) {
+        info->dims[i] = v->dims[i];
+        info->dim_names[i] = v->dim_names[i];
+    }
+}
+
+graft_status graft_model_input_info(const graft_model *m, int index, graft_value_info *info) {
+    if (!m || !info || index < 0 || index >= m->g.n_inputs) return GRAFT_E_INVALID_ARGUMENT;
+    fill_info(&m->g.values[m->g.inputs[index]], info);
+    return GRAFT_OK;
+}
+
+graft_status graft_model_output_info(const graft_model *m, int index, graft_value_info *info) {
+    if (!m || !info || index < 0 || index >= m->g.n_outputs) return GRAFT_E_INVALID_ARGUMENT;
+    fill_info(&m->g.values[m->g.outputs[index]], info);
+    return GRAFT_OK;
+}
+
+static graft_status check_input(const ir_value *v, const tensor *t, graft_err *e) {
+    char want[256], got[256];
+    shape_str(want, sizeof want, v->ndim, v->dims);
+    shape_str(got, sizeof got, t->ndim, t->dims);
+    if (t->dtype != v->dtype)
+        return err_set(e, GRAFT_E_DTYPE, "input '%s' must be %s %s, got %s %s", v->name,
+                       graft_dtype_name(v->dtype), want, graft_dtype_name(t->dtype), got);
+    bool ok = t->ndim >= 0 && t->ndim <= GRAFT_MAX_DIMS && (v->ndim < 0 || v->ndim == t->ndim);
+    for (int i = 0; ok && i < t->ndim; i++) {
+        if (t->dims[i] < 0) ok = false;
+        else if (v->ndim >= 0 && v->dims[i] >= 0 && v->dims[i] != t->dims[i]) ok = false;
+    }
+    if (!ok || tensor_nbytes(t) < 0)
+        return err_set(e, GRAFT_E_SHAPE, "input '%s' must have shape %s, got %s", v->name, want,
+                       got);
+    if (!t->data && tensor_numel(t) > 0)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "input '%s' has no data", v->name);
+    return GRAFT_OK;
+}
+
+graft_status model_bind_inputs(const graft_model *m, const graft_named_tensor *inputs,
+                               int n_inputs, tensor *bound, graft_err *e) {
+    const ir_graph *g = &m->g;
+    if (n_inputs < 0 || (n_inputs > 0 && !inputs))
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "graft_model_run: bad input array");
+    for (int i = 0; i < g->n_inputs; i++) {
+        const ir_value *v = &g->values[g->inputs[i]];
+        int found = -1;
+        for (int j = 0; j < n_inputs; j++)
+            if (inputs[j].name && strcmp(inputs[j].name, v->name) == 0) found = j;
+        if (found < 0) return err_set(e, GRAFT_E_NOT_FOUND, "input '%s' was not given", v->name);
+        TRY(check_input(v, &inputs[found].tensor, e));
+        bound[i] = inputs[found].tensor;
+    }
+    for (int j = 0; j < n_inputs; j++) {
+        int v = inputs[j].name ? ir_find_value(g, inputs[j].name) : -1;
+        if (v < 0 || !g->values[v].is_graph_input)
+            return err_set(e, GRAFT_E_NOT_FOUND, "the model has no input named '%s'",
+                           inputs[j].name ? inputs[j].name : "(null)");
+    }
+    return GRAFT_OK;
+}
+
+graft_status graft_model_run(graft_model *m, const graft_named_tensor *inputs, int n_inputs) {
+    if (!m) return GRAFT_E_INVALID_ARGUMENT;
+    graft_err *e = &m->ctx->err;
+    err_clear(e);
+    tensor *bound = calloc((size_t)m->g.n_inputs + 1, sizeof *bound);
+    if (!bound) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+#if GRAFT_HAVE_OPENMP
+    if (m->ctx->options.num_threads > 0) omp_set_num_threads(m->ctx->options.num_threads);
+#endif
+    graft_status st = model_bind_inputs(m, inputs, n_inputs, bound, e);
+    if (st == GRAFT_OK) st = exec_run(&m->exec, bound, e);
+    free(bound);
+    return st;
+}
+
+graft_status graft_model_output(const graft_model *m, int index, const graft_tensor **out) {
+    if (!m || !out || index < 0 || index >= m->g.n_outputs) return GRAFT_E_INVALID_ARGUMENT;
+    const tensor *t = &m->exec.vals[m->g.outputs[index]];
+    if (!t->data && tensor_numel(t) != 0) {
+        err_set(&m->ctx->err, GRAFT_E_INVALID_ARGUMENT, "the model has not been run yet");
+        return GRAFT_E_INVALID_ARGUMENT;
+    }
+    *out = t;
+    return GRAFT_OK;
+}
+
+graft_status graft_model_run_stats(const graft_model *m, graft_run_stats *out) {
+    if (!m || !out) return GRAFT_E_INVALID_ARGUMENT;
+    *out = m->exec.stats;
+    return GRAFT_OK;
+}

@@ -1,0 +1,146 @@
+/* summary.c: facts about a loaded model for tools: parameters, op histogram, opsets, metadata,
+ * FLOPs per sample (measured on a dummy run) and the tensor the `auto` cut would pick. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+#define ASSUMED_SEQ_LEN 128
+
+/* Build zero-filled inputs with symbolic dims replaced: the first by 1 (batch), others by the
+ * assumed sequence length. */
+static graft_status dummy_inputs(const graft_model *m, graft_named_tensor *in, graft_err *e) {
+    for (int i = 0; i < m->g.n_inputs; i++) {
+        const ir_value *v = &m->g.values[m->g.inputs[i]];
+        in[i].name = v->name;
+        tensor *t = &in[i].tensor;
+        int64_t dims[GRAFT_MAX_DIMS];
+        int nd = v->ndim < 0 ? 0 : v->ndim;
+        for (int d = 0; d < nd; d++)
+            dims[d] = v->dims[d] >= 0 ? v->dims[d] : (d == 0 ? 1 : ASSUMED_SEQ_LEN);
+        TRY(tensor_make(t, v->dtype, nd, dims, e));
+    }
+    return GRAFT_OK;
+}
+
+static double measure_flops(graft_model *m) {
+    graft_err e;
+    graft_named_tensor *in = calloc((size_t)m->g.n_inputs + 1, sizeof *in);
+    double flops = -1.0;
+    if (!in) return flops;
+    if (dummy_inputs(m, in, &e) == GRAFT_OK) {
+        tensor *bound = calloc((size_t)m->g.n_inputs + 1, sizeof *bound);
+        if (bound && model_bind_inputs(m, in, m->g.n_inputs, bound, &e) == GRAFT_OK) {
+            m->exec.count_flops = true;
+            if (exec_run(&m->exec, bound, &e) == GRAFT_OK) flops = m->exec.flops;
+            m->exec.count_flops = false;
+        }
+        free(bound);
+    }
+    for (int i = 0; i < m->g.n_inputs; i++) tensor_release(&in[i].tensor);
+    free(in);
+    return flops;
+}
+
+graft_status graft_model_summarize(const graft_model *cm, graft_model_summary *out) {
+    if (!cm || !out) return GRAFT_E_INVALID_ARGUMENT;
+    graft_model *m = (graft_model *)cm; /* caches the summary; runs the model once */
+    if (!m->summary_ready) {
+        graft_model_summary *s = &m->summary;
+        memset(s, 0, sizeof *s);
+        s->ir_version = m->g.ir_version;
+        s->producer_name = m->g.producer_name;
+        s->producer_version = m->g.producer_version;
+        s->default_opset = ir_opset_version(&m->g, "");
+        s->node_count = m->original_node_count;
+        for (int v = 0; v < m->g.n_values; v++) {
+            const ir_value *val = &m->g.values[v];
+            if (!val->is_const || !val->data.data || !dtype_is_float(val->data.dtype)) continue;
+            s->parameter_count += tensor_numel(&val->data);
+            s->parameter_bytes += tensor_nbytes(&val->data);
+        }
+        s->assumed_seq_len = ASSUMED_SEQ_LEN;
+        s->flops_per_sample = measure_flops(m);
+        m->summary_ready = true;
+    }
+    *out = m->summary;
+    return GRAFT_OK;
+}
+
+int graft_model_op_type_count(const graft_model *m) { return m ? m->n_op_counts : 0; }
+
+graft_status graft_model_op_type(const graft_model *m, int index, const char **op,
+                                 int64_t *count) {
+    if (!m || index < 0 || index >= m->n_op_counts) return GRAFT_E_INVALID_ARGUMENT;
+    if (op) *op = m->op_counts[index].op;
+    if (count) *count = m->op_counts[index].count;
+    return GRAFT_OK;
+}
+
+int graft_model_opset_count(const graft_model *m) { return m ? m->g.n_opsets : 0; }
+
+graft_status graft_model_opset(const graft_model *m, int index, const char **domain,
+                               int64_t *version) {
+    if (!m || index < 0 || index >= m->g.n_opsets) return GRAFT_E_INVALID_ARGUMENT;
+    if (domain) *domain = m->g.opsets[index].domain[0] ? m->g.opsets[index].domain : "ai.onnx";
+    if (version) *version = m->g.opsets[index].version;
+    return GRAFT_OK;
+}
+
+int graft_model_metadata_count(const graft_model *m) { return m ? m->g.n_metadata : 0; }
+
+graft_status graft_model_metadata(const graft_model *m, int index, const char **key,
+                                  const char **value) {
+    if (!m || index < 0 || index >= m->g.n_metadata) return GRAFT_E_INVALID_ARGUMENT;
+    if (key) *key = m->g.metadata[index].key;
+    if (value) *value = m->g.metadata[index].value;
+    return GRAFT_OK;
+}
+
+static bool is_op(const ir_node *n, const char *op) { return strcmp(n->op_type, op) == 0; }
+
+/* Walk back from v through shape-only ops; true when it comes from global pooling. */
+static bool comes_from_pooling(const ir_graph *g, int v) {
+    for (int depth = 0; depth < 8 && v >= 0; depth++) {
+        int p = g->values[v].producer;
+        if (p < 0) return false;
+        const ir_node *n = &g->nodes[p];
+        if (is_op(n, "GlobalAveragePool") || is_op(n, "ReduceMean") || is_op(n, "AveragePool"))
+            return true;
+        if (!is_op(n, "Flatten") && !is_op(n, "Reshape") && !is_op(n, "Squeeze")) return false;
+        v = n->inputs[0];
+    }
+    return false;
+}
+
+graft_status graft_model_auto_cut(const graft_model *m, const char **tensor_name,
+                                  const char **why) {
+    if (!m || !tensor_name) return GRAFT_E_INVALID_ARGUMENT;
+    const ir_graph *g = &m->g;
+    for (int i = g->n_nodes - 1; i >= 0; i--) {
+        const ir_node *n = &g->nodes[i];
+        if (!(is_op(n, "Gemm") || is_op(n, "MatMul")) || n->n_in < 2) continue;
+        if (n->inputs[1] < 0 || !g->values[n->inputs[1]].is_const) continue;
+        if (!comes_from_pooling(g, n->inputs[0])) continue;
+        *tensor_name = g->values[n->inputs[0]].name;
+        if (why) *why = "pooled CNN features: the input of the final classifier";
+        return GRAFT_OK;
+    }
+    /* An encoder: integer token inputs and a (batch, sequence, hidden) float output. */
+    bool token_input = false;
+    for (int i = 0; i < g->n_inputs; i++) {
+        const ir_value *v = &g->values[g->inputs[i]];
+        token_input |= (v->dtype == GRAFT_DTYPE_I64 || v->dtype == GRAFT_DTYPE_I32) && v->ndim == 2;
+    }
+    for (int i = 0; token_input && i < g->n_outputs; i++) {
+        const ir_value *v = &g->values[g->outputs[i]];
+        if (v->ndim == 3 && dtype_is_float(v->dtype)) {
+            *tensor_name = v->name;
+            if (why) *why = "encoder: the [CLS] (first) token of this hidden state";
+            return GRAFT_OK;
+        }
+    }
+    err_set(&m->ctx->err, GRAFT_E_NOT_FOUND,
+            "no cut point found: neither a pooled CNN classifier nor an encoder's hidden state");
+    return GRAFT_E_NOT_FOUND;
+}

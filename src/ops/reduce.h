@@ -1,0 +1,38 @@
+/* reduce.h: axis resolution shared by the reduce family's shape inference and its kernels, so
+ * both read a node's axes attributes and inputs the same way. */
+#ifndef GRAFT_OPS_REDUCE_H
+#define GRAFT_OPS_REDUCE_H
+
+#include "op.h"
+
+/* Which axes a ReduceSum / ReduceMean node reduces over an input of a given rank. */
+typedef struct reduce_axes {
+    bool known;    /* false when the axes come from an input whose value is not known yet */
+    bool noop;     /* empty axes with noop_with_empty_axes: the output is the input */
+    bool keepdims; /* reduced dims stay as 1 */
+    bool reduced[GRAFT_MAX_DIMS];
+} reduce_axes;
+
+/* Resolve the axes of a ReduceSum / ReduceMean node over an input of rank `rank` (>= 0). The
+ * axes come from the attribute (ReduceSum before opset 13, ReduceMean before 18) or from input 1:
+ * `axes_present` says whether that input is given, `axes` is its value (NULL when not known). */
+graft_status reduce_resolve_axes(const ir_node *node, int rank, bool axes_present,
+                                 const tensor *axes, reduce_axes *out, graft_err *e);
+
+/* Softmax / LogSoftmax / ArgMax / CumSum / LayerNormalization view a tensor as
+ * (outer, n, inner): `n` elements along the processed axis (or axes), `inner` the stride
+ * between them. */
+typedef struct axis_split {
+    int64_t outer, n, inner;
+} axis_split;
+
+/* Split dims at `axis` (normalised): dims[axis] is n when `single_axis`, else n is the product of
+ * dims[axis..] (and inner is 1). */
+axis_split axis_split_dims(int ndim, const int64_t *dims, int axis, bool single_axis);
+
+/* The normalised axis of a Softmax / LogSoftmax node for an input of rank `rank`, and whether it
+ * names a single axis (opset 13+) or the flattened trailing part (before 13). */
+graft_status softmax_axis(const ir_node *node, int rank, int *axis, bool *single_axis,
+                          graft_err *e);
+
+#endif

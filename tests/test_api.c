@@ -1,0 +1,182 @@
+/* test_api.c: the public API's error paths on bad models and bad inputs (each a clear error, no
+ * crash, nothing lost), loading from memory, the memory planner and the load-time passes. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/cli/npy.h"
+#include "../src/graph/model.h"
+#include "../src/onnx/onnx_io.h"
+#include "test_util.h"
+
+static const char *dir;
+
+static void expect_load_error(graft_ctx *ctx, const char *file, graft_status want,
+                              const char *needle1, const char *needle2) {
+    char path[1024], name[256];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    snprintf(name, sizeof name, "load_error_%s", file);
+    graft_model *m = (graft_model *)0x1;
+    graft_status st = graft_model_load(ctx, path, &m);
+    const char *msg = graft_last_error(ctx);
+    CHECK(name, st == want && m == NULL && strstr(msg, needle1) && (!needle2 || strstr(msg, needle2)),
+          "status %d (%s), want %d; message: %s", st, graft_status_str(st), want, msg);
+    printf("  message: %s\n", msg);
+}
+
+static int read_input(const char *file, graft_named_tensor *t) {
+    char path[1024], err[512];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    t->name = "input";
+    if (npy_read(path, &t->tensor, err, sizeof err) != 0) {
+        printf("FAIL read_%s: %s\n", file, err);
+        test_failures++;
+        return -1;
+    }
+    return 0;
+}
+
+static void run_errors(graft_ctx *ctx) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/valid_small.onnx", dir);
+    graft_model *m;
+    if (graft_model_load(ctx, path, &m) != GRAFT_OK) {
+        CHECK("load_valid_small", 0, "%s", graft_last_error(ctx));
+        return;
+    }
+    graft_named_tensor good, wrong_shape, wrong_dtype;
+    if (read_input("valid_small.in.input.npy", &good) || read_input("wrong_shape.npy", &wrong_shape) ||
+        read_input("wrong_dtype.npy", &wrong_dtype)) {
+        graft_model_free(m);
+        return;
+    }
+    graft_status st = graft_model_run(m, &good, 1);
+    CHECK("run_valid_small", st == GRAFT_OK, "%s", graft_last_error(ctx));
+    const graft_tensor *out;
+    graft_model_output(m, 0, &out);
+    int64_t n = graft_tensor_numel(out);
+    float *first = malloc(sizeof(float) * (size_t)n);
+    memcpy(first, out->data, sizeof(float) * (size_t)n);
+
+    st = graft_model_run(m, &wrong_shape, 1);
+    CHECK("run_wrong_shape", st == GRAFT_E_SHAPE && strstr(graft_last_error(ctx), "input"),
+          "status %d: %s", st, graft_last_error(ctx));
+    printf("  message: %s\n", graft_last_error(ctx));
+    st = graft_model_run(m, &wrong_dtype, 1);
+    CHECK("run_wrong_dtype", st == GRAFT_E_DTYPE && strstr(graft_last_error(ctx), "float64"),
+          "status %d: %s", st, graft_last_error(ctx));
+    printf("  message: %s\n", graft_last_error(ctx));
+    st = graft_model_run(m, NULL, 0);
+    CHECK("run_missing_input", st == GRAFT_E_NOT_FOUND, "status %d: %s", st, graft_last_error(ctx));
+    graft_named_tensor extra[2] = {good, good};
+    extra[1].name = "no_such_input";
+    st = graft_model_run(m, extra, 2);
+    CHECK("run_unknown_input", st == GRAFT_E_NOT_FOUND && strstr(graft_last_error(ctx), "no_such_input"),
+          "status %d: %s", st, graft_last_error(ctx));
+
+    /* Nothing was lost: the model still runs, now from its cached memory plan, same result. */
+    st = graft_model_run(m, &good, 1);
+    graft_run_stats stats;
+    graft_model_run_stats(m, &stats);
+    graft_model_output(m, 0, &out);
+    CHECK("run_after_errors_planned", st == GRAFT_OK && stats.planned &&
+          memcmp(first, out->data, sizeof(float) * (size_t)n) == 0,
+          "status %d planned %d", st, stats.planned);
+    free(first);
+    free(good.tensor.data), free(wrong_shape.tensor.data), free(wrong_dtype.tensor.data);
+    graft_model_free(m);
+}
+
+static void load_from_memory(graft_ctx *ctx) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/valid_small.onnx", dir);
+    void *data;
+    size_t size;
+    graft_err e;
+    if (read_file(path, &data, &size, &e) != GRAFT_OK) {
+        CHECK("load_memory", 0, "%s", e.msg);
+        return;
+    }
+    graft_model *m = NULL;
+    graft_status st = graft_model_load_memory(ctx, data, size, NULL, &m);
+    CHECK("load_memory", st == GRAFT_OK && graft_model_input_count(m) == 1, "%s",
+          graft_last_error(ctx));
+    graft_model_free(m);
+    st = graft_model_load_memory(ctx, data, size / 2, NULL, &m);
+    CHECK("load_memory_truncated", st == GRAFT_E_MALFORMED_MODEL, "status %d", st);
+    free(data);
+}
+
+static int count_op(const graft_model *m, const char *op) {
+    int c = 0;
+    for (int i = 0; i < m->g.n_nodes; i++) c += strcmp(m->g.nodes[i].op_type, op) == 0;
+    return c;
+}
+
+/* On ResNet-18: BN is folded into Conv; the liveness plan keeps peak memory far below total. */
+static void resnet_passes_and_planner(graft_ctx *ctx, const char *gen) {
+    char path[1024], err[512];
+    snprintf(path, sizeof path, "%s/resnet18.onnx", gen);
+    graft_model *m;
+    if (graft_model_load(ctx, path, &m) != GRAFT_OK) {
+        SKIP("resnet18_passes", "resnet18.onnx not generated");
+        return;
+    }
+    CHECK("resnet18_bn_folded", count_op(m, "BatchNormalization") == 0,
+          "%d BatchNormalization nodes left", count_op(m, "BatchNormalization"));
+    graft_named_tensor in = {"input", {0}};
+    snprintf(path, sizeof path, "%s/resnet18.in.input.npy", gen);
+    if (npy_read(path, &in.tensor, err, sizeof err) == 0) {
+        graft_run_stats s1, s2;
+        graft_status st = graft_model_run(m, &in, 1);
+        graft_model_run_stats(m, &s1);
+        st |= graft_model_run(m, &in, 1);
+        graft_model_run_stats(m, &s2);
+        CHECK("resnet18_memory_plan", st == GRAFT_OK && s2.planned &&
+              s2.peak_activation_bytes * 4 < s2.total_activation_bytes,
+              "planned %d, peak %lld of total %lld", s2.planned,
+              (long long)s2.peak_activation_bytes, (long long)s2.total_activation_bytes);
+        printf("  heap run peak %.1f MB, planned peak %.1f MB, sum of activations %.1f MB\n",
+               s1.peak_activation_bytes / 1e6, s2.peak_activation_bytes / 1e6,
+               s2.total_activation_bytes / 1e6);
+        free(in.tensor.data);
+    }
+    graft_model_free(m);
+}
+
+static void bert_shape_chains_folded(graft_ctx *ctx, const char *gen) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/bert_tiny_decomposed.onnx", gen);
+    graft_model *m;
+    if (graft_model_load(ctx, path, &m) != GRAFT_OK) {
+        SKIP("bert_tiny_folding", "bert_tiny_decomposed.onnx not generated");
+        return;
+    }
+    CHECK("bert_tiny_folding", m->g.n_nodes < m->original_node_count,
+          "%d nodes after passes, %lld before", m->g.n_nodes, (long long)m->original_node_count);
+    printf("  %lld nodes in the file, %d after passes\n", (long long)m->original_node_count,
+           m->g.n_nodes);
+    graft_model_free(m);
+}
+
+int main(int argc, char **argv) {
+    dir = argc > 1 ? argv[1] : "tests/data/gen/bad";
+    const char *gen = argc > 2 ? argv[2] : "tests/data/gen";
+    graft_ctx *ctx;
+    CHECK("ctx_create_bad_options", graft_ctx_create(NULL, NULL) == GRAFT_E_INVALID_ARGUMENT, "%s", "wrong status");
+    graft_ctx_create(NULL, &ctx);
+    graft_model_free(NULL);
+    expect_load_error(ctx, "does_not_exist.onnx", GRAFT_E_IO, "does_not_exist.onnx", NULL);
+    expect_load_error(ctx, "truncated.onnx", GRAFT_E_MALFORMED_MODEL, "truncated.onnx", NULL);
+    expect_load_error(ctx, "not_protobuf.onnx", GRAFT_E_MALFORMED_MODEL, "not_protobuf.onnx", NULL);
+    expect_load_error(ctx, "size_mismatch.onnx", GRAFT_E_MALFORMED_MODEL, "bytes", NULL);
+    expect_load_error(ctx, "overflow_shape.onnx", GRAFT_E_MALFORMED_MODEL, "overflow", NULL);
+    expect_load_error(ctx, "unsupported_op.onnx", GRAFT_E_UNSUPPORTED, "FancyUnknownOp",
+                      "mystery_node");
+    expect_load_error(ctx, "missing_external.onnx", GRAFT_E_IO, "external data", NULL);
+    run_errors(ctx);
+    load_from_memory(ctx);
+    resnet_passes_and_planner(ctx, gen);
+    bert_shape_chains_folded(ctx, gen);
+    graft_ctx_free(ctx);
+    return test_failures ? 1 : 0;
+}

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# tests/test_cli.sh GRAFT GEN: the graft tool end to end: info (text and JSON), run against ONNX
+# Runtime's outputs, and a one-line error with a non-zero exit for every bad input.
+set -u
+GRAFT=$1
+GEN=$2
+BAD=$GEN/bad
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+check() { # check NAME CONDITION-EXIT-CODE DETAIL
+    if [ "$2" = 0 ]; then echo "PASS $1"; else echo "FAIL $1: $3"; fi
+}
+
+compare() { # compare MODEL OUTDIR: every recorded ORT output against graft's
+    python3 - "$1" "$2" "$GEN" <<'PY'
+import json, sys, numpy as np
+model, outdir, gen = sys.argv[1:]
+man = json.load(open(f"{gen}/{model}.json"))
+worst = 0.0
+for name in man["outputs"]:
+    want = np.load(f"{gen}/{model}.out.{name}.npy")
+    got = np.load(f"{outdir}/{name}.npy")
+    assert got.shape == want.shape and got.dtype == want.dtype, (name, got.shape, want.shape)
+    worst = max(worst, float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-12)))
+print(f"  {model}: max relative error {worst:.3g}")
+sys.exit(0 if worst <= 1e-4 else 1)
+PY
+}
+
+for model in resnet18 resnet50 bert_base mobilenet_tiny; do
+    [ -f "$GEN/$model.onnx" ] || { echo "SKIP cli_$model: not generated"; continue; }
+    if [ "$model" = resnet50 ] || [ "$model" = bert_base ]; then
+        case "$GRAFT" in *asan*) echo "SKIP cli_$model: too slow under ASan"; continue ;; esac
+    fi
+    "$GRAFT" info "$GEN/$model.onnx" >"$TMP/info.txt" 2>"$TMP/err.txt"
+    check "cli_info_$model" $? "$(cat "$TMP/err.txt")"
+    grep -E '^(auto cut|parameters|FLOPs)' "$TMP/info.txt" | sed 's/^/  /'
+    "$GRAFT" info --json "$GEN/$model.onnx" >"$TMP/info.json" 2>"$TMP/err.txt" &&
+        python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["inputs"] and d["ops"] and d["auto_cut"]' "$TMP/info.json"
+    check "cli_info_json_$model" $? "$(cat "$TMP/err.txt")"
+    args=()
+    for f in "$GEN/$model".in.*.npy; do
+        name=${f#"$GEN/$model.in."}
+        args+=(--input "${name%.npy}=$f")
+    done
+    "$GRAFT" run "$GEN/$model.onnx" "${args[@]}" --output-dir "$TMP/out_$model" 2>"$TMP/err.txt" &&
+        compare "$model" "$TMP/out_$model"
+    check "cli_run_$model" $? "$(cat "$TMP/err.txt")"
+done
+
+expect_error() { # expect_error NAME NEEDLE ARGS...: non-zero exit, one stderr line naming NEEDLE
+    local name=$1 needle=$2
+    shift 2
+    "$GRAFT" "$@" >"$TMP/out.txt" 2>"$TMP/err.txt"
+    local rc=$?
+    local lines
+    lines=$(wc -l <"$TMP/err.txt")
+    if [ "$rc" != 0 ] && [ "$lines" = 1 ] && grep -q -- "$needle" "$TMP/err.txt"; then
+        echo "PASS $name"
+        sed 's/^/  /' "$TMP/err.txt"
+    else
+        echo "FAIL $name: exit $rc, stderr: $(cat "$TMP/err.txt")"
+    fi
+}
+
+IN="--input input=$BAD/valid_small.in.input.npy"
+expect_error cli_bad_truncated truncated.onnx run "$BAD/truncated.onnx" $IN --output-dir "$TMP/o"
+expect_error cli_bad_not_protobuf not_protobuf.onnx run "$BAD/not_protobuf.onnx" $IN --output-dir "$TMP/o"
+expect_error cli_bad_size_mismatch bytes run "$BAD/size_mismatch.onnx" $IN --output-dir "$TMP/o"
+expect_error cli_bad_overflow overflow run "$BAD/overflow_shape.onnx" $IN --output-dir "$TMP/o"
+expect_error cli_bad_unsupported_op mystery_node run "$BAD/unsupported_op.onnx" $IN --output-dir "$TMP/o"
+expect_error cli_bad_missing_external "external data" run "$BAD/missing_external.onnx" $IN --output-dir "$TMP/o"
+expect_error cli_bad_wrong_shape "must have shape" run "$BAD/valid_small.onnx" --input "input=$BAD/wrong_shape.npy" --output-dir "$TMP/o"
+expect_error cli_bad_wrong_dtype float64 run "$BAD/valid_small.onnx" --input "input=$BAD/wrong_dtype.npy" --output-dir "$TMP/o"
+expect_error cli_bad_missing_npy nothere.npy run "$BAD/valid_small.onnx" --input "input=$TMP/nothere.npy" --output-dir "$TMP/o"
+expect_error cli_bad_missing_model nothere.onnx run "$TMP/nothere.onnx" $IN --output-dir "$TMP/o"
+expect_error cli_bad_option "unknown option" run "$BAD/valid_small.onnx" --frobnicate
+exit 0

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# tools/install-deps.sh: installs what graft needs to build and test on Debian 12 (apt and pip).
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends \
+    build-essential meson ninja-build pkg-config \
+    libprotobuf-c-dev protobuf-c-compiler libdnnl-dev libonnx-testdata \
+    python3 python3-pip >/dev/null
+# Reference models and outputs are made with onnx and ONNX Runtime (no torch needed).
+python3 -m pip install -q --disable-pip-version-check \
+    'numpy>=1.24' 'onnx>=1.15' 'onnxruntime>=1.17' 2>&1 | grep -v 'Running pip as' || true
+python3 -c 'import numpy, onnx, onnxruntime' 
+echo "install-deps: done"

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# tools/test.sh: the test command: makes the test models, builds graft twice (release with
+# oneDNN; ASan/UBSan with reference kernels), runs every suite and prints
+# "N passed, N failed, N skipped".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+GEN=tests/data/gen
+LOGS=build/test-logs
+mkdir -p "$LOGS"
+passed=0 failed=0 skipped=0
+
+note() { printf '== %s\n' "$*"; }
+
+# run_suite NAME COMMAND...: runs a test program, echoes its output to a log, counts its
+# PASS/FIXED (passed), FAIL (failed) and SKIP/KNOWN (skipped) lines. A program that exits
+# non-zero without printing a FAIL line (a crash, a sanitizer report) counts as one failure.
+run_suite() {
+    local name=$1
+    shift
+    note "$name: $*"
+    local log="$LOGS/$name.log"
+    "$@" >"$log" 2>&1
+    local rc=$?
+    local p f s
+    p=$(grep -cE '^(PASS|FIXED) ' "$log")
+    f=$(grep -cE '^FAIL ' "$log")
+    s=$(grep -cE '^(SKIP|KNOWN) ' "$log")
+    grep -E '^(FAIL|SKIP) |^  |^conformance:|runtime error|ERROR: |^\|' "$log" | head -150
+    if [ "$rc" != 0 ] && [ "$f" = 0 ]; then
+        echo "FAIL $name: exited with status $rc without a FAIL line; last lines:"
+        tail -20 "$log"
+        f=1
+    fi
+    echo "   $name: $p passed, $f failed, $s skipped"
+    passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
+}
+
+# setup_build DIR ARGS...: configure once, then build.
+setup_build() {
+    local dir=$1
+    shift
+    if [ ! -f "$dir/build.ninja" ]; then
+        meson setup "$dir" "$@" >"$LOGS/setup-$(basename "$dir").log" 2>&1 ||
+            { cat "$LOGS/setup-$(basename "$dir").log"; return 1; }
+    fi
+    ninja -C "$dir" >"$LOGS/build-$(basename "$dir").log" 2>&1 ||
+        { tail -40 "$LOGS/build-$(basename "$dir").log"; return 1; }
+}
+
+note "making test models in $GEN"
+if ! python3 tools/make_models.py --out "$GEN" >"$LOGS/make_models.log" 2>&1; then
+    tail -20 "$LOGS/make_models.log"
+    echo "FAIL make_models"; failed=$((failed + 1))
+fi
+python3 tools/make_bad_models.py --out "$GEN/bad" >"$LOGS/make_bad_models.log" 2>&1 ||
+    { tail -20 "$LOGS/make_bad_models.log"; failed=$((failed + 1)); }
+
+note "building build/release (oneDNN) and build/asan (ASan+UBSan, reference kernels)"
+if setup_build build/release --buildtype=release; then
+    R=build/release
+    run_suite conformance $R/tests/conformance --known tests/known_failures.txt
+    run_suite conformance_reference $R/tests/conformance --reference --known tests/known_failures.txt
+    for t in $R/tests/test_nn_kernels $R/tests/test_shape_inference; do
+        [ -x "$t" ] && run_suite "$(basename "$t")" "$t"
+    done
+    run_suite parity $R/tests/test_parity "$GEN" resnet18 resnet50 bert_base bert_tiny_decomposed mobilenet_tiny
+    run_suite parity_reference $R/tests/test_parity "$GEN" --reference resnet18 bert_tiny_decomposed mobilenet_tiny
+    run_suite api $R/tests/test_api "$GEN/bad" "$GEN"
+    run_suite cli tests/test_cli.sh $R/graft "$GEN"
+else
+    echo "FAIL build_release"; failed=$((failed + 1))
+fi
+
+if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Db_sanitize=address,undefined \
+    -Dc_args=-fno-sanitize-recover=all; then
+    A=build/asan
+    export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
+    run_suite asan_api $A/tests/test_api "$GEN/bad" "$GEN"
+    run_suite asan_conformance $A/tests/conformance --reference --known tests/known_failures.txt
+    run_suite asan_parity $A/tests/test_parity "$GEN" bert_tiny_decomposed mobilenet_tiny
+    for t in $A/tests/test_shape_inference; do
+        [ -x "$t" ] && run_suite "asan_$(basename "$t")" "$t"
+    done
+    run_suite asan_cli tests/test_cli.sh $A/graft "$GEN"
+else
+    echo "FAIL build_asan"; failed=$((failed + 1))
+fi
+
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" = 0 ]
