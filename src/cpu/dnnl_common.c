@@ -1,7 +1,125 @@
-/* dnnl_common.c: oneDNN engine and stream, per-node state and error mapping (being written). */
+/* dnnl_common.c: the oneDNN engine and stream of the CPU backend, per-node state release and the
+ * helpers the oneDNN kernels share. */
 #include "graft_config.h"
-#include "cpu_backend.h"
 
-graft_status dnnl_backend_init(cpu_backend *be, graft_err *e) { (void)e; be->dnnl_engine = NULL; be->dnnl_stream = NULL; return GRAFT_OK; }
-void dnnl_backend_fini(cpu_backend *be) { (void)be; }
-void dnnl_free_state(void *state) { (void)state; }
+#include <string.h>
+
+#include <oneapi/dnnl/dnnl_debug.h>
+
+#include "dnnl_common.h"
+
+graft_status dnnl_backend_init(cpu_backend *be, graft_err *e) {
+    dnnl_engine_t engine = NULL;
+    dnnl_stream_t stream = NULL;
+    dnnl_status_t st = dnnl_engine_create(&engine, dnnl_cpu, 0);
+    if (st == dnnl_success) st = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags);
+    if (st != dnnl_success) {
+        if (engine) dnnl_engine_destroy(engine);
+        return err_set(e, GRAFT_E_BACKEND, "oneDNN: could not create the CPU engine (%s)",
+                       dnnl_status2str(st));
+    }
+    be->dnnl_engine = engine;
+    be->dnnl_stream = stream;
+    return GRAFT_OK;
+}
+
+void dnnl_backend_fini(cpu_backend *be) {
+    if (be->dnnl_stream) dnnl_stream_destroy((dnnl_stream_t)be->dnnl_stream);
+    if (be->dnnl_engine) dnnl_engine_destroy((dnnl_engine_t)be->dnnl_engine);
+    be->dnnl_stream = NULL;
+    be->dnnl_engine = NULL;
+}
+
+void dnnl_free_state(void *state) {
+    dnnl_node_state *s = state;
+    if (s && s->destroy) s->destroy(s);
+}
+
+graft_status dnnl_check(dnnl_status_t status, const op_call *call, const char *what) {
+    if (status == dnnl_success) return GRAFT_OK;
+    return op_error(call->node, call->err, GRAFT_E_BACKEND, "oneDNN failed to %s: %s", what,
+                    dnnl_status2str(status));
+}
+
+dnnl_status_t dnnl_plain_md(dnnl_memory_desc_t *md, int ndim, const int64_t *dims) {
+    dnnl_dims_t d, strides;
+    int64_t s = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        d[i] = dims[i];
+        strides[i] = s;
+        s *= dims[i] > 0 ? dims[i] : 1;
+    }
+    return dnnl_memory_desc_init_by_strides(md, ndim, d, dnnl_f32, strides);
+}
+
+dnnl_primitive_attr_t dnnl_make_attr(void) {
+    dnnl_primitive_attr_t attr = NULL;
+    if (dnnl_primitive_attr_create(&attr) != dnnl_success) return NULL;
+    if (dnnl_primitive_attr_set_fpmath_mode(attr, dnnl_fpmath_mode_strict) != dnnl_success) {
+        dnnl_primitive_attr_destroy(attr);
+        return NULL;
+    }
+    return attr;
+}
+
+graft_status dnnl_make_primitive(cpu_backend *be, const void *op_desc,
+                                 const_dnnl_primitive_attr_t attr, const op_call *call,
+                                 dnnl_primitive_desc_t *pd, dnnl_primitive_t *prim,
+                                 bool *usable) {
+    *pd = NULL;
+    *prim = NULL;
+    *usable = false;
+    dnnl_status_t st =
+        dnnl_primitive_desc_create(pd, op_desc, attr, (dnnl_engine_t)be->dnnl_engine, NULL);
+    if (st == dnnl_unimplemented) return GRAFT_OK;
+    TRY(dnnl_check(st, call, "describe the primitive"));
+    const char *impl = NULL;
+    if (dnnl_primitive_desc_query(*pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
+        impl && !strncmp(impl, "ref", 3)) {
+        /* oneDNN's reference code is slower than graft's own loops. */
+        dnnl_destroy_pd(pd);
+        return GRAFT_OK;
+    }
+    st = dnnl_primitive_create(prim, *pd);
+    if (st != dnnl_success) {
+        dnnl_destroy_pd(pd);
+        return dnnl_check(st, call, "create the primitive");
+    }
+    *usable = true;
+    return GRAFT_OK;
+}
+
+graft_status dnnl_make_memory(cpu_backend *be, const dnnl_memory_desc_t *md, void *handle,
+                              const op_call *call, dnnl_memory_t *mem) {
+    return dnnl_check(dnnl_memory_create(mem, md, (dnnl_engine_t)be->dnnl_engine,
+                                         handle ? handle : DNNL_MEMORY_NONE),
+                      call, "create a memory object");
+}
+
+graft_status dnnl_execute(cpu_backend *be, const_dnnl_primitive_t prim, int nargs,
+                          const dnnl_exec_arg_t *args, const op_call *call) {
+    dnnl_stream_t stream = (dnnl_stream_t)be->dnnl_stream;
+    TRY(dnnl_check(dnnl_primitive_execute(prim, stream, nargs, args), call, "execute"));
+    return dnnl_check(dnnl_stream_wait(stream), call, "finish");
+}
+
+void dnnl_destroy_primitive(dnnl_primitive_t *prim) {
+    if (*prim) dnnl_primitive_destroy(*prim);
+    *prim = NULL;
+}
+
+void dnnl_destroy_pd(dnnl_primitive_desc_t *pd) {
+    if (*pd) dnnl_primitive_desc_destroy(*pd);
+    *pd = NULL;
+}
+
+void dnnl_destroy_memory(dnnl_memory_t *mem) {
+    if (*mem) dnnl_memory_destroy(*mem);
+    *mem = NULL;
+}
+
+bool dnnl_all_f32(const op_call *call) {
+    for (int i = 0; i < call->n_in; i++)
+        if (call->in[i] && call->in[i]->dtype != GRAFT_DTYPE_F32) return false;
+    return call->n_out >= 1 && call->out[0] && call->out[0]->dtype == GRAFT_DTYPE_F32;
+}
