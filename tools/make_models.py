@@ -191,30 +191,38 @@ def uniform(rng, shape, lo, hi):
 # ResNet (torchvision), opset 17, BatchNormalization kept separate
 # ----------------------------------------------------------------------------------------
 
-def build_resnet(depth, seed):
-    rng = np.random.default_rng(seed)
-    g = Builder("scoped")
-    block_kind, layer_counts = {18: ("basic", [2, 2, 2, 2]), 50: ("bottleneck", [3, 4, 6, 3])}[depth]
-    expansion = 1 if block_kind == "basic" else 4
+def torch_scope(module_path):
+    """"layer1.0.conv1" -> "/layer1/layer1.0/conv1", as torch's scoped names nest modules.
 
-    def scope_of(module_path):
-        # "layer1.0.conv1" -> "/layer1/layer1.0/conv1", as torch's scoped names nest modules.
-        # A Sequential's numbered child is shown as "<parent>.<index>" under the parent.
-        names = []
-        for p in module_path.split("."):
-            names.append(f"{names[-1]}.{p}" if p.isdigit() and names else p)
-        return "/" + "/".join(names)
+    A Sequential's numbered child is shown as "<parent>.<index>" under the parent.
+    """
+    names = []
+    for p in module_path.split("."):
+        names.append(f"{names[-1]}.{p}" if p.isdigit() and names else p)
+    return "/" + "/".join(names)
 
-    def conv(module, x, cin, cout, k, stride, pad):
+
+class ResNetGraph:
+    """torchvision ResNet's forward as torch.onnx.export writes it, BN left unfolded."""
+
+    # Residual branches end in a BN whose gamma is scaled down so that the residual stream
+    # (identity + branch, repeated per block) stays O(1) instead of growing with depth.
+    RESIDUAL_GAMMA = 0.4
+
+    def __init__(self, rng):
+        self.rng = rng
+        self.g = Builder("scoped")
+        self.bn_taps = []  # for calibrate(): BN inputs and the running stats they set
+
+    def conv(self, module, x, cin, cout, k, stride, pad):
         # Kaiming normal over fan_in keeps the second moment of conv->BN->ReLU stacks O(1).
-        w = normal(rng, (cout, cin, k, k), math.sqrt(2.0 / (cin * k * k)))
-        wname = g.init(f"{module}.weight", w)
-        return g.node(scope_of(module), "Conv", [x, wname], dilations=[1, 1], group=1,
-                      kernel_shape=[k, k], pads=[pad] * 4, strides=[stride, stride])
+        w = normal(self.rng, (cout, cin, k, k), math.sqrt(2.0 / (cin * k * k)))
+        wname = self.g.init(f"{module}.weight", w)
+        return self.g.node(torch_scope(module), "Conv", [x, wname], dilations=[1, 1], group=1,
+                           kernel_shape=[k, k], pads=[pad] * 4, strides=[stride, stride])
 
-    bn_taps = []
-
-    def bn(module, x, c, gamma_scale=1.0):
+    def bn(self, module, x, c, gamma_scale=1.0):
+        rng, g = self.rng, self.g
         gamma = (1.0 + 0.1 * rng.standard_normal(c, dtype=np.float32)) * np.float32(gamma_scale)
         beta = normal(rng, c, 0.1)
         names = [g.init(f"{module}.{p}", a) for p, a in
@@ -225,66 +233,74 @@ def build_resnet(depth, seed):
         mean_jitter = normal(rng, c, 0.05)
         var_jitter = uniform(rng, c, 0.85, 1.15)
 
-        def update(mean, var, params, names=names):
+        def update(mean, var, params):
             params[names[2]] = mean + mean_jitter * np.sqrt(var)
             params[names[3]] = var * var_jitter
-        bn_taps.append((x, names[2:], update))
-        return g.node(scope_of(module), "BatchNormalization", [x] + names,
+        self.bn_taps.append((x, names[2:], update))
+        return g.node(torch_scope(module), "BatchNormalization", [x] + names,
                       epsilon=1e-5, momentum=0.9)
 
-    def relu(module, x):
-        return g.node(scope_of(module), "Relu", [x])
+    def relu(self, module, x):
+        return self.g.node(torch_scope(module), "Relu", [x])
 
-    # Residual branches end in a BN whose gamma is scaled down so that the residual stream
-    # (identity + branch, repeated per block) stays O(1) instead of growing with depth.
-    residual_gamma = 0.4
+    def block(self, kind, p, x, cin, width, stride):
+        """BasicBlock or Bottleneck (stride on the 3x3 conv, torchvision's v1.5)."""
+        cout = width * (1 if kind == "basic" else 4)
+        if kind == "basic":
+            y = self.conv(f"{p}.conv1", x, cin, width, 3, stride, 1)
+            y = self.bn(f"{p}.bn1", y, width)
+            y = self.relu(f"{p}.relu", y)
+            y = self.conv(f"{p}.conv2", y, width, width, 3, 1, 1)
+            y = self.bn(f"{p}.bn2", y, width, self.RESIDUAL_GAMMA)
+            last_relu = f"{p}.relu_1"  # torch names a module's second call relu_1
+        else:
+            y = self.conv(f"{p}.conv1", x, cin, width, 1, 1, 0)
+            y = self.bn(f"{p}.bn1", y, width)
+            y = self.relu(f"{p}.relu", y)
+            y = self.conv(f"{p}.conv2", y, width, width, 3, stride, 1)
+            y = self.bn(f"{p}.bn2", y, width)
+            y = self.relu(f"{p}.relu_1", y)
+            y = self.conv(f"{p}.conv3", y, width, cout, 1, 1, 0)
+            y = self.bn(f"{p}.bn3", y, cout, self.RESIDUAL_GAMMA)
+            last_relu = f"{p}.relu_2"
+        identity = x
+        if stride != 1 or cin != cout:
+            identity = self.conv(f"{p}.downsample.0", x, cin, cout, 1, stride, 0)
+            identity = self.bn(f"{p}.downsample.1", identity, cout)
+        y = self.g.node(torch_scope(p), "Add", [y, identity])
+        return self.relu(last_relu, y), cout
 
-    x = conv("conv1", "input", 3, 64, 7, 2, 3)
-    x = bn("bn1", x, 64)
-    x = relu("relu", x)
-    x = g.node("/maxpool", "MaxPool", [x], ceil_mode=0, dilations=[1, 1], kernel_shape=[3, 3],
-               pads=[1, 1, 1, 1], strides=[2, 2])
-    cin = 64
-    for li, (count, width) in enumerate(zip(layer_counts, [64, 128, 256, 512]), start=1):
-        for bi in range(count):
-            stride = 2 if (li > 1 and bi == 0) else 1
-            cout = width * expansion
-            p = f"layer{li}.{bi}"
-            identity = x
-            if block_kind == "basic":
-                y = conv(f"{p}.conv1", x, cin, width, 3, stride, 1)
-                y = bn(f"{p}.bn1", y, width)
-                y = relu(f"{p}.relu", y)
-                y = conv(f"{p}.conv2", y, width, width, 3, 1, 1)
-                y = bn(f"{p}.bn2", y, width, residual_gamma)
-            else:
-                y = conv(f"{p}.conv1", x, cin, width, 1, 1, 0)
-                y = bn(f"{p}.bn1", y, width)
-                y = relu(f"{p}.relu", y)
-                y = conv(f"{p}.conv2", y, width, width, 3, stride, 1)
-                y = bn(f"{p}.bn2", y, width)
-                y = relu(f"{p}.relu_1", y)  # torch names the module's second call relu_1
-                y = conv(f"{p}.conv3", y, width, cout, 1, 1, 0)
-                y = bn(f"{p}.bn3", y, cout, residual_gamma)
-            if stride != 1 or cin != cout:
-                identity = conv(f"{p}.downsample.0", x, cin, cout, 1, stride, 0)
-                identity = bn(f"{p}.downsample.1", identity, cout)
-            y = g.node(scope_of(p), "Add", [y, identity])
-            relu_module = f"{p}.relu_1" if block_kind == "basic" else f"{p}.relu_2"
-            x = relu(relu_module, y)
-            cin = cout
-    x = g.node("/avgpool", "GlobalAveragePool", [x])
-    x = g.node("", "Flatten", [x], axis=1)
-    fc_w = g.init("fc.weight", normal(rng, (1000, cin), 1.0 / math.sqrt(cin)))
-    fc_b = g.init("fc.bias", uniform(rng, 1000, -1.0 / math.sqrt(cin), 1.0 / math.sqrt(cin)))
-    g.node("/fc", "Gemm", [x, fc_w, fc_b], outputs=["logits"], alpha=1.0, beta=1.0, transB=1)
+    def build(self, kind, layer_counts):
+        g = self.g
+        x = self.conv("conv1", "input", 3, 64, 7, 2, 3)
+        x = self.bn("bn1", x, 64)
+        x = self.relu("relu", x)
+        x = g.node("/maxpool", "MaxPool", [x], ceil_mode=0, dilations=[1, 1],
+                   kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2])
+        cin = 64
+        for li, (count, width) in enumerate(zip(layer_counts, [64, 128, 256, 512]), start=1):
+            for bi in range(count):
+                stride = 2 if (li > 1 and bi == 0) else 1
+                x, cin = self.block(kind, f"layer{li}.{bi}", x, cin, width, stride)
+        x = g.node("/avgpool", "GlobalAveragePool", [x])
+        x = g.node("", "Flatten", [x], axis=1)
+        bound = 1.0 / math.sqrt(cin)
+        fc_w = g.init("fc.weight", normal(self.rng, (1000, cin), bound))
+        fc_b = g.init("fc.bias", uniform(self.rng, 1000, -bound, bound))
+        g.node("/fc", "Gemm", [x, fc_w, fc_b], outputs=["logits"], alpha=1.0, beta=1.0,
+               transB=1)
 
+
+def build_resnet(depth, seed):
+    kind, layer_counts = {18: ("basic", [2, 2, 2, 2]), 50: ("bottleneck", [3, 4, 6, 3])}[depth]
+    net = ResNetGraph(np.random.default_rng(seed))
+    net.build(kind, layer_counts)
     inputs = [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, 224, 224])]
     outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 1000])]
-    model = g.model("main_graph", inputs, outputs, opset=17, ir_version=8,
-                    doc=f"torchvision resnet{depth} layout, random weights (seed {seed})")
+    model = net.g.model("main_graph", inputs, outputs, opset=17, ir_version=8,
+                        doc=f"torchvision resnet{depth} layout, random weights (seed {seed})")
     calib = np.random.default_rng(seed + 2).standard_normal((1, 3, 224, 224), dtype=np.float32)
-    calibrate(model, {"input": calib}, bn_taps)
+    calibrate(model, {"input": calib}, net.bn_taps)
     model = with_value_info(model)
     feeds = {"input": np.random.default_rng(seed + 1).standard_normal((2, 3, 224, 224),
                                                                       dtype=np.float32)}
@@ -295,23 +311,24 @@ def build_resnet(depth, seed):
 # BERT (HF BertModel as torch.onnx.export writes it)
 # ----------------------------------------------------------------------------------------
 
-def build_bert(cfg, seed):
-    rng = np.random.default_rng(seed)
-    g = Builder(cfg["naming"])
-    H, L, NH = cfg["hidden"], cfg["layers"], cfg["heads"]
-    D = H // NH
-    F, V, P, T = cfg["ffn"], cfg["vocab"], cfg["max_pos"], cfg["type_vocab"]
-    std = cfg["std"]
-    eps = 1e-12
+class BertGraph:
+    """HF BertModel's forward, op by op, as torch.onnx.export writes it."""
 
-    def weight(shape):
-        return normal(rng, shape, std)
+    def __init__(self, cfg, rng):
+        self.cfg, self.rng = cfg, rng
+        self.g = Builder(cfg["naming"])
+        self.H, self.NH = cfg["hidden"], cfg["heads"]
+        self.D = self.H // self.NH
 
-    def layer_norm(scope, prefix, x):
+    def weight(self, shape):
+        return normal(self.rng, shape, self.cfg["std"])
+
+    def layer_norm(self, scope, prefix, x, eps=1e-12):
+        g = self.g
         # gamma/beta are perturbed from BERT's 1/0 init so that a kernel ignoring them fails.
-        gamma = g.init(f"{prefix}.weight", 1.0 + normal(rng, H, 0.05))
-        beta = g.init(f"{prefix}.bias", normal(rng, H, 0.02))
-        if not cfg["decomposed_ln"]:
+        gamma = g.init(f"{prefix}.weight", 1.0 + normal(self.rng, self.H, 0.05))
+        beta = g.init(f"{prefix}.bias", normal(self.rng, self.H, 0.02))
+        if not self.cfg["decomposed_ln"]:
             return g.node(scope, "LayerNormalization", [x, gamma, beta], axis=-1, epsilon=eps)
         # torch < 1.13 / opset < 17: layer_norm written out op by op.
         mean = g.node(scope, "ReduceMean", [x], axes=[-1], keepdims=1)
@@ -324,112 +341,132 @@ def build_bert(cfg, seed):
         scaled = g.node(scope, "Mul", [normed, gamma])
         return g.node(scope, "Add", [scaled, beta])
 
-    def linear(scope, prefix, x, fin, fout):
+    def linear(self, scope, prefix, x, fin, fout):
         # nn.Linear on a 3-D input: the exporter stores W^T as its own initializer for MatMul
         # and adds the bias with the bias as the first Add input.
-        wt = g.init(g.param_name("MatMul"), weight((fin, fout)))
-        b = g.init(f"{prefix}.bias", weight(fout))
+        g = self.g
+        wt = g.init(g.param_name("MatMul"), self.weight((fin, fout)))
+        b = g.init(f"{prefix}.bias", self.weight(fout))
         y = g.node(scope, "MatMul", [x, wt])
         return g.node(scope, "Add", [b, y])
 
-    def dims_of(scope, x, idx):
+    def runtime_dim(self, scope, x, idx):
         """Shape(x) -> Gather(idx) -> Unsqueeze(0): one runtime dim as a 1-D tensor."""
+        g = self.g
         shape = g.node(scope, "Shape", [x])
         d = g.node(scope, "Gather", [shape, g.const(scope, idx, np.int64)], axis=0)
         return g.node(scope, "Unsqueeze", [d, g.const(scope, [0], np.int64)])
 
-    def reshape(scope, x, shape):
+    def reshape_keeping_batch_seq(self, scope, x, tail):
+        """x.view(x.size()[:2] + tail) with the target shape built at run time."""
+        g = self.g
+        pieces = [self.runtime_dim(scope, x, 0), self.runtime_dim(scope, x, 1)]
+        pieces += [g.const(scope, [d], np.int64) for d in tail]
+        shape = g.node(scope, "Concat", pieces, axis=0)
         # allowzero exists from opset 14; torch writes it explicitly (0) there.
-        attrs = {"allowzero": 0} if cfg["opset"] >= 14 else {}
+        attrs = {"allowzero": 0} if self.cfg["opset"] >= 14 else {}
         return g.node(scope, "Reshape", [x, shape], **attrs)
 
-    def split_heads(scope, x):
-        # x.view(x.size()[:-1] + (heads, head_size)).permute(0, 2, 1, 3)
-        b = dims_of(scope, x, 0)
-        s = dims_of(scope, x, 1)
-        shape = g.node(scope, "Concat", [b, s, g.const(scope, [NH], np.int64),
-                                         g.const(scope, [D], np.int64)], axis=0)
-        return reshape(scope, x, shape)
+    def embeddings(self):
+        g, cfg, H = self.g, self.cfg, self.H
+        word = g.init("embeddings.word_embeddings.weight", self.weight((cfg["vocab"], H)))
+        pos = g.init("embeddings.position_embeddings.weight", self.weight((cfg["max_pos"], H)))
+        typ = g.init("embeddings.token_type_embeddings.weight",
+                     self.weight((cfg["type_vocab"], H)))
+        g.init("embeddings.position_ids", np.arange(cfg["max_pos"], dtype=np.int64)[None, :])
+        # position_ids = self.position_ids[:, 0:seq_length]
+        sc = "/embeddings"
+        seq_len = g.node("", "Gather", [g.node("", "Shape", ["input_ids"]),
+                                        g.const("", 1, np.int64)], axis=0)
+        seq_len_1d = g.node(sc, "Unsqueeze", [seq_len, g.const(sc, [0], np.int64)])
+        position_ids = g.node(sc, "Slice", [
+            "embeddings.position_ids", g.const(sc, [0], np.int64), seq_len_1d,
+            g.const(sc, [1], np.int64), g.const(sc, [1], np.int64)])
+        we = g.node(f"{sc}/word_embeddings", "Gather", [word, "input_ids"])
+        te = g.node(f"{sc}/token_type_embeddings", "Gather", [typ, "token_type_ids"])
+        emb = g.node(sc, "Add", [we, te])
+        pe = g.node(f"{sc}/position_embeddings", "Gather", [pos, position_ids])
+        emb = g.node(sc, "Add", [emb, pe])
+        return self.layer_norm(f"{sc}/LayerNorm", "embeddings.LayerNorm", emb)
 
-    # --- embeddings
-    word = g.init("embeddings.word_embeddings.weight", weight((V, H)))
-    pos = g.init("embeddings.position_embeddings.weight", weight((P, H)))
-    typ = g.init("embeddings.token_type_embeddings.weight", weight((T, H)))
-    g.init("embeddings.position_ids", np.arange(P, dtype=np.int64)[None, :])
+    def extended_mask(self):
+        """(1.0 - attention_mask[:, None, None, :].to(float32)) * fill"""
+        g = self.g
+        m = g.node("", "Unsqueeze", ["attention_mask", g.const("", [1], np.int64)])
+        m = g.node("", "Unsqueeze", [m, g.const("", [2], np.int64)])
+        m = g.node("", "Cast", [m], to=TensorProto.FLOAT)
+        m = g.node("", "Sub", [g.const("", 1.0, np.float32), m])
+        return g.node("", "Mul", [m, g.const("", self.cfg["mask_fill"], np.float32)])
 
-    seq_len = g.node("", "Gather", [g.node("", "Shape", ["input_ids"]),
-                                    g.const("", 1, np.int64)], axis=0)
-    seq_len_1d = g.node("/embeddings", "Unsqueeze", [seq_len, g.const("/embeddings", [0], np.int64)])
-    position_ids = g.node("/embeddings", "Slice", [
-        "embeddings.position_ids", g.const("/embeddings", [0], np.int64), seq_len_1d,
-        g.const("/embeddings", [1], np.int64), g.const("/embeddings", [1], np.int64)])
-    we = g.node("/embeddings/word_embeddings", "Gather", [word, "input_ids"])
-    te = g.node("/embeddings/token_type_embeddings", "Gather", [typ, "token_type_ids"])
-    emb = g.node("/embeddings", "Add", [we, te])
-    pe = g.node("/embeddings/position_embeddings", "Gather", [pos, position_ids])
-    emb = g.node("/embeddings", "Add", [emb, pe])
-    x = layer_norm("/embeddings/LayerNorm", "embeddings.LayerNorm", emb)
-
-    # --- extended attention mask: (1.0 - mask[:, None, None, :].to(float)) * fill
-    m = g.node("", "Unsqueeze", ["attention_mask", g.const("", [1], np.int64)])
-    m = g.node("", "Unsqueeze", [m, g.const("", [2], np.int64)])
-    m = g.node("", "Cast", [m], to=TensorProto.FLOAT)
-    m = g.node("", "Sub", [g.const("", 1.0, np.float32), m])
-    mask_add = g.node("", "Mul", [m, g.const("", cfg["mask_fill"], np.float32)])
-
-    for li in range(L):
-        sp = f"/encoder/layer.{li}"
-        pp = f"encoder.layer.{li}"
+    def self_attention(self, sp, pp, x, mask_add):
+        g, H = self.g, self.H
         att = f"{sp}/attention/self"
-        q = linear(f"{att}/query", f"{pp}.attention.self.query", x, H, H)
-        k = linear(f"{att}/key", f"{pp}.attention.self.key", x, H, H)
-        v = linear(f"{att}/value", f"{pp}.attention.self.value", x, H, H)
-        qh = g.node(att, "Transpose", [split_heads(att, q)], perm=[0, 2, 1, 3])
+        q = self.linear(f"{att}/query", f"{pp}.attention.self.query", x, H, H)
+        k = self.linear(f"{att}/key", f"{pp}.attention.self.key", x, H, H)
+        v = self.linear(f"{att}/value", f"{pp}.attention.self.value", x, H, H)
+        heads = (self.NH, self.D)
+        qh = g.node(att, "Transpose", [self.reshape_keeping_batch_seq(att, q, heads)],
+                    perm=[0, 2, 1, 3])
         # permute(0,2,1,3) then transpose(-1,-2): the exporter merges them into one Transpose.
-        kh = g.node(att, "Transpose", [split_heads(att, k)], perm=[0, 2, 3, 1])
-        vh = g.node(att, "Transpose", [split_heads(att, v)], perm=[0, 2, 1, 3])
+        kh = g.node(att, "Transpose", [self.reshape_keeping_batch_seq(att, k, heads)],
+                    perm=[0, 2, 3, 1])
+        vh = g.node(att, "Transpose", [self.reshape_keeping_batch_seq(att, v, heads)],
+                    perm=[0, 2, 1, 3])
         scores = g.node(att, "MatMul", [qh, kh])
-        scores = g.node(att, "Div", [scores, g.const(att, math.sqrt(D), np.float32)])
+        scores = g.node(att, "Div", [scores, g.const(att, math.sqrt(self.D), np.float32)])
         scores = g.node(att, "Add", [scores, mask_add])
         probs = g.node(att, "Softmax", [scores], axis=-1)
         ctx = g.node(att, "MatMul", [probs, vh])
         ctx = g.node(att, "Transpose", [ctx], perm=[0, 2, 1, 3])
-        b = dims_of(att, ctx, 0)
-        s = dims_of(att, ctx, 1)
-        shape = g.node(att, "Concat", [b, s, g.const(att, [H], np.int64)], axis=0)
-        ctx = reshape(att, ctx, shape)
+        return self.reshape_keeping_batch_seq(att, ctx, (H,))
 
+    def gelu(self, scope, h):
+        """Exact GELU as torch exports it below opset 20: x * (1 + erf(x / sqrt(2))) * 0.5"""
+        g = self.g
+        e = g.node(scope, "Div", [h, g.const(scope, 1.4142135623730951, np.float32)])
+        e = g.node(scope, "Erf", [e])
+        e = g.node(scope, "Add", [e, g.const(scope, 1.0, np.float32)])
+        h = g.node(scope, "Mul", [h, e])
+        return g.node(scope, "Mul", [h, g.const(scope, 0.5, np.float32)])
+
+    def layer(self, li, x, mask_add):
+        g, H, F = self.g, self.H, self.cfg["ffn"]
+        sp, pp = f"/encoder/layer.{li}", f"encoder.layer.{li}"
+        ctx = self.self_attention(sp, pp, x, mask_add)
         out = f"{sp}/attention/output"
-        y = linear(f"{out}/dense", f"{pp}.attention.output.dense", ctx, H, H)
+        y = self.linear(f"{out}/dense", f"{pp}.attention.output.dense", ctx, H, H)
         y = g.node(out, "Add", [y, x])
-        x = layer_norm(f"{out}/LayerNorm", f"{pp}.attention.output.LayerNorm", y)
-
+        x = self.layer_norm(f"{out}/LayerNorm", f"{pp}.attention.output.LayerNorm", y)
         inter = f"{sp}/intermediate"
-        h = linear(f"{inter}/dense", f"{pp}.intermediate.dense", x, H, F)
-        # exact GELU as torch exports it below opset 20: x * (1 + erf(x / sqrt(2))) * 0.5
-        act = f"{inter}/intermediate_act_fn"
-        e = g.node(act, "Div", [h, g.const(act, 1.4142135623730951, np.float32)])
-        e = g.node(act, "Erf", [e])
-        e = g.node(act, "Add", [e, g.const(act, 1.0, np.float32)])
-        h = g.node(act, "Mul", [h, e])
-        h = g.node(act, "Mul", [h, g.const(act, 0.5, np.float32)])
-
+        h = self.linear(f"{inter}/dense", f"{pp}.intermediate.dense", x, H, F)
+        h = self.gelu(f"{inter}/intermediate_act_fn", h)
         out = f"{sp}/output"
-        y = linear(f"{out}/dense", f"{pp}.output.dense", h, F, H)
+        y = self.linear(f"{out}/dense", f"{pp}.output.dense", h, F, H)
         y = g.node(out, "Add", [y, x])
-        last = li == L - 1
-        x = layer_norm(f"{out}/LayerNorm", f"{pp}.output.LayerNorm", y)
-        if last:
-            g.nodes[-1].output[0] = "last_hidden_state"
-            x = "last_hidden_state"
+        return self.layer_norm(f"{out}/LayerNorm", f"{pp}.output.LayerNorm", y)
 
-    # --- pooler: tanh(dense(hidden[:, 0]))
-    first = g.node("/pooler", "Gather", [x, g.const("/pooler", 0, np.int64)], axis=1)
-    pw = g.init("pooler.dense.weight", weight((H, H)))
-    pb = g.init("pooler.dense.bias", weight(H))
-    pooled = g.node("/pooler/dense", "Gemm", [first, pw, pb], alpha=1.0, beta=1.0, transB=1)
-    g.node("/pooler/activation", "Tanh", [pooled], outputs=["pooler_output"])
+    def pooler(self, x):
+        """tanh(dense(hidden[:, 0])): Gather on axis 1, then Gemm on the 2-D result."""
+        g, H = self.g, self.H
+        first = g.node("/pooler", "Gather", [x, g.const("/pooler", 0, np.int64)], axis=1)
+        pw = g.init("pooler.dense.weight", self.weight((H, H)))
+        pb = g.init("pooler.dense.bias", self.weight(H))
+        pooled = g.node("/pooler/dense", "Gemm", [first, pw, pb], alpha=1.0, beta=1.0, transB=1)
+        return g.node("/pooler/activation", "Tanh", [pooled], outputs=["pooler_output"])
 
+    def build(self):
+        x = self.embeddings()
+        mask_add = self.extended_mask()
+        for li in range(self.cfg["layers"]):
+            x = self.layer(li, x, mask_add)
+        self.g.nodes[-1].output[0] = "last_hidden_state"  # the last LayerNorm's output
+        self.pooler("last_hidden_state")
+
+
+def build_bert(cfg, seed):
+    bert = BertGraph(cfg, np.random.default_rng(seed))
+    bert.build()
+    H = cfg["hidden"]
     dims = ["batch", "sequence"]
     inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, dims)
               for n in ("input_ids", "attention_mask", "token_type_ids")]
@@ -437,12 +474,12 @@ def build_bert(cfg, seed):
         helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, dims + [H]),
         helper.make_tensor_value_info("pooler_output", TensorProto.FLOAT, ["batch", H]),
     ]
-    model = g.model("main_graph", inputs, outputs, opset=cfg["opset"],
-                    ir_version=cfg["ir_version"],
-                    doc=f"HF BertModel layout ({H} hidden, {L} layers, {NH} heads), "
-                        f"random weights (seed {seed})")
+    model = bert.g.model("main_graph", inputs, outputs, opset=cfg["opset"],
+                         ir_version=cfg["ir_version"],
+                         doc=f"HF BertModel layout ({H} hidden, {cfg['layers']} layers, "
+                             f"{cfg['heads']} heads), random weights (seed {seed})")
     model = with_value_info(model)
-    return model, bert_inputs(seed + 1, batch=2, seq=cfg["seq"], vocab=V)
+    return model, bert_inputs(seed + 1, batch=2, seq=cfg["seq"], vocab=cfg["vocab"])
 
 
 def bert_inputs(seed, batch, seq, vocab):
@@ -604,10 +641,11 @@ def build_one(out_dir, name):
     (out_dir / data_file).unlink(missing_ok=True)  # onnx appends to an existing data file
     if spec["external"]:
         onnx.save_model(model, str(model_path), save_as_external_data=True,
-                        all_tensors_to_one_file=True, location=data_file, size_threshold=1024)
+                        all_tensors_to_one_file=True, location=data_file, size_threshold=4096)
+        os.chmod(out_dir / data_file, 0o644)  # onnx creates it owner-only
     else:
         onnx.save_model(model, str(model_path))
-    onnx.checker.check_model(str(model_path), full_check=False)
+    onnx.checker.check_model(str(model_path), full_check=True)
     t_build = time.time() - t0
 
     files = [model_file] + ([data_file] if spec["external"] else [])

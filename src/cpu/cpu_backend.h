@@ -6,6 +6,7 @@
 #include <stdbool.h>
 
 #include "../core/backend.h"
+#include "graft_config.h"
 
 typedef struct cpu_backend {
     int num_threads;

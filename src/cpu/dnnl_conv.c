@@ -1,5 +1,255 @@
-/* dnnl_conv.c: Conv through oneDNN (being written). */
+/* dnnl_conv.c: Conv (f32, 1-D to 3-D, groups, dilations, bias) through oneDNN, with the weights
+ * reordered once into the primitive's preferred layout and kept in the node's state. */
 #include "graft_config.h"
-#include "cpu_backend.h"
 
-graft_status dnnl_run_Conv(cpu_backend *be, const op_call *call, void **state, bool *handled) { (void)be; (void)call; (void)state; *handled = false; return GRAFT_OK; }
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ops/nn.h"
+#include "dnnl_common.h"
+
+/* Whether to let the primitive pick blocked activation layouts (nChw16c) and reorder to and from
+ * graft's plain NCHW around every call, rather than run on NCHW directly. */
+static const bool conv_blocked_activations = false;
+
+typedef struct conv_state {
+    dnnl_node_state base;
+    /* what the state was made for */
+    int ndim;
+    int64_t x_dims[GRAFT_MAX_DIMS], w_dims[GRAFT_MAX_DIMS];
+    const void *w_data;
+    bool has_bias;
+    bool usable; /* false: oneDNN cannot run this case well; the reference runs */
+    dnnl_primitive_t conv;
+    dnnl_memory_t src, weights, bias, dst; /* in the primitive's layouts */
+    void *weights_buf;                     /* the reordered weights */
+    /* plain <-> blocked activations, when the primitive wants blocked ones */
+    dnnl_primitive_t src_reorder, dst_reorder;
+    dnnl_memory_t src_user, dst_user;
+    void *src_buf, *dst_buf;
+} conv_state;
+
+static void conv_state_destroy(dnnl_node_state *base) {
+    conv_state *s = (conv_state *)base;
+    dnnl_destroy_primitive(&s->conv);
+    dnnl_destroy_primitive(&s->src_reorder);
+    dnnl_destroy_primitive(&s->dst_reorder);
+    dnnl_destroy_memory(&s->src);
+    dnnl_destroy_memory(&s->weights);
+    dnnl_destroy_memory(&s->bias);
+    dnnl_destroy_memory(&s->dst);
+    dnnl_destroy_memory(&s->src_user);
+    dnnl_destroy_memory(&s->dst_user);
+    free(s->weights_buf);
+    free(s->src_buf);
+    free(s->dst_buf);
+    free(s);
+}
+
+static bool conv_state_matches(const conv_state *s, const op_call *c) {
+    const tensor *x = c->in[0], *w = c->in[1];
+    bool has_bias = c->n_in > 2 && c->in[2];
+    return s->ndim == x->ndim && w->ndim == x->ndim && s->w_data == w->data &&
+           s->has_bias == has_bias &&
+           !memcmp(s->x_dims, x->dims, (size_t)x->ndim * sizeof(int64_t)) &&
+           !memcmp(s->w_dims, w->dims, (size_t)w->ndim * sizeof(int64_t));
+}
+
+/* Copy `from` (memory over user data) into a new buffer in layout `md`, once. */
+static graft_status reorder_once(cpu_backend *be, dnnl_memory_t from, const dnnl_memory_desc_t *md,
+                                 const op_call *c, void **buf, dnnl_memory_t *to) {
+    const dnnl_memory_desc_t *from_md = NULL;
+    TRY(dnnl_check(dnnl_memory_get_memory_desc(from, &from_md), c, "query a memory layout"));
+    size_t bytes = dnnl_memory_desc_get_size(md);
+    *buf = malloc(bytes ? bytes : 1);
+    if (!*buf) return op_error(c->node, c->err, GRAFT_E_OUT_OF_MEMORY, "reordering weights");
+    TRY(dnnl_make_memory(be, md, *buf, c, to));
+    dnnl_engine_t engine = (dnnl_engine_t)be->dnnl_engine;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_t prim = NULL;
+    dnnl_primitive_attr_t attr = dnnl_make_attr();
+    dnnl_status_t st = dnnl_reorder_primitive_desc_create(&pd, from_md, engine, md, engine, attr);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (st == dnnl_success) st = dnnl_primitive_create(&prim, pd);
+    dnnl_destroy_pd(&pd);
+    graft_status gs = dnnl_check(st, c, "create a weights reorder");
+    if (gs == GRAFT_OK) {
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, *to}};
+        gs = dnnl_execute(be, prim, 2, args, c);
+    }
+    dnnl_destroy_primitive(&prim);
+    return gs;
+}
+
+/* A reorder primitive between two layouts, kept for every call (activations). */
+static graft_status make_reorder(cpu_backend *be, const dnnl_memory_desc_t *from,
+                                 const dnnl_memory_desc_t *to, const op_call *c,
+                                 dnnl_primitive_t *prim) {
+    dnnl_engine_t engine = (dnnl_engine_t)be->dnnl_engine;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_attr_t attr = dnnl_make_attr();
+    dnnl_status_t st = dnnl_reorder_primitive_desc_create(&pd, from, engine, to, engine, attr);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (st == dnnl_success) st = dnnl_primitive_create(prim, pd);
+    dnnl_destroy_pd(&pd);
+    return dnnl_check(st, c, "create an activation reorder");
+}
+
+/* Descriptors of the user's tensors: X, W (grouped as (G, M/G, C/G, k...) when group > 1), B, Y. */
+static graft_status conv_user_mds(const op_call *c, int64_t group, dnnl_memory_desc_t *x_md,
+                                  dnnl_memory_desc_t *w_md, dnnl_memory_desc_t *b_md,
+                                  dnnl_memory_desc_t *y_md) {
+    const tensor *x = c->in[0], *w = c->in[1], *y = c->out[0];
+    int64_t wd[GRAFT_MAX_DIMS + 1];
+    int wn = 0;
+    if (group > 1) {
+        wd[wn++] = group;
+        wd[wn++] = w->dims[0] / group;
+    } else {
+        wd[wn++] = w->dims[0];
+    }
+    for (int i = 1; i < w->ndim; i++) wd[wn++] = w->dims[i];
+    TRY(dnnl_check(dnnl_plain_md(x_md, x->ndim, x->dims), c, "describe X"));
+    TRY(dnnl_check(dnnl_plain_md(w_md, wn, wd), c, "describe W"));
+    TRY(dnnl_check(dnnl_plain_md(b_md, 1, w->dims), c, "describe B"));
+    return dnnl_check(dnnl_plain_md(y_md, y->ndim, y->dims), c, "describe Y");
+}
+
+/* The convolution descriptor: plain or `any` activations, `any` weights. */
+static graft_status conv_desc_init(const op_call *c, const nn_window *win,
+                                   const dnnl_memory_desc_t *x_md, const dnnl_memory_desc_t *w_md,
+                                   const dnnl_memory_desc_t *b_md, const dnnl_memory_desc_t *y_md,
+                                   dnnl_convolution_desc_t *desc) {
+    dnnl_memory_desc_t src_any, w_any, dst_any;
+    const dnnl_memory_desc_t *src = x_md, *dst = y_md;
+    TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&w_any, w_md->ndims, w_md->dims, dnnl_f32,
+                                                dnnl_format_tag_any),
+                   c, "describe W"));
+    if (conv_blocked_activations) {
+        TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&src_any, x_md->ndims, x_md->dims, dnnl_f32,
+                                                    dnnl_format_tag_any),
+                       c, "describe X"));
+        TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&dst_any, y_md->ndims, y_md->dims, dnnl_f32,
+                                                    dnnl_format_tag_any),
+                       c, "describe Y"));
+        src = &src_any;
+        dst = &dst_any;
+    }
+    dnnl_dims_t strides, dilates, pad_l, pad_r;
+    for (int i = 0; i < win->nsp; i++) {
+        strides[i] = win->stride[i];
+        dilates[i] = win->dilation[i] - 1; /* oneDNN counts the gaps between taps */
+        pad_l[i] = win->pad_begin[i];
+        pad_r[i] = win->pad_end[i];
+    }
+    bool has_bias = c->n_in > 2 && c->in[2];
+    return dnnl_check(dnnl_dilated_convolution_forward_desc_init(
+                          desc, dnnl_forward_inference, dnnl_convolution_direct, src, &w_any,
+                          has_bias ? b_md : NULL, dst, strides, dilates, pad_l, pad_r),
+                      c, "describe the convolution");
+}
+
+/* Memory for an activation: the user's buffer directly when the primitive takes the plain layout,
+ * else a private buffer in its layout plus a reorder from or to the user's. */
+static graft_status conv_activation(cpu_backend *be, const op_call *c,
+                                    const dnnl_memory_desc_t *user_md,
+                                    const dnnl_memory_desc_t *prim_md, bool is_src,
+                                    conv_state *s) {
+    dnnl_memory_t *mem = is_src ? &s->src : &s->dst, *user = is_src ? &s->src_user : &s->dst_user;
+    if (dnnl_memory_desc_equal(user_md, prim_md)) return dnnl_make_memory(be, user_md, NULL, c, mem);
+    void **buf = is_src ? &s->src_buf : &s->dst_buf;
+    size_t bytes = dnnl_memory_desc_get_size(prim_md);
+    *buf = malloc(bytes ? bytes : 1);
+    if (!*buf) return op_error(c->node, c->err, GRAFT_E_OUT_OF_MEMORY, "activation buffer");
+    TRY(dnnl_make_memory(be, prim_md, *buf, c, mem));
+    TRY(dnnl_make_memory(be, user_md, NULL, c, user));
+    return make_reorder(be, is_src ? user_md : prim_md, is_src ? prim_md : user_md, c,
+                        is_src ? &s->src_reorder : &s->dst_reorder);
+}
+
+static graft_status conv_build(cpu_backend *be, const op_call *c, conv_state *s) {
+    const tensor *x = c->in[0], *w = c->in[1];
+    nn_window win;
+    TRY(nn_window_init(c->node, x->ndim - 2, x->dims + 2, w->dims + 2, &win, c->err));
+    dnnl_memory_desc_t x_md, w_md, b_md, y_md;
+    TRY(conv_user_mds(c, attr_i(c->node, "group", 1), &x_md, &w_md, &b_md, &y_md));
+    dnnl_convolution_desc_t desc;
+    TRY(conv_desc_init(c, &win, &x_md, &w_md, &b_md, &y_md, &desc));
+    dnnl_primitive_attr_t attr = dnnl_make_attr();
+    if (!attr) return op_error(c->node, c->err, GRAFT_E_BACKEND, "oneDNN attributes");
+    dnnl_primitive_desc_t pd = NULL;
+    graft_status st = dnnl_make_primitive(be, &desc, attr, c, &pd, &s->conv, &s->usable);
+    dnnl_primitive_attr_destroy(attr);
+    if (st != GRAFT_OK || !s->usable) return st;
+    const dnnl_memory_desc_t *src_md = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    const dnnl_memory_desc_t *wt_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    const dnnl_memory_desc_t *dst_md = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    dnnl_memory_t w_user = NULL;
+    st = dnnl_make_memory(be, &w_md, w->data, c, &w_user);
+    if (st == GRAFT_OK) st = reorder_once(be, w_user, wt_md, c, &s->weights_buf, &s->weights);
+    if (st == GRAFT_OK) st = conv_activation(be, c, &x_md, src_md, true, s);
+    if (st == GRAFT_OK) st = conv_activation(be, c, &y_md, dst_md, false, s);
+    if (st == GRAFT_OK && s->has_bias) st = dnnl_make_memory(be, &b_md, NULL, c, &s->bias);
+    dnnl_destroy_memory(&w_user);
+    dnnl_destroy_pd(&pd);
+    return st;
+}
+
+static graft_status conv_state_get(cpu_backend *be, const op_call *c, void **state,
+                                   conv_state **out) {
+    conv_state *s = *state;
+    if (s && conv_state_matches(s, c)) {
+        *out = s;
+        return GRAFT_OK;
+    }
+    if (s) conv_state_destroy(&s->base);
+    *state = NULL;
+    s = calloc(1, sizeof *s);
+    if (!s) return op_error(c->node, c->err, GRAFT_E_OUT_OF_MEMORY, "Conv state");
+    s->base.destroy = conv_state_destroy;
+    s->ndim = c->in[0]->ndim;
+    memcpy(s->x_dims, c->in[0]->dims, sizeof s->x_dims);
+    memcpy(s->w_dims, c->in[1]->dims, sizeof s->w_dims);
+    s->w_data = c->in[1]->data;
+    s->has_bias = c->n_in > 2 && c->in[2];
+    graft_status st = conv_build(be, c, s);
+    if (st != GRAFT_OK) {
+        conv_state_destroy(&s->base);
+        return st;
+    }
+    *state = s;
+    *out = s;
+    return GRAFT_OK;
+}
+
+graft_status dnnl_run_Conv(cpu_backend *be, const op_call *c, void **state, bool *handled) {
+    *handled = false;
+    const tensor *x = c->in[0], *w = c->in[1];
+    if (!be->dnnl_engine || !dnnl_all_f32(c) || x->ndim < 3 || x->ndim > 5 || w->ndim != x->ndim)
+        return GRAFT_OK;
+    if (tensor_numel(x) == 0 || tensor_numel(c->out[0]) == 0) return GRAFT_OK;
+    conv_state *s = NULL;
+    TRY(conv_state_get(be, c, state, &s));
+    if (!s->usable) return GRAFT_OK;
+    dnnl_memory_t src_user = s->src_reorder ? s->src_user : s->src;
+    dnnl_memory_t dst_user = s->dst_reorder ? s->dst_user : s->dst;
+    TRY(dnnl_check(dnnl_memory_set_data_handle(src_user, x->data), c, "bind X"));
+    TRY(dnnl_check(dnnl_memory_set_data_handle(dst_user, c->out[0]->data), c, "bind Y"));
+    if (s->has_bias)
+        TRY(dnnl_check(dnnl_memory_set_data_handle(s->bias, c->in[2]->data), c, "bind B"));
+    if (s->src_reorder) {
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, s->src_user}, {DNNL_ARG_TO, s->src}};
+        TRY(dnnl_execute(be, s->src_reorder, 2, args, c));
+    }
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, s->src},
+                               {DNNL_ARG_WEIGHTS, s->weights},
+                               {DNNL_ARG_DST, s->dst},
+                               {DNNL_ARG_BIAS, s->bias}};
+    TRY(dnnl_execute(be, s->conv, s->has_bias ? 4 : 3, args, c));
+    if (s->dst_reorder) {
+        dnnl_exec_arg_t back[2] = {{DNNL_ARG_FROM, s->dst}, {DNNL_ARG_TO, s->dst_user}};
+        TRY(dnnl_execute(be, s->dst_reorder, 2, back, c));
+    }
+    *handled = true;
+    return GRAFT_OK;
+}

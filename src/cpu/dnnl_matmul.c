@@ -1,6 +1,221 @@
-/* dnnl_matmul.c: MatMul and Gemm through oneDNN (being written). */
+/* dnnl_matmul.c: MatMul (numpy semantics, batch dims broadcast) and Gemm (transposes as strides,
+ * alpha as an output scale, C as a fused bias or an added pass) through oneDNN's matmul, f32. */
 #include "graft_config.h"
-#include "cpu_backend.h"
 
-graft_status dnnl_run_MatMul(cpu_backend *be, const op_call *call, void **state, bool *handled) { (void)be; (void)call; (void)state; *handled = false; return GRAFT_OK; }
-graft_status dnnl_run_Gemm(cpu_backend *be, const op_call *call, void **state, bool *handled) { (void)be; (void)call; (void)state; *handled = false; return GRAFT_OK; }
+#include <stdlib.h>
+#include <string.h>
+
+#include "dnnl_common.h"
+
+typedef struct matmul_state {
+    dnnl_node_state base;
+    /* what the state was made for: the shapes of A, B and (Gemm) C */
+    int ndim[3];
+    int64_t dims[3][GRAFT_MAX_DIMS];
+    bool usable;
+    bool c_fused; /* Gemm: C is the primitive's bias; else added by gemm_add_c */
+    dnnl_primitive_t prim;
+    dnnl_memory_t a, b, y, bias;
+} matmul_state;
+
+static void matmul_state_destroy(dnnl_node_state *base) {
+    matmul_state *s = (matmul_state *)base;
+    dnnl_destroy_primitive(&s->prim);
+    dnnl_destroy_memory(&s->a);
+    dnnl_destroy_memory(&s->b);
+    dnnl_destroy_memory(&s->y);
+    dnnl_destroy_memory(&s->bias);
+    free(s);
+}
+
+static bool matmul_state_matches(const matmul_state *s, const op_call *c) {
+    for (int i = 0; i < 3; i++) {
+        const tensor *t = i < c->n_in ? c->in[i] : NULL;
+        int nd = t ? t->ndim : -1;
+        if (s->ndim[i] != nd) return false;
+        if (t && memcmp(s->dims[i], t->dims, (size_t)nd * sizeof(int64_t))) return false;
+    }
+    return true;
+}
+
+static matmul_state *matmul_state_new(const op_call *c) {
+    matmul_state *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->base.destroy = matmul_state_destroy;
+    for (int i = 0; i < 3; i++) {
+        const tensor *t = i < c->n_in ? c->in[i] : NULL;
+        s->ndim[i] = t ? t->ndim : -1;
+        if (t) memcpy(s->dims[i], t->dims, (size_t)t->ndim * sizeof(int64_t));
+    }
+    return s;
+}
+
+/* Create the primitive from its descriptors and the memory objects it runs on. */
+static graft_status matmul_finish(cpu_backend *be, const op_call *c, matmul_state *s,
+                                  const dnnl_memory_desc_t *a_md, const dnnl_memory_desc_t *b_md,
+                                  const dnnl_memory_desc_t *bias_md,
+                                  const dnnl_memory_desc_t *y_md, dnnl_primitive_attr_t attr) {
+    dnnl_matmul_desc_t desc;
+    TRY(dnnl_check(dnnl_matmul_desc_init(&desc, a_md, b_md, bias_md, y_md), c,
+                   "describe the matmul"));
+    dnnl_primitive_desc_t pd = NULL;
+    TRY(dnnl_make_primitive(be, &desc, attr, c, &pd, &s->prim, &s->usable));
+    dnnl_destroy_pd(&pd);
+    if (!s->usable) return GRAFT_OK;
+    TRY(dnnl_make_memory(be, a_md, NULL, c, &s->a));
+    TRY(dnnl_make_memory(be, b_md, NULL, c, &s->b));
+    TRY(dnnl_make_memory(be, y_md, NULL, c, &s->y));
+    if (bias_md) TRY(dnnl_make_memory(be, bias_md, NULL, c, &s->bias));
+    return GRAFT_OK;
+}
+
+static graft_status matmul_run(cpu_backend *be, const op_call *c, matmul_state *s,
+                               const void *bias) {
+    TRY(dnnl_check(dnnl_memory_set_data_handle(s->a, c->in[0]->data), c, "bind A"));
+    TRY(dnnl_check(dnnl_memory_set_data_handle(s->b, c->in[1]->data), c, "bind B"));
+    TRY(dnnl_check(dnnl_memory_set_data_handle(s->y, c->out[0]->data), c, "bind Y"));
+    if (s->bias)
+        TRY(dnnl_check(dnnl_memory_set_data_handle(s->bias, (void *)bias), c, "bind C"));
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, s->a},
+                               {DNNL_ARG_WEIGHTS, s->b},
+                               {DNNL_ARG_DST, s->y},
+                               {DNNL_ARG_BIAS, s->bias}};
+    return dnnl_execute(be, s->prim, s->bias ? 4 : 3, args, c);
+}
+
+typedef graft_status (*matmul_build_fn)(cpu_backend *be, const op_call *c, matmul_state *s);
+
+/* The node's state for these shapes, built on first use or after a shape change. */
+static graft_status matmul_state_get(cpu_backend *be, const op_call *c, void **state,
+                                     matmul_build_fn build, matmul_state **out) {
+    matmul_state *s = *state;
+    if (s && matmul_state_matches(s, c)) {
+        *out = s;
+        return GRAFT_OK;
+    }
+    if (s) matmul_state_destroy(&s->base);
+    *state = NULL;
+    s = matmul_state_new(c);
+    if (!s) return op_error(c->node, c->err, GRAFT_E_OUT_OF_MEMORY, "matmul state");
+    graft_status st = build(be, c, s);
+    if (st != GRAFT_OK) {
+        matmul_state_destroy(&s->base);
+        return st;
+    }
+    *state = s;
+    *out = s;
+    return GRAFT_OK;
+}
+
+/* ---- MatMul ------------------------------------------------------------------------------- */
+
+/* A and B as rank-r operands: 1-D A is a row (1, K), 1-D B a column (K, 1), batch dims padded
+ * with leading 1s; oneDNN broadcasts batch dims of size 1. */
+static graft_status matmul_build(cpu_backend *be, const op_call *c, matmul_state *s) {
+    const tensor *a = c->in[0], *b = c->in[1];
+    int64_t ad[GRAFT_MAX_DIMS + 1], bd[GRAFT_MAX_DIMS + 1], yd[GRAFT_MAX_DIMS + 1];
+    int an = 0, bn = 0;
+    if (a->ndim == 1) ad[an++] = 1;
+    for (int i = 0; i < a->ndim; i++) ad[an++] = a->dims[i];
+    for (int i = 0; i < b->ndim; i++) bd[bn++] = b->dims[i];
+    if (b->ndim == 1) bd[bn++] = 1;
+    int r = an > bn ? an : bn;
+    int64_t pa[GRAFT_MAX_DIMS + 1], pb[GRAFT_MAX_DIMS + 1];
+    for (int i = 0; i < r; i++) {
+        pa[i] = i < r - an ? 1 : ad[i - (r - an)];
+        pb[i] = i < r - bn ? 1 : bd[i - (r - bn)];
+        yd[i] = pa[i] > pb[i] ? pa[i] : pb[i];
+    }
+    yd[r - 2] = pa[r - 2];
+    yd[r - 1] = pb[r - 1];
+    if (r > DNNL_MAX_NDIMS) return GRAFT_OK; /* not usable; the reference runs */
+    dnnl_memory_desc_t a_md, b_md, y_md;
+    TRY(dnnl_check(dnnl_plain_md(&a_md, r, pa), c, "describe A"));
+    TRY(dnnl_check(dnnl_plain_md(&b_md, r, pb), c, "describe B"));
+    TRY(dnnl_check(dnnl_plain_md(&y_md, r, yd), c, "describe Y"));
+    dnnl_primitive_attr_t attr = dnnl_make_attr();
+    if (!attr) return op_error(c->node, c->err, GRAFT_E_BACKEND, "oneDNN attributes");
+    graft_status st = matmul_finish(be, c, s, &a_md, &b_md, NULL, &y_md, attr);
+    dnnl_primitive_attr_destroy(attr);
+    return st;
+}
+
+graft_status dnnl_run_MatMul(cpu_backend *be, const op_call *c, void **state, bool *handled) {
+    *handled = false;
+    if (!be->dnnl_engine || !dnnl_all_f32(c) || tensor_numel(c->out[0]) == 0 ||
+        tensor_numel(c->in[0]) == 0 || tensor_numel(c->in[1]) == 0)
+        return GRAFT_OK;
+    matmul_state *s = NULL;
+    TRY(matmul_state_get(be, c, state, matmul_build, &s));
+    if (!s->usable) return GRAFT_OK;
+    TRY(matmul_run(be, c, s, NULL));
+    *handled = true;
+    return GRAFT_OK;
+}
+
+/* ---- Gemm --------------------------------------------------------------------------------- */
+
+/* C seen as (rows, cols), each 1 or the full size of Y. */
+static void gemm_c_shape(const tensor *cm, int64_t *rows, int64_t *cols) {
+    *rows = cm->ndim == 2 ? cm->dims[0] : 1;
+    *cols = cm->ndim >= 1 ? cm->dims[cm->ndim - 1] : 1;
+}
+
+static graft_status gemm_build(cpu_backend *be, const op_call *c, matmul_state *s) {
+    const tensor *a = c->in[0], *b = c->in[1], *cm = c->n_in > 2 ? c->in[2] : NULL;
+    bool ta = attr_i(c->node, "transA", 0) != 0, tb = attr_i(c->node, "transB", 0) != 0;
+    float alpha = attr_f(c->node, "alpha", 1.0f), beta = attr_f(c->node, "beta", 1.0f);
+    int64_t m = a->dims[ta ? 1 : 0], k = a->dims[ta ? 0 : 1], n = b->dims[tb ? 0 : 1];
+    /* Transposes are only strides: A^T stored (k, m) reads as (m, k) with strides (1, m). */
+    dnnl_dims_t a_dims = {m, k}, a_str = {ta ? 1 : k, ta ? m : 1};
+    dnnl_dims_t b_dims = {k, n}, b_str = {tb ? 1 : n, tb ? k : 1};
+    dnnl_dims_t y_dims = {m, n}, y_str = {n, 1};
+    dnnl_memory_desc_t a_md, b_md, y_md, c_md;
+    TRY(dnnl_check(dnnl_memory_desc_init_by_strides(&a_md, 2, a_dims, dnnl_f32, a_str), c, "A"));
+    TRY(dnnl_check(dnnl_memory_desc_init_by_strides(&b_md, 2, b_dims, dnnl_f32, b_str), c, "B"));
+    TRY(dnnl_check(dnnl_memory_desc_init_by_strides(&y_md, 2, y_dims, dnnl_f32, y_str), c, "Y"));
+    /* A per-column C (a Linear layer's bias) fuses as the matmul's bias; oneDNN runs other bias
+     * shapes only with its slow reference code, so those get an added pass instead. */
+    int64_t cd[2] = {0, 0};
+    if (cm) gemm_c_shape(cm, &cd[0], &cd[1]);
+    s->c_fused = cm && beta == 1.0f && alpha == 1.0f && cd[0] == 1 && cd[1] == n;
+    if (s->c_fused) TRY(dnnl_check(dnnl_plain_md(&c_md, 2, cd), c, "describe C"));
+    dnnl_primitive_attr_t attr = dnnl_make_attr();
+    if (!attr) return op_error(c->node, c->err, GRAFT_E_BACKEND, "oneDNN attributes");
+    graft_status st = GRAFT_OK;
+    if (alpha != 1.0f)
+        st = dnnl_check(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha), c, "scale");
+    if (st == GRAFT_OK)
+        st = matmul_finish(be, c, s, &a_md, &b_md, s->c_fused ? &c_md : NULL, &y_md, attr);
+    dnnl_primitive_attr_destroy(attr);
+    return st;
+}
+
+/* y += beta * C, C broadcast over rows and/or columns. */
+static void gemm_add_c(const tensor *cm, float beta, tensor *y) {
+    int64_t rows, cols, m = y->dims[0], n = y->dims[1];
+    gemm_c_shape(cm, &rows, &cols);
+    const float *cv = cm->data;
+    float *yv = y->data;
+#pragma omp parallel for if (m * n >= 32768)
+    for (int64_t i = 0; i < m; i++) {
+        const float *crow = cv + (rows == 1 ? 0 : i) * cols;
+        for (int64_t j = 0; j < n; j++) yv[i * n + j] += beta * crow[cols == 1 ? 0 : j];
+    }
+}
+
+graft_status dnnl_run_Gemm(cpu_backend *be, const op_call *c, void **state, bool *handled) {
+    *handled = false;
+    if (!be->dnnl_engine || !dnnl_all_f32(c) || c->in[0]->ndim != 2 || c->in[1]->ndim != 2 ||
+        tensor_numel(c->out[0]) == 0 || tensor_numel(c->in[0]) == 0)
+        return GRAFT_OK;
+    matmul_state *s = NULL;
+    TRY(matmul_state_get(be, c, state, gemm_build, &s));
+    if (!s->usable) return GRAFT_OK;
+    const tensor *cm = c->n_in > 2 ? c->in[2] : NULL;
+    TRY(matmul_run(be, c, s, s->c_fused ? cm->data : NULL));
+    float beta = attr_f(c->node, "beta", 1.0f);
+    if (cm && !s->c_fused && beta != 0.0f) gemm_add_c(cm, beta, c->out[0]);
+    *handled = true;
+    return GRAFT_OK;
+}

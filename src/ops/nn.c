@@ -460,7 +460,10 @@ graft_status op_infer_MatMul(const ir_node *node, const value_info *in, int n_in
     int nba = a->ndim > 2 ? a->ndim - 2 : 0, nbb = b->ndim > 2 ? b->ndim - 2 : 0;
     int64_t dims[GRAFT_MAX_DIMS + 2];
     int nd = 0;
-    TRY(op_broadcast(node, nba, a->dims, nbb, b->dims, &nd, dims, e));
+    if (op_broadcast(node, nba, a->dims, nbb, b->dims, &nd, dims, NULL) != GRAFT_OK)
+        return op_error(node, e, GRAFT_E_SHAPE, "the batch dimensions of A %s and B %s do not "
+                        "broadcast", shape_str(sa, sizeof sa, a->ndim, a->dims),
+                        shape_str(sb, sizeof sb, b->ndim, b->dims));
     if (a->ndim >= 2) dims[nd++] = a->dims[a->ndim - 2];
     if (b->ndim >= 2) dims[nd++] = b->dims[b->ndim - 1];
     if (nd > GRAFT_MAX_DIMS)

@@ -79,8 +79,8 @@ static graft_status infer_softmax(const ir_node *node, const value_info *in, int
     return GRAFT_OK;
 }
 
-graft_status op_infer_Softmax(const ir_node *node, const value_info *in, int n_in,
-                              value_info *out, int n_out, graft_err *e) {
+graft_status op_infer_Softmax(const ir_node *node, const value_info *in, int n_in, value_info *out,
+                              int n_out, graft_err *e) {
     return infer_softmax(node, in, n_in, out, n_out, e);
 }
 
@@ -104,8 +104,8 @@ static graft_status check_norm_operand(const ir_node *node, const char *what, co
         char sp[256], sn[256];
         return op_error(node, e, GRAFT_E_SHAPE,
                         "%s of shape %s does not broadcast to the normalised shape %s", what,
-                        shape_str(sp, sizeof sp, p->ndim, p->dims), shape_str(sn, sizeof sn, m,
-                                                                               norm_dims));
+                        shape_str(sp, sizeof sp, p->ndim, p->dims),
+                        shape_str(sn, sizeof sn, m, norm_dims));
     }
     return GRAFT_OK;
 }
@@ -260,8 +260,10 @@ static graft_status infer_reduce(const ir_node *node, const value_info *in, int 
     if (ax.noop) return GRAFT_OK;
     int r = 0;
     for (int i = 0; i < x->ndim; i++) {
-        if (!ax.reduced[i]) out[0].dims[r++] = x->dims[i];
-        else if (keepdims) out[0].dims[r++] = 1;
+        if (!ax.reduced[i])
+            out[0].dims[r++] = x->dims[i];
+        else if (keepdims)
+            out[0].dims[r++] = 1;
     }
     out[0].ndim = r;
     return GRAFT_OK;

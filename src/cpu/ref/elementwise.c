@@ -35,7 +35,7 @@ typedef struct unary_args {
 
 /* y[i] = EXPR over v = x[i], spread over threads when large. */
 #define MAP_LOOP(T, EXPR)                                                                         \
-    _Pragma("omp parallel for if (n >= ELEMENTWISE_PARALLEL_MIN) schedule(static)")                \
+    _Pragma("omp parallel for simd if (parallel: n >= ELEMENTWISE_PARALLEL_MIN) schedule(static)")                \
     for (int64_t i = 0; i < n; i++) {                                                              \
         T v = x[i];                                                                                \
         y[i] = (EXPR);                                                                             \
@@ -222,7 +222,7 @@ graft_status ref_Not(const op_call *c) {
     const uint8_t *x = c->in[0]->data;
     uint8_t *y = c->out[0]->data;
     int64_t n = tensor_numel(c->in[0]);
-#pragma omp parallel for if (n >= ELEMENTWISE_PARALLEL_MIN) schedule(static)
+#pragma omp parallel for simd if (parallel: n >= ELEMENTWISE_PARALLEL_MIN) schedule(static)
     for (int64_t i = 0; i < n; i++) y[i] = x[i] == 0;
     return GRAFT_OK;
 }

@@ -132,24 +132,24 @@ static graft_status bcast_run(const op_call *c, const tensor *const *ins, int n_
         TOUT *y = out;                                                                             \
         (void)ctx;                                                                                 \
         if (s[0] == 1 && s[1] == 1) {                                                              \
-            for (int64_t i = 0; i < n; i++) {                                                      \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                 \
                 CT x = LOAD(a[i]), w = LOAD(b[i]);                                                 \
                 y[i] = STORE(EXPR(x, w, CT));                                                      \
             }                                                                                      \
         } else if (s[0] == 1 && s[1] == 0) {                                                       \
             const CT w = LOAD(b[0]);                                                               \
-            for (int64_t i = 0; i < n; i++) {                                                      \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                 \
                 CT x = LOAD(a[i]);                                                                 \
                 y[i] = STORE(EXPR(x, w, CT));                                                      \
             }                                                                                      \
         } else if (s[0] == 0 && s[1] == 1) {                                                       \
             const CT x = LOAD(a[0]);                                                               \
-            for (int64_t i = 0; i < n; i++) {                                                      \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                 \
                 CT w = LOAD(b[i]);                                                                 \
                 y[i] = STORE(EXPR(x, w, CT));                                                      \
             }                                                                                      \
         } else {                                                                                   \
-            for (int64_t i = 0; i < n; i++) {                                                      \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                 \
                 CT x = LOAD(a[i * s[0]]), w = LOAD(b[i * s[1]]);                                   \
                 y[i] = STORE(EXPR(x, w, CT));                                                      \
             }                                                                                      \
@@ -413,7 +413,7 @@ graft_status ref_Pow(const op_call *c) {
         T *y = out;                                                                                \
         (void)ctx;                                                                                 \
         if (s[0] == 1 && s[1] == 1 && s[2] == 1)                                                   \
-            for (int64_t i = 0; i < n; i++) y[i] = cond[i] ? x[i] : w[i];                          \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] = cond[i] ? x[i] : w[i];      \
         else                                                                                       \
             for (int64_t i = 0; i < n; i++) y[i] = cond[i * s[0]] ? x[i * s[1]] : w[i * s[2]];     \
     }

@@ -40,7 +40,7 @@ static void cast_generic(const tensor *x, tensor *y, int64_t n) {
     do {                                                                                           \
         const TS *src = x->data;                                                                   \
         TD *dst = y->data;                                                                         \
-        _Pragma("omp parallel for if (n >= ELEMENTWISE_PARALLEL_MIN) schedule(static)")            \
+        _Pragma("omp parallel for simd if (parallel: n >= ELEMENTWISE_PARALLEL_MIN) schedule(static)")            \
         for (int64_t i = 0; i < n; i++) {                                                          \
             TS v = src[i];                                                                         \
             dst[i] = (EXPR);                                                                       \

@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""Write malformed models and inputs for graft's error-path tests.
+
+Why: a loader meets truncated downloads, wrong files, hostile or corrupt tensors and missing
+side files; graft must answer each with an error status and a message naming the file and
+the tensor/node involved, never crash, abort or allocate absurd sizes. All cases derive from
+one tiny valid model, Conv(3->4, 3x3) -> Relu -> Flatten -> Gemm(256 -> 5), input `input`
+float32 (1, 3, 8, 8), output `output`, opset 17, so that each file differs from a loadable
+one in exactly one way.
+
+Files written into --out (default tests/data/gen/bad/ under the repository root):
+  valid_small.onnx                 the valid model (weights inline)
+  valid_small.in.input.npy         a correct input; valid_small.out.output.npy: ORT's output
+  valid_small_external.onnx(.data) the same model with every tensor in external data
+  truncated.onnx                   valid_small.onnx cut in half (protobuf parse error)
+  not_protobuf.onnx                text garbage (protobuf parse error)
+  empty.onnx                       0 bytes: parses as an empty ModelProto, no graph
+  size_mismatch.onnx               fc.weight raw_data holds half the bytes its dims need
+  overflow_shape.onnx              fc.weight dims [2^40, 2^40, 2^40] (product overflows
+                                   int64), no data
+  unsupported_op.onnx              node `mystery_node` of op type `FancyUnknownOp`
+  missing_external.onnx            fc.weight in external file `missing_weights.bin`,
+                                   which does not exist
+  external_out_of_range.onnx(.data) fc.weight's offset+length run past the data file's end
+  external_escape.onnx             external location `../outside_model_dir.bin` leaves the
+                                   model's folder (must be refused before any open)
+  wrong_shape.npy                  float32 (1, 3, 7, 7) for an input declared (1, 3, 8, 8)
+  wrong_dtype.npy                  float64 (1, 3, 8, 8)
+  bad_models.json                  each file, what is wrong with it and what a loader
+                                   must do, plus whether ONNX Runtime rejected it here
+
+Usage: python3 tools/make_bad_models.py [--out DIR]
+"""
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+from onnx.external_data_helper import set_external_data
+
+GENERATOR_VERSION = "1"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = REPO_ROOT / "tests" / "data" / "gen" / "bad"
+
+
+def valid_small():
+    rng = np.random.default_rng(4001)
+    conv_w = (rng.standard_normal((4, 3, 3, 3), dtype=np.float32) * np.float32(0.27))
+    conv_b = (rng.standard_normal(4, dtype=np.float32) * np.float32(0.1))
+    fc_w = (rng.standard_normal((5, 256), dtype=np.float32) * np.float32(0.0625))
+    fc_b = (rng.standard_normal(5, dtype=np.float32) * np.float32(0.1))
+    inits = [numpy_helper.from_array(a, n) for n, a in
+             (("conv.weight", conv_w), ("conv.bias", conv_b), ("fc.weight", fc_w),
+              ("fc.bias", fc_b))]
+    nodes = [
+        helper.make_node("Conv", ["input", "conv.weight", "conv.bias"], ["/conv/Conv_output_0"],
+                         name="/conv/Conv", dilations=[1, 1], group=1, kernel_shape=[3, 3],
+                         pads=[1, 1, 1, 1], strides=[1, 1]),
+        helper.make_node("Relu", ["/conv/Conv_output_0"], ["/relu/Relu_output_0"],
+                         name="/relu/Relu"),
+        helper.make_node("Flatten", ["/relu/Relu_output_0"], ["/Flatten_output_0"],
+                         name="/Flatten", axis=1),
+        helper.make_node("Gemm", ["/Flatten_output_0", "fc.weight", "fc.bias"], ["output"],
+                         name="/fc/Gemm", alpha=1.0, beta=1.0, transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes, "main_graph",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 5])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                              producer_name="graft tools/make_bad_models.py",
+                              producer_version=GENERATOR_VERSION)
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def initializer(model, name):
+    return next(t for t in model.graph.initializer if t.name == name)
+
+
+def to_external(tensor, location, offset, length):
+    set_external_data(tensor, location=location, offset=offset, length=length)
+    tensor.data_location = TensorProto.EXTERNAL
+    tensor.ClearField("raw_data")
+
+
+def copy_model(model):
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    return m
+
+
+def write_model(path, model):
+    path.write_bytes(model.SerializeToString())
+
+
+def ort_verdict(path, feeds=None):
+    """'rejected: <message>' if ONNX Runtime refuses to load (or run) it, else 'accepted'."""
+    import onnxruntime as ort
+    try:
+        sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        if feeds is not None:
+            sess.run(None, feeds)
+    except Exception as exc:  # noqa: BLE001 - any failure is the answer we record
+        message = str(exc).strip().splitlines()[0].replace(str(path.parent), "<out>")
+        return "rejected: " + message[:300]
+    return "accepted"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=str(DEFAULT_OUT), help="output folder (default %(default)s)")
+    ap.add_argument("--no-ort", action="store_true", help="do not record ONNX Runtime's verdicts")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    cases = {}
+
+    def case(fname, problem, expect):
+        cases[fname] = dict(problem=problem, expect=expect)
+
+    base = valid_small()
+    write_model(out / "valid_small.onnx", base)
+    x = np.random.default_rng(4002).standard_normal((1, 3, 8, 8), dtype=np.float32)
+    np.save(out / "valid_small.in.input.npy", x)
+    case("valid_small.onnx", "none", "loads and runs; output matches valid_small.out.output.npy")
+
+    # Same model, every tensor in one external file (threshold 0: even the 4-float biases).
+    ext = copy_model(base)
+    (out / "valid_small_external.onnx.data").unlink(missing_ok=True)
+    onnx.save_model(ext, str(out / "valid_small_external.onnx"), save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="valid_small_external.onnx.data",
+                    size_threshold=0)
+    os.chmod(out / "valid_small_external.onnx.data", 0o644)  # onnx creates it owner-only
+    onnx.checker.check_model(str(out / "valid_small_external.onnx"))
+    case("valid_small_external.onnx", "none (weights in valid_small_external.onnx.data)",
+         "loads and runs; output equals valid_small's")
+
+    data = (out / "valid_small.onnx").read_bytes()
+    (out / "truncated.onnx").write_bytes(data[: len(data) // 2])
+    case("truncated.onnx", f"valid_small.onnx cut to {len(data) // 2} of {len(data)} bytes",
+         "parse error naming the file")
+
+    (out / "not_protobuf.onnx").write_text(
+        "This is not an ONNX model.\n<html><body>404 Not Found</body></html>\n"
+        "{\"error\": \"model download failed\"}\n")
+    case("not_protobuf.onnx", "text garbage", "parse error naming the file")
+
+    (out / "empty.onnx").write_bytes(b"")
+    case("empty.onnx", "0 bytes (a valid, empty ModelProto: no graph, no opset)",
+         "error: empty file / model has no graph")
+
+    m = copy_model(base)
+    w = initializer(m, "fc.weight")
+    w.raw_data = w.raw_data[: len(w.raw_data) // 2]
+    write_model(out / "size_mismatch.onnx", m)
+    case("size_mismatch.onnx", "fc.weight dims (5, 256) float32 need 5120 bytes, raw_data has 2560",
+         "error naming tensor fc.weight, expected vs actual byte count")
+
+    m = copy_model(base)
+    w = initializer(m, "fc.weight")
+    w.ClearField("raw_data")
+    del w.dims[:]
+    w.dims.extend([2 ** 40] * 3)
+    write_model(out / "overflow_shape.onnx", m)
+    case("overflow_shape.onnx", "fc.weight dims [2^40, 2^40, 2^40]: element count overflows int64",
+         "error naming tensor fc.weight (overflow), no allocation attempted; ONNX Runtime "
+         "stops earlier, at Gemm's rank check (it drops unused initializers, so the bad "
+         "tensor has to be a used one)")
+
+    m = copy_model(base)
+    relu = next(n for n in m.graph.node if n.op_type == "Relu")
+    relu.output[0] = "/mystery/output_0"
+    idx = list(m.graph.node).index(relu)
+    m.graph.node.insert(idx + 1, helper.make_node(
+        "FancyUnknownOp", ["/mystery/output_0"], ["/relu/Relu_output_0"], name="mystery_node",
+        flavour="strange"))
+    write_model(out / "unsupported_op.onnx", m)
+    case("unsupported_op.onnx", "node mystery_node has op type FancyUnknownOp (domain ai.onnx)",
+         "error naming op FancyUnknownOp and node mystery_node")
+
+    m = copy_model(base)
+    to_external(initializer(m, "fc.weight"), "missing_weights.bin", 0, 5 * 256 * 4)
+    write_model(out / "missing_external.onnx", m)
+    (out / "missing_weights.bin").unlink(missing_ok=True)
+    case("missing_external.onnx", "fc.weight stored in missing_weights.bin, which does not exist",
+         "error naming tensor fc.weight and the missing file path")
+
+    m = copy_model(base)
+    (out / "external_out_of_range.onnx.data").write_bytes(
+        initializer(m, "fc.weight").raw_data[:64])
+    to_external(initializer(m, "fc.weight"), "external_out_of_range.onnx.data", 0, 5 * 256 * 4)
+    write_model(out / "external_out_of_range.onnx", m)
+    case("external_out_of_range.onnx",
+         "fc.weight offset 0 length 5120 in a 64-byte external_out_of_range.onnx.data",
+         "error naming tensor fc.weight: data file too short")
+
+    m = copy_model(base)
+    to_external(initializer(m, "fc.weight"), "../outside_model_dir.bin", 0, 5 * 256 * 4)
+    write_model(out / "external_escape.onnx", m)
+    case("external_escape.onnx", "fc.weight external location ../outside_model_dir.bin "
+         "points outside the model's folder (the file is not created)",
+         "error: external data path escapes the model directory; nothing opened")
+
+    np.save(out / "wrong_shape.npy", np.random.default_rng(4003).standard_normal(
+        (1, 3, 7, 7), dtype=np.float32))
+    case("wrong_shape.npy", "float32 (1, 3, 7, 7) for valid_small input (1, 3, 8, 8)",
+         "error naming input `input`, expected vs given shape")
+    np.save(out / "wrong_dtype.npy", x.astype(np.float64))
+    case("wrong_dtype.npy", "float64 (1, 3, 8, 8) for a float32 input",
+         "error naming input `input`, expected vs given dtype")
+
+    if not args.no_ort:
+        import onnxruntime as ort
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        sess = ort.InferenceSession(str(out / "valid_small.onnx"), opts,
+                                    providers=["CPUExecutionProvider"])
+        y = sess.run(None, {"input": x})[0]
+        np.save(out / "valid_small.out.output.npy", y)
+        y_ext = ort.InferenceSession(str(out / "valid_small_external.onnx"), opts,
+                                     providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
+        if not np.array_equal(y, y_ext):
+            raise RuntimeError("external-data variant disagrees with the inline model")
+        for fname, info in cases.items():
+            if fname.endswith(".onnx"):
+                info["onnxruntime"] = ort_verdict(out / fname, {"input": x})
+            else:
+                info["onnxruntime"] = ort_verdict(out / "valid_small.onnx",
+                                                  {"input": np.load(out / fname)})
+        cases["valid_small.onnx"]["reference_output"] = "valid_small.out.output.npy"
+
+    manifest = dict(generator_version=GENERATOR_VERSION, model="valid_small.onnx",
+                    input=dict(name="input", dtype="float32", shape=[1, 3, 8, 8],
+                               file="valid_small.in.input.npy"),
+                    output=dict(name="output", dtype="float32", shape=[1, 5]), cases=cases)
+    tmp = out / "bad_models.json.tmp"
+    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
+    os.replace(tmp, out / "bad_models.json")
+    for fname, info in cases.items():
+        print(f"  {fname:28s} {info.get('onnxruntime', '')[:100]}")
+    print(f"done -> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
