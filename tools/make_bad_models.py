@@ -108,54 +108,44 @@ def ort_verdict(path, feeds=None):
         if feeds is not None:
             sess.run(None, feeds)
     except Exception as exc:  # noqa: BLE001 - any failure is the answer we record
-        message = str(exc).strip().splitlines()[0].replace(str(path.parent), "<out>")
+        # Paths made relative so that the manifest does not depend on where --out points.
+        message = str(exc).strip().splitlines()[0]
+        message = message.replace(str(path.parent), "<out>")
+        message = message.replace(str(path.parent.parent), "<out>/..")
         return "rejected: " + message[:300]
     return "accepted"
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=str(DEFAULT_OUT), help="output folder (default %(default)s)")
-    ap.add_argument("--no-ort", action="store_true", help="do not record ONNX Runtime's verdicts")
-    args = ap.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    cases = {}
-
-    def case(fname, problem, expect):
-        cases[fname] = dict(problem=problem, expect=expect)
-
-    base = valid_small()
+def write_valid(out, base, x, case):
     write_model(out / "valid_small.onnx", base)
-    x = np.random.default_rng(4002).standard_normal((1, 3, 8, 8), dtype=np.float32)
     np.save(out / "valid_small.in.input.npy", x)
     case("valid_small.onnx", "none", "loads and runs; output matches valid_small.out.output.npy")
-
     # Same model, every tensor in one external file (threshold 0: even the 4-float biases).
-    ext = copy_model(base)
-    (out / "valid_small_external.onnx.data").unlink(missing_ok=True)
-    onnx.save_model(ext, str(out / "valid_small_external.onnx"), save_as_external_data=True,
-                    all_tensors_to_one_file=True, location="valid_small_external.onnx.data",
-                    size_threshold=0)
+    (out / "valid_small_external.onnx.data").unlink(missing_ok=True)  # onnx would append
+    onnx.save_model(copy_model(base), str(out / "valid_small_external.onnx"),
+                    save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="valid_small_external.onnx.data", size_threshold=0)
     os.chmod(out / "valid_small_external.onnx.data", 0o644)  # onnx creates it owner-only
     onnx.checker.check_model(str(out / "valid_small_external.onnx"))
     case("valid_small_external.onnx", "none (weights in valid_small_external.onnx.data)",
          "loads and runs; output equals valid_small's")
 
+
+def write_unparsable(out, case):
     data = (out / "valid_small.onnx").read_bytes()
     (out / "truncated.onnx").write_bytes(data[: len(data) // 2])
     case("truncated.onnx", f"valid_small.onnx cut to {len(data) // 2} of {len(data)} bytes",
          "parse error naming the file")
-
     (out / "not_protobuf.onnx").write_text(
         "This is not an ONNX model.\n<html><body>404 Not Found</body></html>\n"
         "{\"error\": \"model download failed\"}\n")
     case("not_protobuf.onnx", "text garbage", "parse error naming the file")
-
     (out / "empty.onnx").write_bytes(b"")
     case("empty.onnx", "0 bytes (a valid, empty ModelProto: no graph, no opset)",
          "error: empty file / model has no graph")
 
+
+def write_bad_tensors(out, base, case):
     m = copy_model(base)
     w = initializer(m, "fc.weight")
     w.raw_data = w.raw_data[: len(w.raw_data) // 2]
@@ -185,8 +175,11 @@ def main(argv=None):
     case("unsupported_op.onnx", "node mystery_node has op type FancyUnknownOp (domain ai.onnx)",
          "error naming op FancyUnknownOp and node mystery_node")
 
+
+def write_bad_external(out, base, case):
+    nbytes = 5 * 256 * 4
     m = copy_model(base)
-    to_external(initializer(m, "fc.weight"), "missing_weights.bin", 0, 5 * 256 * 4)
+    to_external(initializer(m, "fc.weight"), "missing_weights.bin", 0, nbytes)
     write_model(out / "missing_external.onnx", m)
     (out / "missing_weights.bin").unlink(missing_ok=True)
     case("missing_external.onnx", "fc.weight stored in missing_weights.bin, which does not exist",
@@ -195,19 +188,21 @@ def main(argv=None):
     m = copy_model(base)
     (out / "external_out_of_range.onnx.data").write_bytes(
         initializer(m, "fc.weight").raw_data[:64])
-    to_external(initializer(m, "fc.weight"), "external_out_of_range.onnx.data", 0, 5 * 256 * 4)
+    to_external(initializer(m, "fc.weight"), "external_out_of_range.onnx.data", 0, nbytes)
     write_model(out / "external_out_of_range.onnx", m)
     case("external_out_of_range.onnx",
          "fc.weight offset 0 length 5120 in a 64-byte external_out_of_range.onnx.data",
          "error naming tensor fc.weight: data file too short")
 
     m = copy_model(base)
-    to_external(initializer(m, "fc.weight"), "../outside_model_dir.bin", 0, 5 * 256 * 4)
+    to_external(initializer(m, "fc.weight"), "../outside_model_dir.bin", 0, nbytes)
     write_model(out / "external_escape.onnx", m)
     case("external_escape.onnx", "fc.weight external location ../outside_model_dir.bin "
          "points outside the model's folder (the file is not created)",
          "error: external data path escapes the model directory; nothing opened")
 
+
+def write_bad_inputs(out, x, case):
     np.save(out / "wrong_shape.npy", np.random.default_rng(4003).standard_normal(
         (1, 3, 7, 7), dtype=np.float32))
     case("wrong_shape.npy", "float32 (1, 3, 7, 7) for valid_small input (1, 3, 8, 8)",
@@ -216,25 +211,49 @@ def main(argv=None):
     case("wrong_dtype.npy", "float64 (1, 3, 8, 8) for a float32 input",
          "error naming input `input`, expected vs given dtype")
 
+
+def record_ort(out, x, cases):
+    """Write ORT's reference output and note what ORT makes of every case."""
+    import onnxruntime as ort
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    outputs = []
+    for fname in ("valid_small.onnx", "valid_small_external.onnx"):
+        sess = ort.InferenceSession(str(out / fname), opts, providers=["CPUExecutionProvider"])
+        outputs.append(sess.run(None, {"input": x})[0])
+    if not np.array_equal(outputs[0], outputs[1]):
+        raise RuntimeError("external-data variant disagrees with the inline model")
+    np.save(out / "valid_small.out.output.npy", outputs[0])
+    for fname, info in cases.items():
+        if fname.endswith(".onnx"):
+            info["onnxruntime"] = ort_verdict(out / fname, {"input": x})
+        else:
+            info["onnxruntime"] = ort_verdict(out / "valid_small.onnx",
+                                              {"input": np.load(out / fname)})
+    cases["valid_small.onnx"]["reference_output"] = "valid_small.out.output.npy"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=str(DEFAULT_OUT), help="output folder (default %(default)s)")
+    ap.add_argument("--no-ort", action="store_true", help="do not record ONNX Runtime's verdicts")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    cases = {}
+
+    def case(fname, problem, expect):
+        cases[fname] = dict(problem=problem, expect=expect)
+
+    base = valid_small()
+    x = np.random.default_rng(4002).standard_normal((1, 3, 8, 8), dtype=np.float32)
+    write_valid(out, base, x, case)
+    write_unparsable(out, case)
+    write_bad_tensors(out, base, case)
+    write_bad_external(out, base, case)
+    write_bad_inputs(out, x, case)
     if not args.no_ort:
-        import onnxruntime as ort
-        opts = ort.SessionOptions()
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        sess = ort.InferenceSession(str(out / "valid_small.onnx"), opts,
-                                    providers=["CPUExecutionProvider"])
-        y = sess.run(None, {"input": x})[0]
-        np.save(out / "valid_small.out.output.npy", y)
-        y_ext = ort.InferenceSession(str(out / "valid_small_external.onnx"), opts,
-                                     providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
-        if not np.array_equal(y, y_ext):
-            raise RuntimeError("external-data variant disagrees with the inline model")
-        for fname, info in cases.items():
-            if fname.endswith(".onnx"):
-                info["onnxruntime"] = ort_verdict(out / fname, {"input": x})
-            else:
-                info["onnxruntime"] = ort_verdict(out / "valid_small.onnx",
-                                                  {"input": np.load(out / fname)})
-        cases["valid_small.onnx"]["reference_output"] = "valid_small.out.output.npy"
+        record_ort(out, x, cases)
 
     manifest = dict(generator_version=GENERATOR_VERSION, model="valid_small.onnx",
                     input=dict(name="input", dtype="float32", shape=[1, 3, 8, 8],

@@ -19,12 +19,22 @@ Models (into --out, default tests/data/gen/ under the repository root):
                            eval mode), depthwise Conv, Clip(0, 6) with min/max inputs, opset 13,
                            static input (1, 3, 64, 64).
 
+Weights: random but shaped like trained ones, so that activations stay O(1) and relative-error
+comparisons mean something. ResNet convs are Kaiming-normal (fan_in); BN gamma ~ 1 +- 0.1
+(0.4x on the BN ending a residual branch), beta ~ N(0, 0.1), and running mean/var measured
+on a seeded calibration image layer by layer (then jittered by a few percent), as training
+would have left them. mobilenet_tiny's folded BN is calibrated the same way. BERT weights
+are N(0, 0.02) as BERT's init (bert_tiny: 0.1, so its attention is not near-uniform); biases
+and LayerNorm gamma/beta are perturbed from 0/1 so a kernel that ignores them fails.
+
 For each model NAME it writes:
   NAME.onnx [+ NAME.onnx.data]     the model
   NAME.in.<input>.npy              fixed seeded inputs (batch 2; mobilenet_tiny: batch 1)
   NAME.out.<output>.npy            ONNX Runtime outputs (CPUExecutionProvider,
                                    graph optimisations disabled: the graph as written)
-  NAME.json                        manifest: inputs, outputs, files and sizes, versions
+  NAME.json                        manifest: "inputs"/"outputs" (name lists, graph order),
+                                   "tensors" (dtype, dims, shape, file per name), "files"
+                                   (name -> size), ORT and generator versions
 A model whose manifest records the current GENERATOR_VERSION and whose files all exist with
 the recorded sizes is skipped, so a second run is instant (--force rebuilds).
 
@@ -44,7 +54,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 # Bump whenever a model, its weights or its inputs change: cached outputs are then rebuilt.
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "2"
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO_ROOT / "tests" / "data" / "gen"
@@ -654,7 +664,7 @@ def build_one(out_dir, name):
         fname = f"{name}.in.{vi.name}.npy"
         np.save(out_dir / fname, feeds[vi.name])
         files.append(fname)
-        entries_in.append(dict(name=vi.name, dtype=str(feeds[vi.name].dtype),
+        entries_in.append(dict(name=vi.name, role="input", dtype=str(feeds[vi.name].dtype),
                                dims=dims_of_value_info(vi), shape=list(feeds[vi.name].shape),
                                file=fname))
     outputs, ort_version = run_ort(model_path, feeds)
@@ -666,8 +676,8 @@ def build_one(out_dir, name):
             raise RuntimeError(f"{name}: ORT output {vi.name} has non-finite values")
         np.save(out_dir / fname, arr)
         files.append(fname)
-        entries_out.append(dict(name=vi.name, dtype=str(arr.dtype), dims=dims_of_value_info(vi),
-                                shape=list(arr.shape), file=fname,
+        entries_out.append(dict(name=vi.name, role="output", dtype=str(arr.dtype),
+                                dims=dims_of_value_info(vi), shape=list(arr.shape), file=fname,
                                 rms=float(np.sqrt(np.mean(arr.astype(np.float64) ** 2)))))
     manifest = dict(
         name=name,
@@ -678,8 +688,11 @@ def build_one(out_dir, name):
         ir_version=model.ir_version,
         reference=dict(runtime="onnxruntime", version=ort_version,
                        provider="CPUExecutionProvider", graph_optimization="ORT_DISABLE_ALL"),
-        inputs=entries_in,
-        outputs=entries_out,
+        # inputs/outputs: names in graph order (NAME.in.<name>.npy, NAME.out.<name>.npy);
+        # tensors: per name, dtype, declared dims (symbolic as strings), data shape, file.
+        inputs=[e["name"] for e in entries_in],
+        outputs=[e["name"] for e in entries_out],
+        tensors={e.pop("name"): e for e in entries_in + entries_out},
         files={f: (out_dir / f).stat().st_size for f in files},
     )
     tmp = out_dir / f"{name}.json.tmp"

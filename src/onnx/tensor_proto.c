@@ -100,6 +100,7 @@ static graft_status count_mismatch(const Onnx__TensorProto *tp, const char *fiel
 static graft_status copy_typed(const Onnx__TensorProto *tp, tensor *t, int64_t numel,
                                graft_err *e) {
     graft_dtype dt = t->dtype;
+    if (numel == 0) return GRAFT_OK; /* typed fields may be NULL then */
     switch (dt) {
     case GRAFT_DTYPE_F32:
         if ((int64_t)tp->n_float_data != numel)

@@ -17,25 +17,42 @@ enum {
 
 static unsigned dtype_class(graft_dtype dt) {
     switch (dt) {
-    case GRAFT_DTYPE_F16: case GRAFT_DTYPE_BF16: case GRAFT_DTYPE_F32: case GRAFT_DTYPE_F64:
+    case GRAFT_DTYPE_F16:
+    case GRAFT_DTYPE_BF16:
+    case GRAFT_DTYPE_F32:
+    case GRAFT_DTYPE_F64:
         return ACCEPT_FLOAT;
-    case GRAFT_DTYPE_I8: case GRAFT_DTYPE_I16: case GRAFT_DTYPE_I32: case GRAFT_DTYPE_I64:
+    case GRAFT_DTYPE_I8:
+    case GRAFT_DTYPE_I16:
+    case GRAFT_DTYPE_I32:
+    case GRAFT_DTYPE_I64:
         return ACCEPT_SINT;
-    case GRAFT_DTYPE_U8: case GRAFT_DTYPE_U16: case GRAFT_DTYPE_U32: case GRAFT_DTYPE_U64:
+    case GRAFT_DTYPE_U8:
+    case GRAFT_DTYPE_U16:
+    case GRAFT_DTYPE_U32:
+    case GRAFT_DTYPE_U64:
         return ACCEPT_UINT;
-    case GRAFT_DTYPE_BOOL: return ACCEPT_BOOL;
-    default: return 0;
+    case GRAFT_DTYPE_BOOL:
+        return ACCEPT_BOOL;
+    default:
+        return 0;
     }
 }
 
 static const char *accept_text(unsigned accept) {
     switch (accept) {
-    case ACCEPT_FLOAT: return "floating-point (float16, bfloat16, float32, float64)";
-    case ACCEPT_FLOAT | ACCEPT_SINT: return "floating-point or signed integer";
-    case ACCEPT_NUMERIC: return "numeric";
-    case ACCEPT_ANY: return "numeric or bool";
-    case ACCEPT_BOOL: return "bool";
-    default: return "other";
+    case ACCEPT_FLOAT:
+        return "floating-point (float16, bfloat16, float32, float64)";
+    case ACCEPT_FLOAT | ACCEPT_SINT:
+        return "floating-point or signed integer";
+    case ACCEPT_NUMERIC:
+        return "numeric";
+    case ACCEPT_ANY:
+        return "numeric or bool";
+    case ACCEPT_BOOL:
+        return "bool";
+    default:
+        return "other";
     }
 }
 
@@ -66,10 +83,10 @@ static graft_status same_dtypes(const ir_node *node, const value_info *in, int f
         if (known < 0) {
             known = i;
         } else if (in[i].dtype != in[known].dtype) {
-            return op_error(node, e, GRAFT_E_DTYPE,
-                            "inputs %d and %d have different dtypes (%s and %s); %s needs them equal",
-                            known, i, graft_dtype_name(in[known].dtype),
-                            graft_dtype_name(in[i].dtype), node->op_type);
+            return op_error(
+                node, e, GRAFT_E_DTYPE,
+                "inputs %d and %d have different dtypes (%s and %s); %s needs them equal", known, i,
+                graft_dtype_name(in[known].dtype), graft_dtype_name(in[i].dtype), node->op_type);
         }
     }
     *dtype = known >= 0 ? in[known].dtype : GRAFT_DTYPE_UNDEFINED;
@@ -127,7 +144,7 @@ static graft_status infer_broadcasting(const ir_node *node, const value_info *in
     return broadcast_inputs(node, in, 0, n_in, &out[0], e);
 }
 
-#define UNARY_OP(name, accept)                                                                    \
+#define UNARY_OP(name, accept)                                                                     \
     graft_status op_infer_##name(const ir_node *node, const value_info *in, int n_in,              \
                                  value_info *out, int n_out, graft_err *e) {                       \
         return infer_unary(node, in, n_in, out, n_out, accept, e);                                 \
@@ -150,8 +167,7 @@ graft_status op_infer_LeakyRelu(const ir_node *node, const value_info *in, int n
                                 value_info *out, int n_out, graft_err *e) {
     float alpha = attr_f(node, "alpha", 0.01f);
     if (!isfinite(alpha))
-        return op_error(node, e, GRAFT_E_INVALID_ARGUMENT, "alpha %g is not finite",
-                        (double)alpha);
+        return op_error(node, e, GRAFT_E_INVALID_ARGUMENT, "alpha %g is not finite", (double)alpha);
     return infer_unary(node, in, n_in, out, n_out, ACCEPT_FLOAT, e);
 }
 
@@ -213,8 +229,8 @@ static graft_status check_dropout_inputs(const ir_node *node, const value_info *
     return GRAFT_OK;
 }
 
-graft_status op_infer_Dropout(const ir_node *node, const value_info *in, int n_in,
-                              value_info *out, int n_out, graft_err *e) {
+graft_status op_infer_Dropout(const ir_node *node, const value_info *in, int n_in, value_info *out,
+                              int n_out, graft_err *e) {
     int max_in = node->opset >= 12 ? 3 : 1;
     TRY(op_check_arity(node, n_in, 1, max_in, n_out, 1, 2, e));
     TRY(require_present(node, in, 0, e));
@@ -239,17 +255,28 @@ graft_status op_infer_Dropout(const ir_node *node, const value_info *in, int n_i
 /* ONNX element types graft has no tensors for, so Cast to them can only fail. */
 static const char *unsupported_onnx_type(int64_t to) {
     switch (to) {
-    case 8: return "string";
-    case 14: return "complex64";
-    case 15: return "complex128";
-    case 17: return "float8e4m3fn";
-    case 18: return "float8e4m3fnuz";
-    case 19: return "float8e5m2";
-    case 20: return "float8e5m2fnuz";
-    case 21: return "uint4";
-    case 22: return "int4";
-    case 23: return "float4e2m1";
-    default: return NULL;
+    case 8:
+        return "string";
+    case 14:
+        return "complex64";
+    case 15:
+        return "complex128";
+    case 17:
+        return "float8e4m3fn";
+    case 18:
+        return "float8e4m3fnuz";
+    case 19:
+        return "float8e5m2";
+    case 20:
+        return "float8e5m2fnuz";
+    case 21:
+        return "uint4";
+    case 22:
+        return "int4";
+    case 23:
+        return "float4e2m1";
+    default:
+        return NULL;
     }
 }
 
@@ -273,7 +300,7 @@ graft_status op_infer_Cast(const ir_node *node, const value_info *in, int n_in, 
     return GRAFT_OK;
 }
 
-#define BROADCAST_OP(name, accept, out_dtype)                                                     \
+#define BROADCAST_OP(name, accept, out_dtype)                                                      \
     graft_status op_infer_##name(const ir_node *node, const value_info *in, int n_in,              \
                                  value_info *out, int n_out, graft_err *e) {                       \
         return infer_broadcasting(node, in, n_in, out, n_out, 2, 2, accept, out_dtype, e);         \

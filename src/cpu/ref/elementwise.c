@@ -34,9 +34,8 @@ typedef struct unary_args {
 #define HALF_BLOCK 2048
 
 /* y[i] = EXPR over v = x[i], spread over threads when large. */
-#define MAP_LOOP(T, EXPR)                                                                         \
-    _Pragma("omp parallel for simd if (parallel: n >= ELEMENTWISE_PARALLEL_MIN) schedule(static)")                \
-    for (int64_t i = 0; i < n; i++) {                                                              \
+#define MAP_LOOP(T, EXPR)                                                                          \
+    PARALLEL_SIMD_FOR for (int64_t i = 0; i < n; i++) {                                            \
         T v = x[i];                                                                                \
         y[i] = (EXPR);                                                                             \
     }                                                                                              \
@@ -45,27 +44,40 @@ typedef struct unary_args {
 /* One function per native float type; tgmath.h picks expf/exp etc. from T. Clip takes the max
  * with lo first, then the min with hi, so lo > hi gives hi as ONNX specifies; NaN passes
  * through Relu, LeakyRelu and Clip as it does in numpy. */
-#define DEFINE_UNARY_FLOAT(NAME, T)                                                               \
-    static void NAME(const unary_args *a, const T *x, T *y, int64_t n) {                          \
+#define DEFINE_UNARY_FLOAT(NAME, T)                                                                \
+    static void NAME(const unary_args *a, const T *x, T *y, int64_t n) {                           \
         const T alpha = (T)a->alpha, lo = (T)a->lo, hi = (T)a->hi;                                 \
         const T sqrt_2_over_pi = (T)0.7978845608028654, inv_sqrt2 = (T)0.7071067811865476;         \
         switch (a->kind) {                                                                         \
-        case UN_RELU: MAP_LOOP(T, v < 0 ? (T)0 : v)                                               \
-        case UN_LEAKY_RELU: MAP_LOOP(T, v < 0 ? alpha * v : v)                                    \
-        case UN_CLIP: MAP_LOOP(T, (v < lo ? lo : v) > hi ? hi : (v < lo ? lo : v))                \
-        case UN_SIGMOID: MAP_LOOP(T, (T)1 / ((T)1 + exp(-v)))                                     \
-        case UN_TANH: MAP_LOOP(T, tanh(v))                                                        \
-        case UN_ERF: MAP_LOOP(T, erf(v))                                                          \
-        case UN_GELU: MAP_LOOP(T, (T)0.5 * v * ((T)1 + erf(v * inv_sqrt2)))                       \
+        case UN_RELU:                                                                              \
+            MAP_LOOP(T, v < 0 ? (T)0 : v)                                                          \
+        case UN_LEAKY_RELU:                                                                        \
+            MAP_LOOP(T, v < 0 ? alpha * v : v)                                                     \
+        case UN_CLIP:                                                                              \
+            MAP_LOOP(T, (v < lo ? lo : v) > hi ? hi : (v < lo ? lo : v))                           \
+        case UN_SIGMOID:                                                                           \
+            MAP_LOOP(T, (T)1 / ((T)1 + exp(-v)))                                                   \
+        case UN_TANH:                                                                              \
+            MAP_LOOP(T, tanh(v))                                                                   \
+        case UN_ERF:                                                                               \
+            MAP_LOOP(T, erf(v))                                                                    \
+        case UN_GELU:                                                                              \
+            MAP_LOOP(T, (T)0.5 * v * ((T)1 + erf(v * inv_sqrt2)))                                  \
         case UN_GELU_TANH:                                                                         \
-            MAP_LOOP(T, (T)0.5 * v *                                                               \
-                            ((T)1 + tanh(sqrt_2_over_pi * (v + (T)0.044715 * v * v * v))))         \
-        case UN_SQRT: MAP_LOOP(T, sqrt(v))                                                        \
-        case UN_NEG: MAP_LOOP(T, -v)                                                              \
-        case UN_RECIPROCAL: MAP_LOOP(T, (T)1 / v)                                                 \
-        case UN_EXP: MAP_LOOP(T, exp(v))                                                          \
-        case UN_LOG: MAP_LOOP(T, log(v))                                                          \
-        case UN_ABS: MAP_LOOP(T, fabs(v))                                                         \
+            MAP_LOOP(T,                                                                            \
+                     (T)0.5 * v * ((T)1 + tanh(sqrt_2_over_pi * (v + (T)0.044715 * v * v * v))))   \
+        case UN_SQRT:                                                                              \
+            MAP_LOOP(T, sqrt(v))                                                                   \
+        case UN_NEG:                                                                               \
+            MAP_LOOP(T, -v)                                                                        \
+        case UN_RECIPROCAL:                                                                        \
+            MAP_LOOP(T, (T)1 / v)                                                                  \
+        case UN_EXP:                                                                               \
+            MAP_LOOP(T, exp(v))                                                                    \
+        case UN_LOG:                                                                               \
+            MAP_LOOP(T, log(v))                                                                    \
+        case UN_ABS:                                                                               \
+            MAP_LOOP(T, fabs(v))                                                                   \
         }                                                                                          \
     }
 
@@ -90,36 +102,44 @@ static void unary_half(const unary_args *a, const uint16_t *x, uint16_t *y, int6
 
 /* Integer kernels: Relu, Neg, Abs and Clip. Negation goes through uint64 so that the most
  * negative value wraps (as two's complement hardware does) instead of overflowing. */
-#define DEFINE_UNARY_SIGNED(NAME, T)                                                              \
-    static void NAME(unary_kind kind, const T *x, T *y, int64_t n, T lo, T hi) {                  \
+#define DEFINE_UNARY_SIGNED(NAME, T)                                                               \
+    static void NAME(unary_kind kind, const T *x, T *y, int64_t n, T lo, T hi) {                   \
         switch (kind) {                                                                            \
-        case UN_RELU: MAP_LOOP(T, v < 0 ? (T)0 : v)                                               \
-        case UN_NEG: MAP_LOOP(T, (T)(0 - (uint64_t)v))                                            \
-        case UN_ABS: MAP_LOOP(T, v < 0 ? (T)(0 - (uint64_t)v) : v)                                \
-        case UN_CLIP: MAP_LOOP(T, (v < lo ? lo : v) > hi ? hi : (v < lo ? lo : v))                \
-        default: break;                                                                            \
+        case UN_RELU:                                                                              \
+            MAP_LOOP(T, v < 0 ? (T)0 : v)                                                          \
+        case UN_NEG:                                                                               \
+            MAP_LOOP(T, (T)(0 - (uint64_t)v))                                                      \
+        case UN_ABS:                                                                               \
+            MAP_LOOP(T, v < 0 ? (T)(0 - (uint64_t)v) : v)                                          \
+        case UN_CLIP:                                                                              \
+            MAP_LOOP(T, (v < lo ? lo : v) > hi ? hi : (v < lo ? lo : v))                           \
+        default:                                                                                   \
+            break;                                                                                 \
         }                                                                                          \
     }
 
-#define DEFINE_UNARY_UNSIGNED(NAME, T)                                                            \
-    static void NAME(unary_kind kind, const T *x, T *y, int64_t n, T lo, T hi) {                  \
+#define DEFINE_UNARY_UNSIGNED(NAME, T)                                                             \
+    static void NAME(unary_kind kind, const T *x, T *y, int64_t n, T lo, T hi) {                   \
         switch (kind) {                                                                            \
-        case UN_ABS: MAP_LOOP(T, v)                                                               \
-        case UN_CLIP: MAP_LOOP(T, (v < lo ? lo : v) > hi ? hi : (v < lo ? lo : v))                \
-        default: break;                                                                            \
+        case UN_ABS:                                                                               \
+            MAP_LOOP(T, v)                                                                         \
+        case UN_CLIP:                                                                              \
+            MAP_LOOP(T, (v < lo ? lo : v) > hi ? hi : (v < lo ? lo : v))                           \
+        default:                                                                                   \
+            break;                                                                                 \
         }                                                                                          \
     }
 
 /* X(suffix, C type, dtype, lowest, highest) */
-#define SIGNED_INT_TYPES(X)                                                                       \
-    X(i8, int8_t, I8, INT8_MIN, INT8_MAX)                                                         \
-    X(i16, int16_t, I16, INT16_MIN, INT16_MAX)                                                    \
-    X(i32, int32_t, I32, INT32_MIN, INT32_MAX)                                                    \
+#define SIGNED_INT_TYPES(X)                                                                        \
+    X(i8, int8_t, I8, INT8_MIN, INT8_MAX)                                                          \
+    X(i16, int16_t, I16, INT16_MIN, INT16_MAX)                                                     \
+    X(i32, int32_t, I32, INT32_MIN, INT32_MAX)                                                     \
     X(i64, int64_t, I64, INT64_MIN, INT64_MAX)
-#define UNSIGNED_INT_TYPES(X)                                                                     \
-    X(u8, uint8_t, U8, 0, UINT8_MAX)                                                              \
-    X(u16, uint16_t, U16, 0, UINT16_MAX)                                                          \
-    X(u32, uint32_t, U32, 0, UINT32_MAX)                                                          \
+#define UNSIGNED_INT_TYPES(X)                                                                      \
+    X(u8, uint8_t, U8, 0, UINT8_MAX)                                                               \
+    X(u16, uint16_t, U16, 0, UINT16_MAX)                                                           \
+    X(u32, uint32_t, U32, 0, UINT32_MAX)                                                           \
     X(u64, uint64_t, U64, 0, UINT64_MAX)
 
 #define DEFINE_SIGNED(S, T, DT, LOWEST, HIGHEST) DEFINE_UNARY_SIGNED(unary_##S, T)
@@ -146,7 +166,7 @@ static graft_status unary_int(const op_call *c, unary_kind kind) {
         TRY(clip_bound(c, 2, &hi));
     }
     switch (x->dtype) {
-#define INT_CASE(S, T, DT, LOWEST, HIGHEST)                                                       \
+#define INT_CASE(S, T, DT, LOWEST, HIGHEST)                                                        \
     case GRAFT_DTYPE_##DT:                                                                         \
         unary_##S(kind, (const T *)x->data, (T *)y->data, n,                                       \
                   lo ? (T)scalar_load_int(lo->data, lo->dtype, 0) : (T)(LOWEST),                   \
@@ -155,7 +175,8 @@ static graft_status unary_int(const op_call *c, unary_kind kind) {
         SIGNED_INT_TYPES(INT_CASE)
         UNSIGNED_INT_TYPES(INT_CASE)
 #undef INT_CASE
-    default: break;
+    default:
+        break;
     }
     return op_error(c->node, c->err, GRAFT_E_DTYPE, "no kernel for dtype %s",
                     graft_dtype_name(x->dtype));
@@ -168,11 +189,20 @@ static graft_status run_unary(const op_call *c, const unary_args *a) {
     if (n != tensor_numel(y) || y->dtype != x->dtype)
         return op_error(c->node, c->err, GRAFT_E_INTERNAL, "output does not match the input");
     switch (x->dtype) {
-    case GRAFT_DTYPE_F32: unary_f32(a, x->data, y->data, n); return GRAFT_OK;
-    case GRAFT_DTYPE_F64: unary_f64(a, x->data, y->data, n); return GRAFT_OK;
-    case GRAFT_DTYPE_F16: unary_half(a, x->data, y->data, n, false); return GRAFT_OK;
-    case GRAFT_DTYPE_BF16: unary_half(a, x->data, y->data, n, true); return GRAFT_OK;
-    default: return unary_int(c, a->kind);
+    case GRAFT_DTYPE_F32:
+        unary_f32(a, x->data, y->data, n);
+        return GRAFT_OK;
+    case GRAFT_DTYPE_F64:
+        unary_f64(a, x->data, y->data, n);
+        return GRAFT_OK;
+    case GRAFT_DTYPE_F16:
+        unary_half(a, x->data, y->data, n, false);
+        return GRAFT_OK;
+    case GRAFT_DTYPE_BF16:
+        unary_half(a, x->data, y->data, n, true);
+        return GRAFT_OK;
+    default:
+        return unary_int(c, a->kind);
     }
 }
 
@@ -181,16 +211,36 @@ static graft_status run_simple(const op_call *c, unary_kind kind) {
     return run_unary(c, &a);
 }
 
-graft_status ref_Relu(const op_call *c) { return run_simple(c, UN_RELU); }
-graft_status ref_Sigmoid(const op_call *c) { return run_simple(c, UN_SIGMOID); }
-graft_status ref_Tanh(const op_call *c) { return run_simple(c, UN_TANH); }
-graft_status ref_Erf(const op_call *c) { return run_simple(c, UN_ERF); }
-graft_status ref_Sqrt(const op_call *c) { return run_simple(c, UN_SQRT); }
-graft_status ref_Neg(const op_call *c) { return run_simple(c, UN_NEG); }
-graft_status ref_Reciprocal(const op_call *c) { return run_simple(c, UN_RECIPROCAL); }
-graft_status ref_Exp(const op_call *c) { return run_simple(c, UN_EXP); }
-graft_status ref_Log(const op_call *c) { return run_simple(c, UN_LOG); }
-graft_status ref_Abs(const op_call *c) { return run_simple(c, UN_ABS); }
+graft_status ref_Relu(const op_call *c) {
+    return run_simple(c, UN_RELU);
+}
+graft_status ref_Sigmoid(const op_call *c) {
+    return run_simple(c, UN_SIGMOID);
+}
+graft_status ref_Tanh(const op_call *c) {
+    return run_simple(c, UN_TANH);
+}
+graft_status ref_Erf(const op_call *c) {
+    return run_simple(c, UN_ERF);
+}
+graft_status ref_Sqrt(const op_call *c) {
+    return run_simple(c, UN_SQRT);
+}
+graft_status ref_Neg(const op_call *c) {
+    return run_simple(c, UN_NEG);
+}
+graft_status ref_Reciprocal(const op_call *c) {
+    return run_simple(c, UN_RECIPROCAL);
+}
+graft_status ref_Exp(const op_call *c) {
+    return run_simple(c, UN_EXP);
+}
+graft_status ref_Log(const op_call *c) {
+    return run_simple(c, UN_LOG);
+}
+graft_status ref_Abs(const op_call *c) {
+    return run_simple(c, UN_ABS);
+}
 
 graft_status ref_LeakyRelu(const op_call *c) {
     unary_args a = {UN_LEAKY_RELU, attr_f(c->node, "alpha", 0.01f), -INFINITY, INFINITY};
@@ -222,7 +272,7 @@ graft_status ref_Not(const op_call *c) {
     const uint8_t *x = c->in[0]->data;
     uint8_t *y = c->out[0]->data;
     int64_t n = tensor_numel(c->in[0]);
-#pragma omp parallel for simd if (parallel: n >= ELEMENTWISE_PARALLEL_MIN) schedule(static)
+    PARALLEL_SIMD_FOR
     for (int64_t i = 0; i < n; i++) y[i] = x[i] == 0;
     return GRAFT_OK;
 }
@@ -238,7 +288,9 @@ static graft_status copy_through(const op_call *c) {
     return GRAFT_OK;
 }
 
-graft_status ref_Identity(const op_call *c) { return copy_through(c); }
+graft_status ref_Identity(const op_call *c) {
+    return copy_through(c);
+}
 
 /* Inference-mode Dropout: the data passes unchanged and the mask keeps everything. */
 graft_status ref_Dropout(const op_call *c) {

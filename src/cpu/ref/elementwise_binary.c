@@ -50,8 +50,8 @@ static graft_status input_strides(const op_call *c, const tensor *t, const tenso
     return GRAFT_OK;
 }
 
-static graft_status plan_make(const op_call *c, const tensor *const *ins, int n_in,
-                              const tensor *y, bcast_plan *p) {
+static graft_status plan_make(const op_call *c, const tensor *const *ins, int n_in, const tensor *y,
+                              bcast_plan *p) {
     int64_t full[MAX_BCAST_INPUTS][GRAFT_MAX_DIMS];
     for (int k = 0; k < n_in; k++) {
         if (!ins[k] || (!ins[k]->data && tensor_numel(ins[k]) != 0))
@@ -114,8 +114,8 @@ static graft_status bcast_run(const op_call *c, const tensor *const *ins, int n_
         const void *ptr[MAX_BCAST_INPUTS];
         plan_offsets(&p, row, off);
         for (int k = 0; k < n_in; k++)
-            ptr[k] = (const char *)ins[k]->data +
-                     (size_t)(off[k] + start * inner_stride[k]) * esize[k];
+            ptr[k] =
+                (const char *)ins[k]->data + (size_t)(off[k] + start * inner_stride[k]) * esize[k];
         fn(ptr, inner_stride, (char *)y->data + (size_t)(row * inner + start) * ey, len, ctx);
     }
     return GRAFT_OK;
@@ -125,43 +125,43 @@ static graft_status bcast_run(const op_call *c, const tensor *const *ins, int n_
  * compiler vectorises the contiguous and scalar-broadcast loops. */
 #define ID(v) (v)
 #define BOOL_LOAD(v) ((uint8_t)((v) != 0))
-#define DEFINE_ROW(NAME, TIN, TOUT, CT, LOAD, STORE, EXPR)                                        \
-    static void NAME(const void *const *in, const int64_t *s, void *out, int64_t n,               \
+#define DEFINE_ROW(NAME, TIN, TOUT, CT, LOAD, STORE, EXPR)                                         \
+    static void NAME(const void *const *in, const int64_t *s, void *out, int64_t n,                \
                      const void *ctx) {                                                            \
         const TIN *a = in[0], *b = in[1];                                                          \
         TOUT *y = out;                                                                             \
         (void)ctx;                                                                                 \
         if (s[0] == 1 && s[1] == 1) {                                                              \
-            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                 \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                  \
                 CT x = LOAD(a[i]), w = LOAD(b[i]);                                                 \
                 y[i] = STORE(EXPR(x, w, CT));                                                      \
             }                                                                                      \
         } else if (s[0] == 1 && s[1] == 0) {                                                       \
             const CT w = LOAD(b[0]);                                                               \
-            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                 \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                  \
                 CT x = LOAD(a[i]);                                                                 \
                 y[i] = STORE(EXPR(x, w, CT));                                                      \
             }                                                                                      \
         } else if (s[0] == 0 && s[1] == 1) {                                                       \
             const CT x = LOAD(a[0]);                                                               \
-            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                 \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                  \
                 CT w = LOAD(b[i]);                                                                 \
                 y[i] = STORE(EXPR(x, w, CT));                                                      \
             }                                                                                      \
         } else {                                                                                   \
-            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                 \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                  \
                 CT x = LOAD(a[i * s[0]]), w = LOAD(b[i * s[1]]);                                   \
                 y[i] = STORE(EXPR(x, w, CT));                                                      \
             }                                                                                      \
         }                                                                                          \
     }
 
-#define FLOAT_ROWS(OPN, EXPR)                                                                     \
+#define FLOAT_ROWS(OPN, EXPR)                                                                      \
     DEFINE_ROW(OPN##_f32, float, float, float, ID, ID, EXPR)                                       \
     DEFINE_ROW(OPN##_f64, double, double, double, ID, ID, EXPR)                                    \
     DEFINE_ROW(OPN##_f16, uint16_t, uint16_t, float, f16_to_f32, f32_to_f16, EXPR)                 \
     DEFINE_ROW(OPN##_bf16, uint16_t, uint16_t, float, bf16_to_f32, f32_to_bf16, EXPR)
-#define INT_ROWS(OPN, SEXPR, UEXPR)                                                               \
+#define INT_ROWS(OPN, SEXPR, UEXPR)                                                                \
     DEFINE_ROW(OPN##_i8, int8_t, int8_t, int8_t, ID, ID, SEXPR)                                    \
     DEFINE_ROW(OPN##_i16, int16_t, int16_t, int16_t, ID, ID, SEXPR)                                \
     DEFINE_ROW(OPN##_i32, int32_t, int32_t, int32_t, ID, ID, SEXPR)                                \
@@ -171,7 +171,7 @@ static graft_status bcast_run(const op_call *c, const tensor *const *ins, int n_
     DEFINE_ROW(OPN##_u32, uint32_t, uint32_t, uint32_t, ID, ID, UEXPR)                             \
     DEFINE_ROW(OPN##_u64, uint64_t, uint64_t, uint64_t, ID, ID, UEXPR)
 /* Comparisons: any numeric dtype or bool in, bool out. */
-#define CMP_ROWS(OPN, EXPR)                                                                       \
+#define CMP_ROWS(OPN, EXPR)                                                                        \
     DEFINE_ROW(OPN##_f32, float, uint8_t, float, ID, ID, EXPR)                                     \
     DEFINE_ROW(OPN##_f64, double, uint8_t, double, ID, ID, EXPR)                                   \
     DEFINE_ROW(OPN##_f16, uint16_t, uint8_t, float, f16_to_f32, ID, EXPR)                          \
@@ -223,40 +223,83 @@ CMP_ROWS(eq, EQ)
 CMP_ROWS(lt, LT)
 CMP_ROWS(gt, GT)
 
-#define NUMERIC_CASES(OPN)                                                                        \
-    case GRAFT_DTYPE_F32: return OPN##_f32;                                                        \
-    case GRAFT_DTYPE_F64: return OPN##_f64;                                                        \
-    case GRAFT_DTYPE_F16: return OPN##_f16;                                                        \
-    case GRAFT_DTYPE_BF16: return OPN##_bf16;                                                      \
-    case GRAFT_DTYPE_I8: return OPN##_i8;                                                          \
-    case GRAFT_DTYPE_I16: return OPN##_i16;                                                        \
-    case GRAFT_DTYPE_I32: return OPN##_i32;                                                        \
-    case GRAFT_DTYPE_I64: return OPN##_i64;                                                        \
-    case GRAFT_DTYPE_U8: return OPN##_u8;                                                          \
-    case GRAFT_DTYPE_U16: return OPN##_u16;                                                        \
-    case GRAFT_DTYPE_U32: return OPN##_u32;                                                        \
-    case GRAFT_DTYPE_U64: return OPN##_u64;
+#define NUMERIC_CASES(OPN)                                                                         \
+    case GRAFT_DTYPE_F32:                                                                          \
+        return OPN##_f32;                                                                          \
+    case GRAFT_DTYPE_F64:                                                                          \
+        return OPN##_f64;                                                                          \
+    case GRAFT_DTYPE_F16:                                                                          \
+        return OPN##_f16;                                                                          \
+    case GRAFT_DTYPE_BF16:                                                                         \
+        return OPN##_bf16;                                                                         \
+    case GRAFT_DTYPE_I8:                                                                           \
+        return OPN##_i8;                                                                           \
+    case GRAFT_DTYPE_I16:                                                                          \
+        return OPN##_i16;                                                                          \
+    case GRAFT_DTYPE_I32:                                                                          \
+        return OPN##_i32;                                                                          \
+    case GRAFT_DTYPE_I64:                                                                          \
+        return OPN##_i64;                                                                          \
+    case GRAFT_DTYPE_U8:                                                                           \
+        return OPN##_u8;                                                                           \
+    case GRAFT_DTYPE_U16:                                                                          \
+        return OPN##_u16;                                                                          \
+    case GRAFT_DTYPE_U32:                                                                          \
+        return OPN##_u32;                                                                          \
+    case GRAFT_DTYPE_U64:                                                                          \
+        return OPN##_u64;
 
 typedef enum binary_op { BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV, BIN_MIN, BIN_MAX } binary_op;
 typedef enum compare_op { CMP_EQ, CMP_LT, CMP_GT } compare_op;
 
+/* pick_OPN(dtype): the row kernel of OPN for dtype, NULL when there is none. */
+#define DEFINE_PICKER(OPN, BOOL_ROW)                                                               \
+    static row_fn pick_##OPN(graft_dtype dt) {                                                     \
+        switch (dt) {                                                                              \
+            NUMERIC_CASES(OPN)                                                                     \
+        case GRAFT_DTYPE_BOOL:                                                                     \
+            return BOOL_ROW;                                                                       \
+        default:                                                                                   \
+            return NULL;                                                                           \
+        }                                                                                          \
+    }
+
+DEFINE_PICKER(add, NULL)
+DEFINE_PICKER(sub, NULL)
+DEFINE_PICKER(mul, NULL)
+DEFINE_PICKER(div, NULL)
+DEFINE_PICKER(min, NULL)
+DEFINE_PICKER(max, NULL)
+DEFINE_PICKER(eq, eq_bool)
+DEFINE_PICKER(lt, lt_bool)
+DEFINE_PICKER(gt, gt_bool)
+
 static row_fn pick_binary(binary_op op, graft_dtype dt) {
     switch (op) {
-    case BIN_ADD: switch (dt) { NUMERIC_CASES(add) default: return NULL; }
-    case BIN_SUB: switch (dt) { NUMERIC_CASES(sub) default: return NULL; }
-    case BIN_MUL: switch (dt) { NUMERIC_CASES(mul) default: return NULL; }
-    case BIN_DIV: switch (dt) { NUMERIC_CASES(div) default: return NULL; }
-    case BIN_MIN: switch (dt) { NUMERIC_CASES(min) default: return NULL; }
-    case BIN_MAX: switch (dt) { NUMERIC_CASES(max) default: return NULL; }
+    case BIN_ADD:
+        return pick_add(dt);
+    case BIN_SUB:
+        return pick_sub(dt);
+    case BIN_MUL:
+        return pick_mul(dt);
+    case BIN_DIV:
+        return pick_div(dt);
+    case BIN_MIN:
+        return pick_min(dt);
+    case BIN_MAX:
+        return pick_max(dt);
     }
     return NULL;
 }
 
 static row_fn pick_compare(compare_op op, graft_dtype dt) {
     switch (op) {
-    case CMP_EQ: switch (dt) { NUMERIC_CASES(eq) case GRAFT_DTYPE_BOOL: return eq_bool; default: return NULL; }
-    case CMP_LT: switch (dt) { NUMERIC_CASES(lt) case GRAFT_DTYPE_BOOL: return lt_bool; default: return NULL; }
-    case CMP_GT: switch (dt) { NUMERIC_CASES(gt) case GRAFT_DTYPE_BOOL: return gt_bool; default: return NULL; }
+    case CMP_EQ:
+        return pick_eq(dt);
+    case CMP_LT:
+        return pick_lt(dt);
+    case CMP_GT:
+        return pick_gt(dt);
     }
     return NULL;
 }
@@ -266,14 +309,12 @@ static graft_status check_same_dtype(const op_call *c, const tensor *a, const te
     if (a->dtype != b->dtype)
         return op_error(c->node, c->err, GRAFT_E_DTYPE,
                         "inputs have different dtypes (%s and %s); %s needs them equal",
-                        graft_dtype_name(a->dtype), graft_dtype_name(b->dtype),
-                        c->node->op_type);
+                        graft_dtype_name(a->dtype), graft_dtype_name(b->dtype), c->node->op_type);
     return GRAFT_OK;
 }
 
 static graft_status no_kernel(const op_call *c, graft_dtype dt) {
-    return op_error(c->node, c->err, GRAFT_E_DTYPE, "no kernel for dtype %s",
-                    graft_dtype_name(dt));
+    return op_error(c->node, c->err, GRAFT_E_DTYPE, "no kernel for dtype %s", graft_dtype_name(dt));
 }
 
 static graft_status check_no_zero_divisor(const op_call *c, const tensor *b) {
@@ -282,8 +323,7 @@ static graft_status check_no_zero_divisor(const op_call *c, const tensor *b) {
     for (int64_t i = 0; i < n; i++)
         if (scalar_load_int(b->data, b->dtype, i) == 0)
             return op_error(c->node, c->err, GRAFT_E_INVALID_ARGUMENT,
-                            "integer division by zero (divisor element %lld is 0)",
-                            (long long)i);
+                            "integer division by zero (divisor element %lld is 0)", (long long)i);
     return GRAFT_OK;
 }
 
@@ -297,10 +337,18 @@ static graft_status run_binary(const op_call *c, binary_op op) {
     return bcast_run(c, c->in, 2, c->out[0], fn, NULL);
 }
 
-graft_status ref_Add(const op_call *c) { return run_binary(c, BIN_ADD); }
-graft_status ref_Sub(const op_call *c) { return run_binary(c, BIN_SUB); }
-graft_status ref_Mul(const op_call *c) { return run_binary(c, BIN_MUL); }
-graft_status ref_Div(const op_call *c) { return run_binary(c, BIN_DIV); }
+graft_status ref_Add(const op_call *c) {
+    return run_binary(c, BIN_ADD);
+}
+graft_status ref_Sub(const op_call *c) {
+    return run_binary(c, BIN_SUB);
+}
+graft_status ref_Mul(const op_call *c) {
+    return run_binary(c, BIN_MUL);
+}
+graft_status ref_Div(const op_call *c) {
+    return run_binary(c, BIN_DIV);
+}
 
 static graft_status run_compare(const op_call *c, compare_op op) {
     if (c->n_in < 2 || !c->in[0] || !c->in[1])
@@ -311,9 +359,15 @@ static graft_status run_compare(const op_call *c, compare_op op) {
     return bcast_run(c, c->in, 2, c->out[0], fn, NULL);
 }
 
-graft_status ref_Equal(const op_call *c) { return run_compare(c, CMP_EQ); }
-graft_status ref_Less(const op_call *c) { return run_compare(c, CMP_LT); }
-graft_status ref_Greater(const op_call *c) { return run_compare(c, CMP_GT); }
+graft_status ref_Equal(const op_call *c) {
+    return run_compare(c, CMP_EQ);
+}
+graft_status ref_Less(const op_call *c) {
+    return run_compare(c, CMP_LT);
+}
+graft_status ref_Greater(const op_call *c) {
+    return run_compare(c, CMP_GT);
+}
 
 /* Variadic Min / Max: the first pair goes into the output, which then absorbs each further input
  * in place (it has the full broadcast shape, so it reads and writes the same element). */
@@ -338,8 +392,12 @@ static graft_status run_variadic(const op_call *c, binary_op op) {
     return GRAFT_OK;
 }
 
-graft_status ref_Min(const op_call *c) { return run_variadic(c, BIN_MIN); }
-graft_status ref_Max(const op_call *c) { return run_variadic(c, BIN_MAX); }
+graft_status ref_Min(const op_call *c) {
+    return run_variadic(c, BIN_MIN);
+}
+graft_status ref_Max(const op_call *c) {
+    return run_variadic(c, BIN_MAX);
+}
 
 /* Pow. Integer powers are exact (wrapping like repeated multiplication); a negative integer
  * exponent gives the truncated real result: 1 for base 1, +-1 for base -1, else 0. */
@@ -373,8 +431,10 @@ static void pow_generic_row(const void *const *in, const int64_t *s, void *out, 
         if (base_float || expo_float) {
             double r = pow(scalar_load_f64(in[0], pc->base, i * s[0]),
                            scalar_load_f64(in[1], pc->expo, i * s[1]));
-            if (base_float) scalar_store_float(out, pc->base, i, r);
-            else scalar_store_int(out, pc->base, i, scalar_f64_to_int(r, pc->base));
+            if (base_float)
+                scalar_store_float(out, pc->base, i, r);
+            else
+                scalar_store_int(out, pc->base, i, scalar_f64_to_int(r, pc->base));
         } else {
             int64_t r = int_pow(scalar_load_int(in[0], pc->base, i * s[0]),
                                 scalar_load_int(in[1], pc->expo, i * s[1]), expo_unsigned);
@@ -405,8 +465,8 @@ graft_status ref_Pow(const op_call *c) {
 }
 
 /* Where selects whole elements, so one kernel per element size serves every dtype. */
-#define DEFINE_WHERE_ROW(NAME, T)                                                                 \
-    static void NAME(const void *const *in, const int64_t *s, void *out, int64_t n,               \
+#define DEFINE_WHERE_ROW(NAME, T)                                                                  \
+    static void NAME(const void *const *in, const int64_t *s, void *out, int64_t n,                \
                      const void *ctx) {                                                            \
         const uint8_t *cond = in[0];                                                               \
         const T *x = in[1], *w = in[2];                                                            \
@@ -433,11 +493,20 @@ graft_status ref_Where(const op_call *c) {
     if (c->out[0]->dtype != c->in[1]->dtype) return no_kernel(c, c->in[1]->dtype);
     row_fn fn;
     switch (graft_dtype_size(c->in[1]->dtype)) {
-    case 1: fn = where_1; break;
-    case 2: fn = where_2; break;
-    case 4: fn = where_4; break;
-    case 8: fn = where_8; break;
-    default: return no_kernel(c, c->in[1]->dtype);
+    case 1:
+        fn = where_1;
+        break;
+    case 2:
+        fn = where_2;
+        break;
+    case 4:
+        fn = where_4;
+        break;
+    case 8:
+        fn = where_8;
+        break;
+    default:
+        return no_kernel(c, c->in[1]->dtype);
     }
     return bcast_run(c, c->in, 3, c->out[0], fn, NULL);
 }

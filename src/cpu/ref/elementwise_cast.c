@@ -10,9 +10,12 @@
 static void cast_element(const void *x, graft_dtype from, void *y, graft_dtype to, int64_t i) {
     if (dtype_is_float(from)) {
         double d = scalar_load_f64(x, from, i);
-        if (dtype_is_float(to)) scalar_store_float(y, to, i, d);
-        else if (to == GRAFT_DTYPE_BOOL) ((uint8_t *)y)[i] = d != 0.0; /* NaN is true */
-        else scalar_store_int(y, to, i, scalar_f64_to_int(d, to));
+        if (dtype_is_float(to))
+            scalar_store_float(y, to, i, d);
+        else if (to == GRAFT_DTYPE_BOOL)
+            ((uint8_t *)y)[i] = d != 0.0; /* NaN is true */
+        else
+            scalar_store_int(y, to, i, scalar_f64_to_int(d, to));
         return;
     }
     int64_t v = scalar_load_int(x, from, i);
@@ -36,12 +39,11 @@ static void cast_generic(const tensor *x, tensor *y, int64_t n) {
 }
 
 /* Typed loops for the conversions real models spend time in (masks, mixed precision). */
-#define CAST_LOOP(TS, TD, EXPR)                                                                   \
+#define CAST_LOOP(TS, TD, EXPR)                                                                    \
     do {                                                                                           \
         const TS *src = x->data;                                                                   \
         TD *dst = y->data;                                                                         \
-        _Pragma("omp parallel for simd if (parallel: n >= ELEMENTWISE_PARALLEL_MIN) schedule(static)")            \
-        for (int64_t i = 0; i < n; i++) {                                                          \
+        PARALLEL_SIMD_FOR for (int64_t i = 0; i < n; i++) {                                        \
             TS v = src[i];                                                                         \
             dst[i] = (EXPR);                                                                       \
         }                                                                                          \
@@ -50,28 +52,42 @@ static void cast_generic(const tensor *x, tensor *y, int64_t n) {
 
 static bool cast_from_f32(const tensor *x, tensor *y, int64_t n) {
     switch (y->dtype) {
-    case GRAFT_DTYPE_F16: CAST_LOOP(float, uint16_t, f32_to_f16(v));
-    case GRAFT_DTYPE_BF16: CAST_LOOP(float, uint16_t, f32_to_bf16(v));
-    case GRAFT_DTYPE_F64: CAST_LOOP(float, double, (double)v);
-    case GRAFT_DTYPE_I64: CAST_LOOP(float, int64_t, scalar_f64_to_int(v, GRAFT_DTYPE_I64));
+    case GRAFT_DTYPE_F16:
+        CAST_LOOP(float, uint16_t, f32_to_f16(v));
+    case GRAFT_DTYPE_BF16:
+        CAST_LOOP(float, uint16_t, f32_to_bf16(v));
+    case GRAFT_DTYPE_F64:
+        CAST_LOOP(float, double, (double)v);
+    case GRAFT_DTYPE_I64:
+        CAST_LOOP(float, int64_t, scalar_f64_to_int(v, GRAFT_DTYPE_I64));
     case GRAFT_DTYPE_I32:
         CAST_LOOP(float, int32_t,
                   (int32_t)(uint32_t)(uint64_t)scalar_f64_to_int(v, GRAFT_DTYPE_I32));
-    case GRAFT_DTYPE_BOOL: CAST_LOOP(float, uint8_t, v != 0.0f);
-    default: return false;
+    case GRAFT_DTYPE_BOOL:
+        CAST_LOOP(float, uint8_t, v != 0.0f);
+    default:
+        return false;
     }
 }
 
 static bool cast_to_f32(const tensor *x, tensor *y, int64_t n) {
     switch (x->dtype) {
-    case GRAFT_DTYPE_F16: CAST_LOOP(uint16_t, float, f16_to_f32(v));
-    case GRAFT_DTYPE_BF16: CAST_LOOP(uint16_t, float, bf16_to_f32(v));
-    case GRAFT_DTYPE_F64: CAST_LOOP(double, float, (float)v);
-    case GRAFT_DTYPE_I64: CAST_LOOP(int64_t, float, (float)v);
-    case GRAFT_DTYPE_I32: CAST_LOOP(int32_t, float, (float)v);
-    case GRAFT_DTYPE_U8: CAST_LOOP(uint8_t, float, (float)v);
-    case GRAFT_DTYPE_BOOL: CAST_LOOP(uint8_t, float, v ? 1.0f : 0.0f);
-    default: return false;
+    case GRAFT_DTYPE_F16:
+        CAST_LOOP(uint16_t, float, f16_to_f32(v));
+    case GRAFT_DTYPE_BF16:
+        CAST_LOOP(uint16_t, float, bf16_to_f32(v));
+    case GRAFT_DTYPE_F64:
+        CAST_LOOP(double, float, (float)v);
+    case GRAFT_DTYPE_I64:
+        CAST_LOOP(int64_t, float, (float)v);
+    case GRAFT_DTYPE_I32:
+        CAST_LOOP(int32_t, float, (float)v);
+    case GRAFT_DTYPE_U8:
+        CAST_LOOP(uint8_t, float, (float)v);
+    case GRAFT_DTYPE_BOOL:
+        CAST_LOOP(uint8_t, float, v ? 1.0f : 0.0f);
+    default:
+        return false;
     }
 }
 

@@ -13,32 +13,51 @@
 
 /* Element-wise loops go parallel from this many elements on. */
 #define ELEMENTWISE_PARALLEL_MIN 32768
+/* Prefix of a loop over n elements: SIMD always, threads once n is large. */
+#define PARALLEL_SIMD_FOR                                                                          \
+    _Pragma("omp parallel for simd if (parallel: n >= ELEMENTWISE_PARALLEL_MIN)")
 
 /* Element i of an integer or bool array, as int64 (uint64 keeps its bits). */
 static inline int64_t scalar_load_int(const void *p, graft_dtype dt, int64_t i) {
     switch (dt) {
-    case GRAFT_DTYPE_I8: return ((const int8_t *)p)[i];
-    case GRAFT_DTYPE_I16: return ((const int16_t *)p)[i];
-    case GRAFT_DTYPE_I32: return ((const int32_t *)p)[i];
-    case GRAFT_DTYPE_I64: return ((const int64_t *)p)[i];
-    case GRAFT_DTYPE_U8: return ((const uint8_t *)p)[i];
-    case GRAFT_DTYPE_U16: return ((const uint16_t *)p)[i];
-    case GRAFT_DTYPE_U32: return ((const uint32_t *)p)[i];
-    case GRAFT_DTYPE_U64: return (int64_t)((const uint64_t *)p)[i];
-    case GRAFT_DTYPE_BOOL: return ((const uint8_t *)p)[i] != 0;
-    default: return 0;
+    case GRAFT_DTYPE_I8:
+        return ((const int8_t *)p)[i];
+    case GRAFT_DTYPE_I16:
+        return ((const int16_t *)p)[i];
+    case GRAFT_DTYPE_I32:
+        return ((const int32_t *)p)[i];
+    case GRAFT_DTYPE_I64:
+        return ((const int64_t *)p)[i];
+    case GRAFT_DTYPE_U8:
+        return ((const uint8_t *)p)[i];
+    case GRAFT_DTYPE_U16:
+        return ((const uint16_t *)p)[i];
+    case GRAFT_DTYPE_U32:
+        return ((const uint32_t *)p)[i];
+    case GRAFT_DTYPE_U64:
+        return (int64_t)((const uint64_t *)p)[i];
+    case GRAFT_DTYPE_BOOL:
+        return ((const uint8_t *)p)[i] != 0;
+    default:
+        return 0;
     }
 }
 
 /* Element i of any numeric array as double (exact for every float dtype). */
 static inline double scalar_load_f64(const void *p, graft_dtype dt, int64_t i) {
     switch (dt) {
-    case GRAFT_DTYPE_F32: return ((const float *)p)[i];
-    case GRAFT_DTYPE_F64: return ((const double *)p)[i];
-    case GRAFT_DTYPE_F16: return f16_to_f32(((const uint16_t *)p)[i]);
-    case GRAFT_DTYPE_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
-    case GRAFT_DTYPE_U64: return (double)((const uint64_t *)p)[i];
-    default: return (double)scalar_load_int(p, dt, i);
+    case GRAFT_DTYPE_F32:
+        return ((const float *)p)[i];
+    case GRAFT_DTYPE_F64:
+        return ((const double *)p)[i];
+    case GRAFT_DTYPE_F16:
+        return f16_to_f32(((const uint16_t *)p)[i]);
+    case GRAFT_DTYPE_BF16:
+        return bf16_to_f32(((const uint16_t *)p)[i]);
+    case GRAFT_DTYPE_U64:
+        return (double)((const uint64_t *)p)[i];
+    default:
+        return (double)scalar_load_int(p, dt, i);
     }
 }
 
@@ -46,16 +65,35 @@ static inline double scalar_load_f64(const void *p, graft_dtype dt, int64_t i) {
 static inline void scalar_store_int(void *p, graft_dtype dt, int64_t i, int64_t v) {
     uint64_t u = (uint64_t)v;
     switch (dt) {
-    case GRAFT_DTYPE_I8: ((int8_t *)p)[i] = (int8_t)(uint8_t)u; break;
-    case GRAFT_DTYPE_I16: ((int16_t *)p)[i] = (int16_t)(uint16_t)u; break;
-    case GRAFT_DTYPE_I32: ((int32_t *)p)[i] = (int32_t)(uint32_t)u; break;
-    case GRAFT_DTYPE_I64: ((int64_t *)p)[i] = v; break;
-    case GRAFT_DTYPE_U8: ((uint8_t *)p)[i] = (uint8_t)u; break;
-    case GRAFT_DTYPE_U16: ((uint16_t *)p)[i] = (uint16_t)u; break;
-    case GRAFT_DTYPE_U32: ((uint32_t *)p)[i] = (uint32_t)u; break;
-    case GRAFT_DTYPE_U64: ((uint64_t *)p)[i] = u; break;
-    case GRAFT_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0; break;
-    default: break;
+    case GRAFT_DTYPE_I8:
+        ((int8_t *)p)[i] = (int8_t)(uint8_t)u;
+        break;
+    case GRAFT_DTYPE_I16:
+        ((int16_t *)p)[i] = (int16_t)(uint16_t)u;
+        break;
+    case GRAFT_DTYPE_I32:
+        ((int32_t *)p)[i] = (int32_t)(uint32_t)u;
+        break;
+    case GRAFT_DTYPE_I64:
+        ((int64_t *)p)[i] = v;
+        break;
+    case GRAFT_DTYPE_U8:
+        ((uint8_t *)p)[i] = (uint8_t)u;
+        break;
+    case GRAFT_DTYPE_U16:
+        ((uint16_t *)p)[i] = (uint16_t)u;
+        break;
+    case GRAFT_DTYPE_U32:
+        ((uint32_t *)p)[i] = (uint32_t)u;
+        break;
+    case GRAFT_DTYPE_U64:
+        ((uint64_t *)p)[i] = u;
+        break;
+    case GRAFT_DTYPE_BOOL:
+        ((uint8_t *)p)[i] = v != 0;
+        break;
+    default:
+        break;
     }
 }
 
@@ -87,11 +125,20 @@ static inline float scalar_f64_to_f32_odd(double d) {
 /* Store d into a float array of any float dtype, correctly rounded. */
 static inline void scalar_store_float(void *p, graft_dtype dt, int64_t i, double d) {
     switch (dt) {
-    case GRAFT_DTYPE_F32: ((float *)p)[i] = (float)d; break;
-    case GRAFT_DTYPE_F64: ((double *)p)[i] = d; break;
-    case GRAFT_DTYPE_F16: ((uint16_t *)p)[i] = f32_to_f16(scalar_f64_to_f32_odd(d)); break;
-    case GRAFT_DTYPE_BF16: ((uint16_t *)p)[i] = f32_to_bf16(scalar_f64_to_f32_odd(d)); break;
-    default: break;
+    case GRAFT_DTYPE_F32:
+        ((float *)p)[i] = (float)d;
+        break;
+    case GRAFT_DTYPE_F64:
+        ((double *)p)[i] = d;
+        break;
+    case GRAFT_DTYPE_F16:
+        ((uint16_t *)p)[i] = f32_to_f16(scalar_f64_to_f32_odd(d));
+        break;
+    case GRAFT_DTYPE_BF16:
+        ((uint16_t *)p)[i] = f32_to_bf16(scalar_f64_to_f32_odd(d));
+        break;
+    default:
+        break;
     }
 }
 
