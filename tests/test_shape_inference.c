@@ -90,12 +90,12 @@ static void expect(const char *name, test_node *t, const value_info *in, int n_i
     shape_str(want, sizeof want, ndim, dims);
     bool same = o->present && o->dtype == dt && o->ndim == ndim;
     for (int i = 0; same && i < ndim; i++) same = o->dims[i] == dims[i];
-    CHECK(name, same, "got %s %s (rank %d), want %s %s (rank %d)", graft_dtype_name(o->dtype),
-          got, o->ndim, graft_dtype_name(dt), want, ndim);
+    CHECK(name, same, "got %s %s (rank %d), want %s %s (rank %d)", graft_dtype_name(o->dtype), got,
+          o->ndim, graft_dtype_name(dt), want, ndim);
 }
 
-static void expect_error(const char *name, test_node *t, const value_info *in, int n_in,
-                         int n_out, graft_status want) {
+static void expect_error(const char *name, test_node *t, const value_info *in, int n_in, int n_out,
+                         graft_status want) {
     value_info out[4];
     graft_err e = {0};
     graft_status st = op_find(t->node.op_type)->infer(&t->node, in, n_in, out, n_out, &e);
@@ -209,8 +209,7 @@ static void test_gather_shape(void) {
     attr_int(&t, "axis", 1);
     in[0] = shaped(GRAFT_DTYPE_F32, 3, (int64_t[]){U, 7, 5});
     in[1] = shaped(GRAFT_DTYPE_I32, 2, (int64_t[]){2, 3});
-    expect("gather_axis1_2d_indices", &t, in, 2, 1, 0, GRAFT_DTYPE_F32, 4,
-           (int64_t[]){U, 2, 3, 5});
+    expect("gather_axis1_2d_indices", &t, in, 2, 1, 0, GRAFT_DTYPE_F32, 4, (int64_t[]){U, 2, 3, 5});
 
     node_init(&t, "Shape", 15);
     in[0] = shaped(GRAFT_DTYPE_F32, 3, (int64_t[]){U, U, U});
@@ -233,8 +232,7 @@ static void test_squeeze_unsqueeze(void) {
     node_init(&t, "Unsqueeze", 13);
     int64_t last[2] = {-1, 0};
     in[1] = known_ints(&ts, last, 2);
-    expect("unsqueeze_opset13_input", &t, in, 2, 1, 0, GRAFT_DTYPE_F32, 4,
-           (int64_t[]){1, U, 5, 1});
+    expect("unsqueeze_opset13_input", &t, in, 2, 1, 0, GRAFT_DTYPE_F32, 4, (int64_t[]){1, U, 5, 1});
     in[1] = shaped(GRAFT_DTYPE_I64, 1, (int64_t[]){1});
     expect("unsqueeze_unknown_axes", &t, in, 2, 1, 0, GRAFT_DTYPE_F32, 3, (int64_t[]){U, U, U});
 
@@ -262,8 +260,7 @@ static void test_split_expand_pad(void) {
     node_init(&t, "Expand", 13);
     in[0] = shaped(GRAFT_DTYPE_F32, 2, (int64_t[]){3, 1});
     in[1] = shaped(GRAFT_DTYPE_I64, 1, (int64_t[]){3});
-    expect("expand_unknown_shape_value", &t, in, 2, 1, 0, GRAFT_DTYPE_F32, 3,
-           (int64_t[]){U, 3, U});
+    expect("expand_unknown_shape_value", &t, in, 2, 1, 0, GRAFT_DTYPE_F32, 3, (int64_t[]){U, 3, U});
     int64_t target[3] = {2, 1, 6};
     in[1] = known_ints(&ts, target, 3);
     expect("expand_bidirectional", &t, in, 2, 1, 0, GRAFT_DTYPE_F32, 3, (int64_t[]){2, 3, 6});
@@ -284,8 +281,7 @@ static void test_generators(void) {
     tensor ts[3];
     node_init(&t, "ConstantOfShape", 9);
     value_info in[3] = {shaped(GRAFT_DTYPE_I64, 1, (int64_t[]){2})};
-    expect("constantofshape_unknown_value", &t, in, 1, 1, 0, GRAFT_DTYPE_F32, 2,
-           (int64_t[]){U, U});
+    expect("constantofshape_unknown_value", &t, in, 1, 1, 0, GRAFT_DTYPE_F32, 2, (int64_t[]){U, U});
 
     node_init(&t, "Constant", 13);
     int64_t vals[3] = {1, 2, 3};
@@ -348,8 +344,9 @@ static void test_kernels(void) {
     const tensor *sl[5] = {&data, &ts, &te, &ta, &tp};
     graft_status s = run_kernel(&t, sl, 5, &out, &e);
     const float *o = out.data;
-    CHECK("kernel_slice_negative_step", s == GRAFT_OK && out.dims[1] == 2 && o[0] == 2 &&
-          o[1] == 0 && o[2] == 5 && o[3] == 3, "status %d %s", s, e.msg);
+    CHECK("kernel_slice_negative_step",
+          s == GRAFT_OK && out.dims[1] == 2 && o[0] == 2 && o[1] == 0 && o[2] == 5 && o[3] == 3,
+          "status %d %s", s, e.msg);
     tensor_release(&out);
 
     int64_t pads[4] = {0, 2, 0, 2};
@@ -360,15 +357,19 @@ static void test_kernels(void) {
     const tensor *pd[2] = {&data, &tpads};
     s = run_kernel(&t, pd, 2, &out, &e);
     o = out.data;
-    CHECK("kernel_pad_reflect", s == GRAFT_OK && out.dims[1] == 7 && o[0] == 2 && o[1] == 1 &&
-          o[2] == 0 && o[5] == 1 && o[6] == 0 && o[7] == 5, "status %d %s", s, e.msg);
+    CHECK("kernel_pad_reflect",
+          s == GRAFT_OK && out.dims[1] == 7 && o[0] == 2 && o[1] == 1 && o[2] == 0 && o[5] == 1 &&
+              o[6] == 0 && o[7] == 5,
+          "status %d %s", s, e.msg);
     tensor_release(&out);
 
     int32_t bad_idx[2] = {1, 2};
     tensor tidx = wrap(GRAFT_DTYPE_I32, 1, (int64_t[]){2}, bad_idx);
     node_init(&t, "Gather", 13);
     const tensor *g[2] = {&data, &tidx};
-    value_info vi[2] = {shaped(GRAFT_DTYPE_F32, 2, data.dims), shaped(GRAFT_DTYPE_I32, 1, tidx.dims)}, vo;
+    value_info vi[2] = {shaped(GRAFT_DTYPE_F32, 2, data.dims),
+                        shaped(GRAFT_DTYPE_I32, 1, tidx.dims)},
+               vo;
     op_find("Gather")->infer(&t.node, vi, 2, &vo, 1, &e);
     tensor_make(&out, vo.dtype, vo.ndim, vo.dims, &e);
     tensor *outs[1] = {&out};

@@ -92,8 +92,10 @@ graft_status op_infer_Reshape(const ir_node *node, const value_info *in, int n_i
         return op_error(node, e, GRAFT_E_MALFORMED_MODEL, "needs the shape input");
     bool allowzero = node->opset >= 14 && attr_i(node, "allowzero", 0) != 0;
     if (sh.state == INT_LIST_UNKNOWN) {
-        if (sh.n < 0) op_unknown(&out[0], in[0].dtype);
-        else rank_only(&out[0], in[0].dtype, sh.n);
+        if (sh.n < 0)
+            op_unknown(&out[0], in[0].dtype);
+        else
+            rank_only(&out[0], in[0].dtype, sh.n);
         return GRAFT_OK;
     }
     rank_only(&out[0], in[0].dtype, sh.n);
@@ -189,8 +191,8 @@ graft_status op_infer_Squeeze(const ir_node *node, const value_info *in, int n_i
 
 graft_status op_infer_Unsqueeze(const ir_node *node, const value_info *in, int n_in,
                                 value_info *out, int n_out, graft_err *e) {
-    TRY(op_check_arity(node, n_in, node->opset < 13 ? 1 : 2, node->opset < 13 ? 1 : 2, n_out, 1,
-                       1, e));
+    TRY(op_check_arity(node, n_in, node->opset < 13 ? 1 : 2, node->opset < 13 ? 1 : 2, n_out, 1, 1,
+                       e));
     int_list axes;
     TRY(squeeze_axes(node, in, n_in, &axes, e));
     if (axes.state == INT_LIST_ABSENT)
@@ -282,16 +284,19 @@ graft_status op_infer_Concat(const ir_node *node, const value_info *in, int n_in
 static graft_status split_sizes(const ir_node *node, const value_info *in, int n_in, int n_out,
                                 int64_t dim, int64_t *sizes, graft_err *e) {
     int_list split;
-    if (node->opset < 13) TRY(int_list_from_attr(node, "split", INT_LIST_MAX, &split, e));
+    if (node->opset < 13)
+        TRY(int_list_from_attr(node, "split", INT_LIST_MAX, &split, e));
     else
-        TRY(int_list_from_input(node, tensor_opt_input(in, n_in, 1), "split", INT_LIST_MAX,
-                                &split, e));
+        TRY(int_list_from_input(node, tensor_opt_input(in, n_in, 1), "split", INT_LIST_MAX, &split,
+                                e));
     const ir_attr *num = node->opset >= 18 ? ir_node_attr(node, "num_outputs") : NULL;
     if (num && split.state != INT_LIST_ABSENT)
         return op_error(node, e, GRAFT_E_INVALID_ARGUMENT, "has both split and num_outputs");
     if (num && num->i != n_out)
-        return op_error(node, e, GRAFT_E_INVALID_ARGUMENT, "num_outputs is %lld but it has %d "
-                        "outputs", (long long)num->i, n_out);
+        return op_error(node, e, GRAFT_E_INVALID_ARGUMENT,
+                        "num_outputs is %lld but it has %d "
+                        "outputs",
+                        (long long)num->i, n_out);
     for (int i = 0; i < n_out; i++) sizes[i] = -1;
     if (split.state == INT_LIST_KNOWN) {
         int64_t sum = 0;
@@ -377,8 +382,8 @@ graft_status op_infer_Gather(const ir_node *node, const value_info *in, int n_in
 
 graft_status op_infer_Slice(const ir_node *node, const value_info *in, int n_in, value_info *out,
                             int n_out, graft_err *e) {
-    TRY(op_check_arity(node, n_in, node->opset < 10 ? 1 : 3, node->opset < 10 ? 1 : 5, n_out, 1,
-                       1, e));
+    TRY(op_check_arity(node, n_in, node->opset < 10 ? 1 : 3, node->opset < 10 ? 1 : 5, n_out, 1, 1,
+                       e));
     slice_plan p;
     TRY(slice_plan_make(node, in, n_in, &p, e));
     if (p.ndim < 0) {

@@ -97,16 +97,16 @@ graft_status op_infer_ConstantOfShape(const ir_node *node, const value_info *in,
 
 /* Which of Constant's value attributes the node has; exactly one is allowed. */
 static graft_status constant_attr(const ir_node *node, const ir_attr **found, graft_err *e) {
-    static const char *const names[] = {"value",       "value_float",  "value_floats",
-                                        "value_int",   "value_ints",   "value_string",
+    static const char *const names[] = {"value",         "value_float", "value_floats",
+                                        "value_int",     "value_ints",  "value_string",
                                         "value_strings", "sparse_value"};
     *found = NULL;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         const ir_attr *a = ir_node_attr(node, names[i]);
         if (!a) continue;
         if (*found)
-            return op_error(node, e, GRAFT_E_MALFORMED_MODEL, "has both %s and %s",
-                            (*found)->name, a->name);
+            return op_error(node, e, GRAFT_E_MALFORMED_MODEL, "has both %s and %s", (*found)->name,
+                            a->name);
         *found = a;
     }
     if (!*found) return op_error(node, e, GRAFT_E_MALFORMED_MODEL, "has no value attribute");
@@ -116,15 +116,16 @@ static graft_status constant_attr(const ir_node *node, const ir_attr **found, gr
     return GRAFT_OK;
 }
 
-graft_status op_infer_Constant(const ir_node *node, const value_info *in, int n_in,
-                               value_info *out, int n_out, graft_err *e) {
+graft_status op_infer_Constant(const ir_node *node, const value_info *in, int n_in, value_info *out,
+                               int n_out, graft_err *e) {
     (void)in;
     TRY(op_check_arity(node, n_in, 0, 0, n_out, 1, 1, e));
     const ir_attr *a;
     TRY(constant_attr(node, &a, e));
     if (strcmp(a->name, "value") == 0) {
         if (a->type != IR_ATTR_TENSOR || !dtype_is_valid(a->t.dtype))
-            return op_error(node, e, GRAFT_E_UNSUPPORTED, "value is not a tensor of a supported "
+            return op_error(node, e, GRAFT_E_UNSUPPORTED,
+                            "value is not a tensor of a supported "
                             "dtype");
         rank_only(&out[0], a->t.dtype, a->t.ndim);
         memcpy(out[0].dims, a->t.dims, sizeof(int64_t) * (size_t)a->t.ndim);
@@ -155,8 +156,8 @@ static graft_status range_length(const ir_node *node, const tensor *const *v, in
             *len = 0;
             return GRAFT_OK;
         }
-        uint64_t span = delta > 0 ? (uint64_t)limit - (uint64_t)start
-                                  : (uint64_t)start - (uint64_t)limit;
+        uint64_t span =
+            delta > 0 ? (uint64_t)limit - (uint64_t)start : (uint64_t)start - (uint64_t)limit;
         uint64_t step = delta > 0 ? (uint64_t)delta : (uint64_t)0 - (uint64_t)delta;
         *len = (int64_t)((span - 1) / step + 1);
         return GRAFT_OK;

@@ -97,7 +97,9 @@ graft_status transpose_perm(const ir_node *node, int rank, int *perm, graft_err 
     return GRAFT_OK;
 }
 
-static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
+static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) {
+    return v < lo ? lo : v > hi ? hi : v;
+}
 
 /* ONNX Slice on one axis of size dim: negative start/end count from the back, then clamp (to
  * [0, dim] going forward, [-1, dim-1] going backward); written so INT64_MIN/MAX cannot overflow. */
@@ -129,12 +131,12 @@ static graft_status slice_lists(const ir_node *node, const value_info *in, int n
     } else {
         TRY(int_list_from_input(node, tensor_opt_input(in, n_in, 1), "starts", GRAFT_MAX_DIMS,
                                 starts, e));
-        TRY(int_list_from_input(node, tensor_opt_input(in, n_in, 2), "ends", GRAFT_MAX_DIMS,
-                                ends, e));
-        TRY(int_list_from_input(node, tensor_opt_input(in, n_in, 3), "axes", GRAFT_MAX_DIMS,
-                                axes, e));
-        TRY(int_list_from_input(node, tensor_opt_input(in, n_in, 4), "steps", GRAFT_MAX_DIMS,
-                                steps, e));
+        TRY(int_list_from_input(node, tensor_opt_input(in, n_in, 2), "ends", GRAFT_MAX_DIMS, ends,
+                                e));
+        TRY(int_list_from_input(node, tensor_opt_input(in, n_in, 3), "axes", GRAFT_MAX_DIMS, axes,
+                                e));
+        TRY(int_list_from_input(node, tensor_opt_input(in, n_in, 4), "steps", GRAFT_MAX_DIMS, steps,
+                                e));
     }
     if (starts->state == INT_LIST_ABSENT || ends->state == INT_LIST_ABSENT)
         return op_error(node, e, GRAFT_E_MALFORMED_MODEL, "needs both starts and ends");
@@ -143,8 +145,8 @@ static graft_status slice_lists(const ir_node *node, const value_info *in, int n
     for (int i = 0; i < 3; i++)
         if (lists[i]->state != INT_LIST_ABSENT && lists[i]->n >= 0 && n >= 0 && lists[i]->n != n)
             return op_error(node, e, GRAFT_E_INVALID_ARGUMENT,
-                            "starts, ends, axes and steps must have the same length (%d vs %d)",
-                            n, lists[i]->n);
+                            "starts, ends, axes and steps must have the same length (%d vs %d)", n,
+                            lists[i]->n);
     return GRAFT_OK;
 }
 
@@ -160,10 +162,10 @@ graft_status slice_plan_make(const ir_node *node, const value_info *in, int n_in
         p->step[i] = 1;
         p->len[i] = data->dims[i];
     }
-    int n = starts.n >= 0                  ? starts.n
-            : ends.n >= 0                  ? ends.n
+    int n = starts.n >= 0                   ? starts.n
+            : ends.n >= 0                   ? ends.n
             : axes.state != INT_LIST_ABSENT ? axes.n
-                                           : -1;
+                                            : -1;
     bool values_known = starts.state == INT_LIST_KNOWN && ends.state == INT_LIST_KNOWN &&
                         steps.state != INT_LIST_UNKNOWN;
     if (axes.state == INT_LIST_UNKNOWN || (axes.state == INT_LIST_ABSENT && n < 0)) {
@@ -186,18 +188,21 @@ graft_status slice_plan_make(const ir_node *node, const value_info *in, int n_in
             continue;
         }
         p->step[axis] = step;
-        slice_axis(data->dims[axis], starts.v[k], ends.v[k], step, &p->start[axis],
-                   &p->len[axis]);
+        slice_axis(data->dims[axis], starts.v[k], ends.v[k], step, &p->start[axis], &p->len[axis]);
     }
     return GRAFT_OK;
 }
 
 static graft_status pad_mode_parse(const ir_node *node, pad_mode *mode, graft_err *e) {
     const char *m = attr_s(node, "mode", "constant");
-    if (strcmp(m, "constant") == 0) *mode = PAD_CONSTANT;
-    else if (strcmp(m, "reflect") == 0) *mode = PAD_REFLECT;
-    else if (strcmp(m, "edge") == 0) *mode = PAD_EDGE;
-    else if (strcmp(m, "wrap") == 0) *mode = PAD_WRAP;
+    if (strcmp(m, "constant") == 0)
+        *mode = PAD_CONSTANT;
+    else if (strcmp(m, "reflect") == 0)
+        *mode = PAD_REFLECT;
+    else if (strcmp(m, "edge") == 0)
+        *mode = PAD_EDGE;
+    else if (strcmp(m, "wrap") == 0)
+        *mode = PAD_WRAP;
     else
         return op_error(node, e, GRAFT_E_UNSUPPORTED,
                         "mode '%s' is not one of constant, reflect, edge, wrap", m);

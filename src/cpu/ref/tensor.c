@@ -38,10 +38,18 @@ static graft_status copy_same_bytes(const op_call *c) {
     return GRAFT_OK;
 }
 
-graft_status ref_Flatten(const op_call *c) { return copy_same_bytes(c); }
-graft_status ref_Reshape(const op_call *c) { return copy_same_bytes(c); }
-graft_status ref_Squeeze(const op_call *c) { return copy_same_bytes(c); }
-graft_status ref_Unsqueeze(const op_call *c) { return copy_same_bytes(c); }
+graft_status ref_Flatten(const op_call *c) {
+    return copy_same_bytes(c);
+}
+graft_status ref_Reshape(const op_call *c) {
+    return copy_same_bytes(c);
+}
+graft_status ref_Squeeze(const op_call *c) {
+    return copy_same_bytes(c);
+}
+graft_status ref_Unsqueeze(const op_call *c) {
+    return copy_same_bytes(c);
+}
 
 graft_status ref_Transpose(const op_call *c) {
     const tensor *in = c->in[0];
@@ -72,11 +80,10 @@ static graft_status check_piece(const op_call *c, const tensor *whole, const ten
         if (d != axis && piece->dims[d] != whole->dims[d]) ok = false;
     if (ok) return GRAFT_OK;
     char s1[256], s2[256];
-    return op_error(c->node, c->err, GRAFT_E_SHAPE, "piece %s %s does not fit %s %s on axis %d",
-                    graft_dtype_name(piece->dtype),
-                    shape_str(s1, sizeof s1, piece->ndim, piece->dims),
-                    graft_dtype_name(whole->dtype),
-                    shape_str(s2, sizeof s2, whole->ndim, whole->dims), axis);
+    return op_error(
+        c->node, c->err, GRAFT_E_SHAPE, "piece %s %s does not fit %s %s on axis %d",
+        graft_dtype_name(piece->dtype), shape_str(s1, sizeof s1, piece->ndim, piece->dims),
+        graft_dtype_name(whole->dtype), shape_str(s2, sizeof s2, whole->ndim, whole->dims), axis);
 }
 
 /* Concat and Split both walk the outer rows, copying each piece's block of every row; `join`
@@ -98,8 +105,10 @@ static graft_status join_or_cut(const op_call *c, tensor *whole, tensor *const *
     }
     if (sum_axis != whole->dims[axis]) {
         free(offsets);
-        return op_error(c->node, c->err, GRAFT_E_SHAPE, "pieces add up to %lld on axis %d, not "
-                        "%lld", (long long)sum_axis, axis, (long long)whole->dims[axis]);
+        return op_error(c->node, c->err, GRAFT_E_SHAPE,
+                        "pieces add up to %lld on axis %d, not "
+                        "%lld",
+                        (long long)sum_axis, axis, (long long)whole->dims[axis]);
     }
     int64_t outer = dims_numel(axis, whole->dims), row = offsets[n];
     char *base = whole->data;
@@ -109,8 +118,10 @@ static graft_status join_or_cut(const op_call *c, tensor *whole, tensor *const *
             int64_t len = offsets[i + 1] - offsets[i];
             char *piece = (char *)pieces[i]->data + o * len, *w = base + o * row + offsets[i];
             if (len == 0) continue;
-            if (join) memcpy(w, piece, (size_t)len);
-            else memcpy(piece, w, (size_t)len);
+            if (join)
+                memcpy(w, piece, (size_t)len);
+            else
+                memcpy(piece, w, (size_t)len);
         }
     }
     free(offsets);
@@ -164,7 +175,8 @@ graft_status ref_Gather(const op_call *c) {
     int64_t dim = data->dims[axis], *v;
     TRY(gather_indices(c, idx, dim, &v));
     int64_t outer = dims_numel(axis, data->dims), n = tensor_numel(idx);
-    int64_t block = dtype_bytes(data->dtype, dims_numel(data->ndim - axis - 1, data->dims + axis + 1));
+    int64_t block =
+        dtype_bytes(data->dtype, dims_numel(data->ndim - axis - 1, data->dims + axis + 1));
     const char *src = data->data;
     char *dst = c->out[0]->data;
 #pragma omp parallel for schedule(static) if (outer * n * block >= 4 * TENSOR_PARALLEL_MIN)
@@ -214,9 +226,12 @@ graft_status ref_Expand(const op_call *c) {
     bool ok = lead >= 0 && out->dtype == in->dtype;
     for (int i = 0; ok && i < out->ndim; i++) {
         int j = i - lead;
-        if (j < 0 || in->dims[j] == 1) strides[i] = 0; /* broadcast: reread the same element */
-        else if (in->dims[j] == out->dims[i]) strides[i] = in_strides[j];
-        else ok = false;
+        if (j < 0 || in->dims[j] == 1)
+            strides[i] = 0; /* broadcast: reread the same element */
+        else if (in->dims[j] == out->dims[i])
+            strides[i] = in_strides[j];
+        else
+            ok = false;
     }
     if (!ok) {
         char s1[256], s2[256];

@@ -36,10 +36,18 @@ static void copy_row(char *dst, const char *src, int64_t n, int64_t stride, size
         return;
     }
     switch (elem) {
-    case 1: GATHER_ROW(1); break;
-    case 2: GATHER_ROW(2); break;
-    case 4: GATHER_ROW(4); break;
-    case 8: GATHER_ROW(8); break;
+    case 1:
+        GATHER_ROW(1);
+        break;
+    case 2:
+        GATHER_ROW(2);
+        break;
+    case 4:
+        GATHER_ROW(4);
+        break;
+    case 8:
+        GATHER_ROW(8);
+        break;
     default:
         for (int64_t k = 0; k < n; k++)
             memcpy(dst + k * (int64_t)elem, src + k * stride * (int64_t)elem, elem);
@@ -67,24 +75,32 @@ static void copy_rows(char *dst, const char *src, size_t elem, int n, const int6
     }
 }
 
-/* Side of the square blocks of the tiled (transposing) copy: 32x32 elements of up to 8 bytes
+/* Side of the square blocks of the tiled (transposing) copy: 16x16 elements of up to 8 bytes
  * read and written stay within L1. */
-#define TILE 64
+#define TILE 16
 
 #define TILE_BLOCK(SIZE)                                                                           \
     for (int64_t i = 0; i < ni; i++)                                                               \
         for (int64_t j = 0; j < nj; j++)                                                           \
-            memcpy(dst + (i * dst_row + j) * (SIZE), src + (i + j * src_col) * (SIZE), (SIZE))
+    memcpy(dst + (i * dst_row + j) * (SIZE), src + (i + j * src_col) * (SIZE), (SIZE))
 
 /* One block: dst rows i are dst_row apart and dense along j; src is dense along i and src_col
  * apart along j. */
 static void copy_block(char *dst, const char *src, size_t elem, int64_t ni, int64_t nj,
                        int64_t dst_row, int64_t src_col) {
     switch (elem) {
-    case 1: TILE_BLOCK(1); break;
-    case 2: TILE_BLOCK(2); break;
-    case 4: TILE_BLOCK(4); break;
-    case 8: TILE_BLOCK(8); break;
+    case 1:
+        TILE_BLOCK(1);
+        break;
+    case 2:
+        TILE_BLOCK(2);
+        break;
+    case 4:
+        TILE_BLOCK(4);
+        break;
+    case 8:
+        TILE_BLOCK(8);
+        break;
     default:
         for (int64_t i = 0; i < ni; i++)
             for (int64_t j = 0; j < nj; j++)

@@ -104,10 +104,17 @@ graft_status ref_Range(const op_call *c) {
         for (int64_t i = 0; i < n; i++) {
             int64_t v = (int64_t)(s + (uint64_t)i * d);
             switch (out->dtype) {
-            case GRAFT_DTYPE_I64: ((int64_t *)out->data)[i] = v; break;
-            case GRAFT_DTYPE_I32: ((int32_t *)out->data)[i] = (int32_t)v; break;
-            case GRAFT_DTYPE_I16: ((int16_t *)out->data)[i] = (int16_t)v; break;
-            default: return bad_output(c, "a range of f32, f64, i16, i32 or i64");
+            case GRAFT_DTYPE_I64:
+                ((int64_t *)out->data)[i] = v;
+                break;
+            case GRAFT_DTYPE_I32:
+                ((int32_t *)out->data)[i] = (int32_t)v;
+                break;
+            case GRAFT_DTYPE_I16:
+                ((int16_t *)out->data)[i] = (int16_t)v;
+                break;
+            default:
+                return bad_output(c, "a range of f32, f64, i16, i32 or i64");
             }
         }
     }

@@ -12,9 +12,12 @@ static int64_t pad_source(pad_mode mode, int64_t o, int64_t begin, int64_t dim) 
     if (i >= 0 && i < dim) return i;
     if (dim == 0) return -1;
     switch (mode) {
-    case PAD_CONSTANT: return -1;
-    case PAD_EDGE: return i < 0 ? 0 : dim - 1;
-    case PAD_WRAP: return ((i % dim) + dim) % dim;
+    case PAD_CONSTANT:
+        return -1;
+    case PAD_EDGE:
+        return i < 0 ? 0 : dim - 1;
+    case PAD_WRAP:
+        return ((i % dim) + dim) % dim;
     case PAD_REFLECT: {
         if (dim == 1) return 0;
         /* Reflection without repeating the edge is periodic with period 2 * (dim - 1). */
@@ -35,8 +38,9 @@ static int64_t pad_runs(const int64_t *map, int64_t n, pad_run *runs) {
     int64_t k = 0;
     for (int64_t o = 0; o < n; o++) {
         pad_run *last = k > 0 ? &runs[k - 1] : NULL;
-        bool extends = last && ((map[o] < 0 && last->src < 0) ||
-                                (map[o] >= 0 && last->src >= 0 && map[o] == last->src + last->count));
+        bool extends =
+            last && ((map[o] < 0 && last->src < 0) ||
+                     (map[o] >= 0 && last->src >= 0 && map[o] == last->src + last->count));
         if (extends) {
             last->count++;
         } else {
@@ -100,8 +104,10 @@ static void pad_row(const pad_job *j, int64_t r) {
     for (int64_t i = 0; i < j->n_runs; i++) {
         const pad_run *run = &j->runs[i];
         char *d = out + run->dst * (int64_t)j->elem;
-        if (run->src < 0) fill_elements(d, j->constant, j->elem, run->count);
-        else memcpy(d, j->src + (off + run->src) * (int64_t)j->elem, (size_t)run->count * j->elem);
+        if (run->src < 0)
+            fill_elements(d, j->constant, j->elem, run->count);
+        else
+            memcpy(d, j->src + (off + run->src) * (int64_t)j->elem, (size_t)run->count * j->elem);
     }
 }
 
@@ -117,8 +123,9 @@ static graft_status pad_run_rows(const op_call *c, const pad_plan *p, const unsi
         free(runs);
         return op_error(c->node, c->err, GRAFT_E_OUT_OF_MEMORY, "no memory for pad maps");
     }
-    pad_job j = {in->data, out->data, graft_dtype_size(in->dtype), in->ndim, out->dims,
-                 {0}, {NULL}, runs, 0, cval};
+    pad_job j = {
+        in->data, out->data, graft_dtype_size(in->dtype), in->ndim, out->dims, {0}, {NULL}, runs,
+        0,        cval};
     dims_strides(in->ndim, in->dims, j.in_strides);
     int64_t *m = maps;
     for (int k = 0; k < in->ndim; k++) {
