@@ -80,9 +80,10 @@ static void copy_rows(char *dst, const char *src, size_t elem, int n, const int6
 #define TILE 16
 
 #define TILE_BLOCK(SIZE)                                                                           \
-    for (int64_t i = 0; i < ni; i++)                                                               \
+    for (int64_t i = 0; i < ni; i++) {                                                             \
         for (int64_t j = 0; j < nj; j++)                                                           \
-    memcpy(dst + (i * dst_row + j) * (SIZE), src + (i + j * src_col) * (SIZE), (SIZE))
+            memcpy(dst + (i * dst_row + j) * (SIZE), src + (i + j * src_col) * (SIZE), (SIZE));    \
+    }
 
 /* One block: dst rows i are dst_row apart and dense along j; src is dense along i and src_col
  * apart along j. */
@@ -90,16 +91,16 @@ static void copy_block(char *dst, const char *src, size_t elem, int64_t ni, int6
                        int64_t dst_row, int64_t src_col) {
     switch (elem) {
     case 1:
-        TILE_BLOCK(1);
+        TILE_BLOCK(1)
         break;
     case 2:
-        TILE_BLOCK(2);
+        TILE_BLOCK(2)
         break;
     case 4:
-        TILE_BLOCK(4);
+        TILE_BLOCK(4)
         break;
     case 8:
-        TILE_BLOCK(8);
+        TILE_BLOCK(8)
         break;
     default:
         for (int64_t i = 0; i < ni; i++)
