@@ -115,10 +115,12 @@ static void run_case(const char *name, test_node *tn, cpu_backend *be, infer_fn 
             for (int64_t i = 0; i < tensor_numel(&in[0]); i++) x[i] = rand_uniform();
         }
         bool handled = false;
-        if (ref(&rc) != GRAFT_OK) snprintf(why, sizeof why, "reference: %s", err.msg);
+        if (ref(&rc) != GRAFT_OK)
+            snprintf(why, sizeof why, "reference: %s", err.msg);
         else if (fast(be, &fc, &state, &handled) != GRAFT_OK)
             snprintf(why, sizeof why, "oneDNN: %s", err.msg);
-        else if (!handled) snprintf(why, sizeof why, "oneDNN kernel did not handle the case");
+        else if (!handled)
+            snprintf(why, sizeof why, "oneDNN kernel did not handle the case");
         const float *w = want.data, *g = got.data;
         for (int64_t i = 0; !why[0] && i < tensor_numel(&want); i++)
             if (!(fabsf(w[i] - g[i]) <= 1e-4f * fabsf(w[i]) + 1e-4f))
@@ -177,8 +179,10 @@ static void test_conv(cpu_backend *be, const conv_case *cc) {
     set_ints(&tn, "kernel_shape", cc->nsp, kernel);
     set_ints(&tn, "strides", cc->nsp, strides);
     set_ints(&tn, "dilations", cc->nsp, dil);
-    if (cc->auto_pad) set_str(&tn, "auto_pad", cc->auto_pad);
-    else set_ints(&tn, "pads", 2 * cc->nsp, pads);
+    if (cc->auto_pad)
+        set_str(&tn, "auto_pad", cc->auto_pad);
+    else
+        set_ints(&tn, "pads", 2 * cc->nsp, pads);
     set_int(&tn, "group", cc->group);
     int64_t xd[5] = {cc->n, cc->c}, wd[5] = {cc->m, cc->c / cc->group}, bd[1] = {cc->m};
     for (int i = 0; i < cc->nsp; i++) {
@@ -282,8 +286,8 @@ static const pool_case pool_cases[] = {
 static void test_pool(cpu_backend *be, const pool_case *pc) {
     test_node tn;
     node_init(&tn, pc->is_max ? "MaxPool" : "AveragePool", pc->dilation > 1 ? 19 : 12);
-    int64_t k[2] = {pc->k, pc->k}, s[2] = {pc->stride, pc->stride}, d[2] = {pc->dilation,
-                                                                            pc->dilation};
+    int64_t k[2] = {pc->k, pc->k}, s[2] = {pc->stride, pc->stride},
+            d[2] = {pc->dilation, pc->dilation};
     int64_t pads[4] = {pc->pad, pc->pad, pc->pad, pc->pad};
     set_ints(&tn, "kernel_shape", 2, k);
     set_ints(&tn, "strides", 2, s);
@@ -308,11 +312,14 @@ int main(void) {
         printf("FAIL dnnl_backend_init: %s\n", err.msg);
         return 1;
     }
-    for (size_t i = 0; i < sizeof conv_cases / sizeof *conv_cases; i++) test_conv(&be, &conv_cases[i]);
+    for (size_t i = 0; i < sizeof conv_cases / sizeof *conv_cases; i++)
+        test_conv(&be, &conv_cases[i]);
     for (size_t i = 0; i < sizeof matmul_cases / sizeof *matmul_cases; i++)
         test_matmul(&be, &matmul_cases[i]);
-    for (size_t i = 0; i < sizeof gemm_cases / sizeof *gemm_cases; i++) test_gemm(&be, &gemm_cases[i]);
-    for (size_t i = 0; i < sizeof pool_cases / sizeof *pool_cases; i++) test_pool(&be, &pool_cases[i]);
+    for (size_t i = 0; i < sizeof gemm_cases / sizeof *gemm_cases; i++)
+        test_gemm(&be, &gemm_cases[i]);
+    for (size_t i = 0; i < sizeof pool_cases / sizeof *pool_cases; i++)
+        test_pool(&be, &pool_cases[i]);
     dnnl_backend_fini(&be);
     printf("%d failure(s)\n", failures);
     return failures ? 1 : 0;

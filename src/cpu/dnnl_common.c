@@ -64,8 +64,7 @@ dnnl_primitive_attr_t dnnl_make_attr(void) {
 
 graft_status dnnl_make_primitive(cpu_backend *be, const void *op_desc,
                                  const_dnnl_primitive_attr_t attr, const op_call *call,
-                                 dnnl_primitive_desc_t *pd, dnnl_primitive_t *prim,
-                                 bool *usable) {
+                                 dnnl_primitive_desc_t *pd, dnnl_primitive_t *prim, bool *usable) {
     *pd = NULL;
     *prim = NULL;
     *usable = false;

@@ -26,8 +26,7 @@ dnnl_primitive_attr_t dnnl_make_attr(void);
  * oneDNN has no implementation, or only its slow reference one, so that graft's runs instead. */
 graft_status dnnl_make_primitive(cpu_backend *be, const void *op_desc,
                                  const_dnnl_primitive_attr_t attr, const op_call *call,
-                                 dnnl_primitive_desc_t *pd, dnnl_primitive_t *prim,
-                                 bool *usable);
+                                 dnnl_primitive_desc_t *pd, dnnl_primitive_t *prim, bool *usable);
 
 /* A memory object over `md`; its buffer is set per call (handle NULL) or given. */
 graft_status dnnl_make_memory(cpu_backend *be, const dnnl_memory_desc_t *md, void *handle,

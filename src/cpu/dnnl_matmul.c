@@ -53,8 +53,8 @@ static matmul_state *matmul_state_new(const op_call *c) {
 /* Create the primitive from its descriptors and the memory objects it runs on. */
 static graft_status matmul_finish(cpu_backend *be, const op_call *c, matmul_state *s,
                                   const dnnl_memory_desc_t *a_md, const dnnl_memory_desc_t *b_md,
-                                  const dnnl_memory_desc_t *bias_md,
-                                  const dnnl_memory_desc_t *y_md, dnnl_primitive_attr_t attr) {
+                                  const dnnl_memory_desc_t *bias_md, const dnnl_memory_desc_t *y_md,
+                                  dnnl_primitive_attr_t attr) {
     dnnl_matmul_desc_t desc;
     TRY(dnnl_check(dnnl_matmul_desc_init(&desc, a_md, b_md, bias_md, y_md), c,
                    "describe the matmul"));
@@ -74,8 +74,7 @@ static graft_status matmul_run(cpu_backend *be, const op_call *c, matmul_state *
     TRY(dnnl_check(dnnl_memory_set_data_handle(s->a, c->in[0]->data), c, "bind A"));
     TRY(dnnl_check(dnnl_memory_set_data_handle(s->b, c->in[1]->data), c, "bind B"));
     TRY(dnnl_check(dnnl_memory_set_data_handle(s->y, c->out[0]->data), c, "bind Y"));
-    if (s->bias)
-        TRY(dnnl_check(dnnl_memory_set_data_handle(s->bias, (void *)bias), c, "bind C"));
+    if (s->bias) TRY(dnnl_check(dnnl_memory_set_data_handle(s->bias, (void *)bias), c, "bind C"));
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, s->a},
                                {DNNL_ARG_WEIGHTS, s->b},
                                {DNNL_ARG_DST, s->y},

@@ -111,7 +111,6 @@ graft_status dnnl_run_MaxPool(cpu_backend *be, const op_call *c, void **state, b
     return run_pool(be, c, state, true, handled);
 }
 
-graft_status dnnl_run_AveragePool(cpu_backend *be, const op_call *c, void **state,
-                                  bool *handled) {
+graft_status dnnl_run_AveragePool(cpu_backend *be, const op_call *c, void **state, bool *handled) {
     return run_pool(be, c, state, false, handled);
 }

@@ -28,10 +28,14 @@ typedef enum { PAD_NOTSET, PAD_SAME_UPPER, PAD_SAME_LOWER, PAD_VALID } auto_pad_
 
 static graft_status read_auto_pad(const ir_node *node, auto_pad_mode *mode, graft_err *e) {
     const char *s = attr_s(node, "auto_pad", "NOTSET");
-    if (!strcmp(s, "NOTSET") || !s[0]) *mode = PAD_NOTSET;
-    else if (!strcmp(s, "SAME_UPPER")) *mode = PAD_SAME_UPPER;
-    else if (!strcmp(s, "SAME_LOWER")) *mode = PAD_SAME_LOWER;
-    else if (!strcmp(s, "VALID")) *mode = PAD_VALID;
+    if (!strcmp(s, "NOTSET") || !s[0])
+        *mode = PAD_NOTSET;
+    else if (!strcmp(s, "SAME_UPPER"))
+        *mode = PAD_SAME_UPPER;
+    else if (!strcmp(s, "SAME_LOWER"))
+        *mode = PAD_SAME_LOWER;
+    else if (!strcmp(s, "VALID"))
+        *mode = PAD_VALID;
     else
         return op_error(node, e, GRAFT_E_INVALID_ARGUMENT,
                         "auto_pad '%s' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID", s);
@@ -44,7 +48,8 @@ static graft_status read_kernel(const ir_node *node, int nsp, const int64_t *fro
     const int64_t *attr;
     int64_t n = attr_ints(node, "kernel_shape", &attr);
     if (n < 0 && !from_weights)
-        return op_error(node, e, GRAFT_E_INVALID_ARGUMENT, "the kernel_shape attribute is required");
+        return op_error(node, e, GRAFT_E_INVALID_ARGUMENT,
+                        "the kernel_shape attribute is required");
     if (n >= 0 && n != nsp)
         return op_error(node, e, GRAFT_E_INVALID_ARGUMENT,
                         "kernel_shape has %lld values for %d spatial axes", (long long)n, nsp);
@@ -65,7 +70,9 @@ static graft_status read_kernel(const ir_node *node, int nsp, const int64_t *fro
     return GRAFT_OK;
 }
 
-static int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+static int64_t ceil_div(int64_t a, int64_t b) {
+    return a >= 0 ? (a + b - 1) / b : -((-a) / b);
+}
 
 /* Output size along axis i once pads are resolved; also resolves SAME pads. */
 static void resolve_axis(nn_window *w, int i, auto_pad_mode mode) {
@@ -105,8 +112,8 @@ graft_status nn_window_init(const ir_node *node, int nsp, const int64_t *in, con
                             nn_window *w, graft_err *e) {
     memset(w, 0, sizeof *w);
     if (nsp < 1 || nsp > NN_MAX_SPATIAL)
-        return op_error(node, e, GRAFT_E_UNSUPPORTED,
-                        "%d spatial axes; graft supports 1 to %d", nsp, NN_MAX_SPATIAL);
+        return op_error(node, e, GRAFT_E_UNSUPPORTED, "%d spatial axes; graft supports 1 to %d",
+                        nsp, NN_MAX_SPATIAL);
     w->nsp = nsp;
     for (int i = 0; i < nsp; i++) w->in[i] = in[i];
     TRY(read_kernel(node, nsp, kernel, w->kernel, e));
@@ -133,11 +140,12 @@ graft_status nn_window_init(const ir_node *node, int nsp, const int64_t *in, con
         resolve_axis(w, i, mode);
         if (w->out[i] == 0) {
             char s[128];
-            return op_error(node, e, GRAFT_E_SHAPE,
-                            "the window (kernel %lld, dilation %lld) along spatial axis %d does not "
-                            "fit the padded input of spatial shape %s",
-                            (long long)w->kernel[i], (long long)w->dilation[i], i,
-                            shape_str(s, sizeof s, nsp, in));
+            return op_error(
+                node, e, GRAFT_E_SHAPE,
+                "the window (kernel %lld, dilation %lld) along spatial axis %d does not "
+                "fit the padded input of spatial shape %s",
+                (long long)w->kernel[i], (long long)w->dilation[i], i,
+                shape_str(s, sizeof s, nsp, in));
         }
     }
     return GRAFT_OK;
@@ -216,14 +224,14 @@ static graft_status conv_check_channels(const ir_node *node, const value_info *x
                         shape_str(sx, sizeof sx, x->ndim, x->dims),
                         shape_str(sw, sizeof sw, w->ndim, w->dims));
     if (c >= 0 && cg >= 0 && c != cg * group)
-        return op_error(node, e, GRAFT_E_SHAPE,
-                        "X %s has %lld channels but W %s with group %lld expects %lld",
-                        shape_str(sx, sizeof sx, x->ndim, x->dims), (long long)c,
-                        shape_str(sw, sizeof sw, w->ndim, w->dims), (long long)group,
-                        (long long)(cg * group));
+        return op_error(
+            node, e, GRAFT_E_SHAPE, "X %s has %lld channels but W %s with group %lld expects %lld",
+            shape_str(sx, sizeof sx, x->ndim, x->dims), (long long)c,
+            shape_str(sw, sizeof sw, w->ndim, w->dims), (long long)group, (long long)(cg * group));
     if (m >= 0 && m % group != 0)
-        return op_error(node, e, GRAFT_E_SHAPE, "%lld output channels do not split into %lld groups",
-                        (long long)m, (long long)group);
+        return op_error(node, e, GRAFT_E_SHAPE,
+                        "%lld output channels do not split into %lld groups", (long long)m,
+                        (long long)group);
     if (b && b->ndim >= 0 && (b->ndim != 1 || (m >= 0 && b->dims[0] >= 0 && b->dims[0] != m)))
         return op_error(node, e, GRAFT_E_SHAPE, "bias B has shape %s, expected (%lld)",
                         shape_str(sx, sizeof sx, b->ndim, b->dims), (long long)m);
@@ -403,9 +411,10 @@ static graft_status gemm_check_c(const ir_node *node, const value_info *c, int64
         if (d >= 0 && t >= 0 && d != 1 && d != t) ok = false;
     }
     if (!ok)
-        return op_error(node, e, GRAFT_E_SHAPE, "C has shape %s, which does not broadcast to "
-                        "(%lld, %lld)", shape_str(s, sizeof s, c->ndim, c->dims), (long long)m,
-                        (long long)n);
+        return op_error(node, e, GRAFT_E_SHAPE,
+                        "C has shape %s, which does not broadcast to "
+                        "(%lld, %lld)",
+                        shape_str(s, sizeof s, c->ndim, c->dims), (long long)m, (long long)n);
     return GRAFT_OK;
 }
 
@@ -422,8 +431,10 @@ graft_status op_infer_Gemm(const ir_node *node, const value_info *in, int n_in, 
                         shape_str(sa, sizeof sa, a->ndim, a->dims),
                         shape_str(sb, sizeof sb, b->ndim, b->dims));
     bool ta = attr_i(node, "transA", 0) != 0, tb = attr_i(node, "transB", 0) != 0;
-    int64_t m = a->ndim == 2 ? a->dims[ta ? 1 : 0] : -1, ka = a->ndim == 2 ? a->dims[ta ? 0 : 1] : -1;
-    int64_t kb = b->ndim == 2 ? b->dims[tb ? 1 : 0] : -1, n = b->ndim == 2 ? b->dims[tb ? 0 : 1] : -1;
+    int64_t m = a->ndim == 2 ? a->dims[ta ? 1 : 0] : -1,
+            ka = a->ndim == 2 ? a->dims[ta ? 0 : 1] : -1;
+    int64_t kb = b->ndim == 2 ? b->dims[tb ? 1 : 0] : -1,
+            n = b->ndim == 2 ? b->dims[tb ? 0 : 1] : -1;
     if (ka >= 0 && kb >= 0 && ka != kb)
         return op_error(node, e, GRAFT_E_SHAPE,
                         "A %s (transA=%d) and B %s (transB=%d) disagree on the inner dimension",
@@ -461,8 +472,10 @@ graft_status op_infer_MatMul(const ir_node *node, const value_info *in, int n_in
     int64_t dims[GRAFT_MAX_DIMS + 2];
     int nd = 0;
     if (op_broadcast(node, nba, a->dims, nbb, b->dims, &nd, dims, NULL) != GRAFT_OK)
-        return op_error(node, e, GRAFT_E_SHAPE, "the batch dimensions of A %s and B %s do not "
-                        "broadcast", shape_str(sa, sizeof sa, a->ndim, a->dims),
+        return op_error(node, e, GRAFT_E_SHAPE,
+                        "the batch dimensions of A %s and B %s do not "
+                        "broadcast",
+                        shape_str(sa, sizeof sa, a->ndim, a->dims),
                         shape_str(sb, sizeof sb, b->ndim, b->dims));
     if (a->ndim >= 2) dims[nd++] = a->dims[a->ndim - 2];
     if (b->ndim >= 2) dims[nd++] = b->dims[b->ndim - 1];

@@ -10,9 +10,9 @@
 
 /* Where every window of a Conv or pool sits. Sizes are -1 where not known until run time. */
 typedef struct nn_window {
-    int nsp;                           /* spatial rank */
-    int64_t in[NN_MAX_SPATIAL];        /* input spatial sizes */
-    int64_t kernel[NN_MAX_SPATIAL];    /* kernel taps per axis (before dilation) */
+    int nsp;                        /* spatial rank */
+    int64_t in[NN_MAX_SPATIAL];     /* input spatial sizes */
+    int64_t kernel[NN_MAX_SPATIAL]; /* kernel taps per axis (before dilation) */
     int64_t stride[NN_MAX_SPATIAL];
     int64_t dilation[NN_MAX_SPATIAL];
     int64_t pad_begin[NN_MAX_SPATIAL]; /* resolved: auto_pad already applied */

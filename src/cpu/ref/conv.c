@@ -7,7 +7,7 @@
 
 /* Conv's sizes, with the window seen as 3-D. */
 typedef struct conv_geom {
-    nn_window w;               /* 3-D */
+    nn_window w; /* 3-D */
     int64_t batch, channels, out_channels, group;
     int64_t group_in, group_out; /* channels per group */
     int64_t in_size, out_size;   /* spatial element counts */
@@ -72,8 +72,7 @@ static void im2col(const conv_geom *g, const float *x, float *col) {
 #pragma omp parallel for if (parallel)
     for (int64_t r = 0; r < rows; r++) {
         int64_t ch = r / g->taps, t = r % g->taps;
-        im2col_row(g, x, ch, t / (k[1] * k[2]), (t / k[2]) % k[1], t % k[2],
-                   col + r * g->out_size);
+        im2col_row(g, x, ch, t / (k[1] * k[2]), (t / k[2]) % k[1], t % k[2], col + r * g->out_size);
     }
 }
 

@@ -12,9 +12,9 @@ typedef struct pool_job {
     bool f64;
     const void *x;
     void *y;
-    int64_t *indices;    /* MaxPool's second output, NULL when not asked for */
-    bool column_major;   /* storage_order = 1: indices count the first spatial axis fastest */
-    bool include_pad;    /* AveragePool count_include_pad */
+    int64_t *indices;  /* MaxPool's second output, NULL when not asked for */
+    bool column_major; /* storage_order = 1: indices count the first spatial axis fastest */
+    bool include_pad;  /* AveragePool count_include_pad */
 } pool_job;
 
 static inline double load(const void *p, int64_t i, bool f64) {
@@ -22,8 +22,10 @@ static inline double load(const void *p, int64_t i, bool f64) {
 }
 
 static inline void store(void *p, int64_t i, double v, bool f64) {
-    if (f64) ((double *)p)[i] = v;
-    else ((float *)p)[i] = (float)v;
+    if (f64)
+        ((double *)p)[i] = v;
+    else
+        ((float *)p)[i] = (float)v;
 }
 
 /* Taps [lo, hi) of the window at output position o along axis a that land inside the input, and
@@ -77,8 +79,8 @@ static void pool_point(const pool_job *job, bool is_max, int64_t plane, const in
         if (job->indices) {
             int64_t id = best_at / (w->in[1] * w->in[2]), ih = (best_at / w->in[2]) % w->in[1];
             int64_t iw = best_at % w->in[2];
-            int64_t spatial = job->column_major ? id + ih * w->in[0] + iw * w->in[0] * w->in[1]
-                                                : best_at;
+            int64_t spatial =
+                job->column_major ? id + ih * w->in[0] + iw * w->in[0] * w->in[1] : best_at;
             job->indices[out_index] = best_at < 0 ? -1 : base + spatial;
         }
         return;
@@ -90,8 +92,8 @@ static void pool_point(const pool_job *job, bool is_max, int64_t plane, const in
 static void pool_run(const pool_job *job, bool is_max) {
     const nn_window *w = &job->w;
     int64_t total = job->planes * job->out_size;
-    bool parallel = total * w->kernel[0] * w->kernel[1] * w->kernel[2] >= 32768 &&
-                    nn_may_parallelize();
+    bool parallel =
+        total * w->kernel[0] * w->kernel[1] * w->kernel[2] >= 32768 && nn_may_parallelize();
 #pragma omp parallel for if (parallel)
     for (int64_t plane = 0; plane < job->planes; plane++)
         for (int64_t p = 0; p < job->out_size; p++) {
@@ -138,6 +140,10 @@ static graft_status run_pool(const op_call *c, bool is_max) {
     return GRAFT_OK;
 }
 
-graft_status ref_MaxPool(const op_call *c) { return run_pool(c, true); }
+graft_status ref_MaxPool(const op_call *c) {
+    return run_pool(c, true);
+}
 
-graft_status ref_AveragePool(const op_call *c) { return run_pool(c, false); }
+graft_status ref_AveragePool(const op_call *c) {
+    return run_pool(c, false);
+}
