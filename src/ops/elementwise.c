@@ -138,7 +138,7 @@ static graft_status infer_broadcasting(const ir_node *node, const value_info *in
         TRY(require_present(node, in, i, e));
         TRY(check_accept(node, in, i, accept, e));
     }
-    graft_dtype dtype;
+    graft_dtype dtype = GRAFT_DTYPE_UNDEFINED;
     TRY(same_dtypes(node, in, 0, n_in, &dtype, e));
     op_unknown(&out[0], out_dtype != GRAFT_DTYPE_UNDEFINED ? out_dtype : dtype);
     return broadcast_inputs(node, in, 0, n_in, &out[0], e);
