@@ -80,8 +80,8 @@ static void random_tensor(tensor *t, int ndim, const int64_t *dims) {
 typedef graft_status (*infer_fn)(const ir_node *, const value_info *, int, value_info *, int,
                                  graft_err *);
 
-/* Infer the output, run the oneDNN kernel (twice: fresh state, then cached state with new
- * activations) and the reference, and compare. */
+/* Infer the output, run the oneDNN kernel (fresh state, then with new activations, then with
+ * weights changed in place) and the reference, and compare. */
 static void run_case(const char *name, test_node *tn, cpu_backend *be, infer_fn infer,
                      op_compute_fn ref, cpu_fast_fn fast, tensor *in, int n_in) {
     graft_err err = {0};
@@ -109,11 +109,13 @@ static void run_case(const char *name, test_node *tn, cpu_backend *be, infer_fn 
     op_call fc = {&tn->node, ins, n_in, got_out, 1, &err};
     void *state = NULL;
     char why[1200] = "";
-    for (int round = 0; round < 2 && !why[0]; round++) {
-        if (round == 1) { /* new activations, same weights: the cached state must serve */
-            float *x = in[0].data;
-            for (int64_t i = 0; i < tensor_numel(&in[0]); i++) x[i] = rand_uniform();
-        }
+    for (int round = 0; round < 3 && !why[0]; round++) {
+        /* round 1: new activations, same weights (the cached state serves); round 2: weights
+         * changed in place at the same address (the cached state must notice) */
+        tensor *changed = round == 1 ? &in[0] : round == 2 && n_in > 1 ? &in[1] : NULL;
+        if (changed)
+            for (int64_t i = 0; i < tensor_numel(changed); i++)
+                ((float *)changed->data)[i] = rand_uniform();
         bool handled = false;
         if (ref(&rc) != GRAFT_OK)
             snprintf(why, sizeof why, "reference: %s", err.msg);

@@ -25,6 +25,7 @@ typedef struct conv_state {
     int ndim;
     int64_t x_dims[GRAFT_MAX_DIMS], w_dims[GRAFT_MAX_DIMS];
     const void *w_data;
+    uint64_t w_fingerprint;
     bool has_bias;
     bool usable; /* false: oneDNN cannot run this case well; the reference runs */
     dnnl_primitive_t conv;
@@ -52,11 +53,26 @@ static void conv_state_destroy(dnnl_node_state *base) {
     free(s);
 }
 
+/* A hash of 64 weights spread over the tensor. The state is keyed by the weights' address, and
+ * whoever changes weights in place must release the backend's state (graft_backend's
+ * release_state); this catches most who forget (an optimizer step moves every weight) at no
+ * measurable cost, where hashing every weight on every call would cost a few percent. */
+static uint64_t weights_fingerprint(const tensor *w) {
+    int64_t n = tensor_numel(w);
+    const uint32_t *bits = w->data;
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t i = 0; i < 64 && n > 0; i++) {
+        h ^= bits[i * n / 64];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
 static bool conv_state_matches(const conv_state *s, const op_call *c) {
     const tensor *x = c->in[0], *w = c->in[1];
     bool has_bias = c->n_in > 2 && c->in[2];
     return s->ndim == x->ndim && w->ndim == x->ndim && s->w_data == w->data &&
-           s->has_bias == has_bias &&
+           s->w_fingerprint == weights_fingerprint(w) && s->has_bias == has_bias &&
            !memcmp(s->x_dims, x->dims, (size_t)x->ndim * sizeof(int64_t)) &&
            !memcmp(s->w_dims, w->dims, (size_t)w->ndim * sizeof(int64_t));
 }
@@ -121,26 +137,26 @@ static graft_status conv_user_mds(const op_call *c, int64_t group, dnnl_memory_d
     return dnnl_check(dnnl_plain_md(y_md, y->ndim, y->dims), c, "describe Y");
 }
 
-/* The convolution descriptor: plain or `any` activations, `any` weights. */
-static graft_status conv_desc_init(const op_call *c, const nn_window *win,
-                                   const dnnl_memory_desc_t *x_md, const dnnl_memory_desc_t *w_md,
-                                   const dnnl_memory_desc_t *b_md, const dnnl_memory_desc_t *y_md,
-                                   dnnl_convolution_desc_t *desc) {
+/* The convolution descriptor: plain or `any` activations, `any` weights. Anything but success
+ * means oneDNN does not take this case (graft's reference then runs it). */
+static dnnl_status_t conv_desc_init(const op_call *c, const nn_window *win,
+                                    const dnnl_memory_desc_t *x_md, const dnnl_memory_desc_t *w_md,
+                                    const dnnl_memory_desc_t *b_md, const dnnl_memory_desc_t *y_md,
+                                    dnnl_convolution_desc_t *desc) {
     dnnl_memory_desc_t src_any, w_any, dst_any;
     const dnnl_memory_desc_t *src = x_md, *dst = y_md;
-    TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&w_any, w_md->ndims, w_md->dims, dnnl_f32,
-                                                dnnl_format_tag_any),
-                   c, "describe W"));
-    if (conv_wants_blocked_activations(win)) {
-        TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&src_any, x_md->ndims, x_md->dims, dnnl_f32,
-                                                    dnnl_format_tag_any),
-                       c, "describe X"));
-        TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&dst_any, y_md->ndims, y_md->dims, dnnl_f32,
-                                                    dnnl_format_tag_any),
-                       c, "describe Y"));
+    dnnl_status_t st = dnnl_memory_desc_init_by_tag(&w_any, w_md->ndims, w_md->dims, dnnl_f32,
+                                                    dnnl_format_tag_any);
+    if (st == dnnl_success && conv_wants_blocked_activations(win)) {
+        st = dnnl_memory_desc_init_by_tag(&src_any, x_md->ndims, x_md->dims, dnnl_f32,
+                                          dnnl_format_tag_any);
+        if (st == dnnl_success)
+            st = dnnl_memory_desc_init_by_tag(&dst_any, y_md->ndims, y_md->dims, dnnl_f32,
+                                              dnnl_format_tag_any);
         src = &src_any;
         dst = &dst_any;
     }
+    if (st != dnnl_success) return st;
     dnnl_dims_t strides, dilates, pad_l, pad_r;
     for (int i = 0; i < win->nsp; i++) {
         strides[i] = win->stride[i];
@@ -149,10 +165,9 @@ static graft_status conv_desc_init(const op_call *c, const nn_window *win,
         pad_r[i] = win->pad_end[i];
     }
     bool has_bias = c->n_in > 2 && c->in[2];
-    return dnnl_check(dnnl_dilated_convolution_forward_desc_init(
-                          desc, dnnl_forward_inference, dnnl_convolution_direct, src, &w_any,
-                          has_bias ? b_md : NULL, dst, strides, dilates, pad_l, pad_r),
-                      c, "describe the convolution");
+    return dnnl_dilated_convolution_forward_desc_init(
+        desc, dnnl_forward_inference, dnnl_convolution_direct, src, &w_any, has_bias ? b_md : NULL,
+        dst, strides, dilates, pad_l, pad_r);
 }
 
 /* Memory for an activation: over the user's buffer when the primitive takes the plain layout,
@@ -176,7 +191,8 @@ static graft_status conv_build(cpu_backend *be, const op_call *c, conv_state *s)
     dnnl_memory_desc_t x_md, w_md, b_md, y_md;
     TRY(conv_user_mds(c, attr_i(c->node, "group", 1), &x_md, &w_md, &b_md, &y_md));
     dnnl_convolution_desc_t desc;
-    TRY(conv_desc_init(c, &win, &x_md, &w_md, &b_md, &y_md, &desc));
+    if (conv_desc_init(c, &win, &x_md, &w_md, &b_md, &y_md, &desc) != dnnl_success)
+        return GRAFT_OK; /* not usable */
     dnnl_primitive_attr_t attr = dnnl_make_attr();
     if (!attr) return op_error(c->node, c->err, GRAFT_E_BACKEND, "oneDNN attributes");
     dnnl_primitive_desc_t pd = NULL;
@@ -213,6 +229,7 @@ static graft_status conv_state_get(cpu_backend *be, const op_call *c, void **sta
     memcpy(s->x_dims, c->in[0]->dims, sizeof s->x_dims);
     memcpy(s->w_dims, c->in[1]->dims, sizeof s->w_dims);
     s->w_data = c->in[1]->data;
+    s->w_fingerprint = weights_fingerprint(c->in[1]);
     s->has_bias = c->n_in > 2 && c->in[2];
     graft_status st = conv_build(be, c, s);
     if (st != GRAFT_OK) {
