@@ -161,6 +161,23 @@ GRAFT_API graft_status graft_model_metadata(const graft_model *model, int index,
 GRAFT_API graft_status graft_model_auto_cut(const graft_model *model, const char **tensor_name,
                                             const char **why);
 
+/* How an encoder's (batch, sequence, hidden) state becomes one vector per sample. */
+typedef enum graft_pooling {
+    GRAFT_POOLING_AUTO = 0,   /* CNN cut: none; encoder cut: CLS */
+    GRAFT_POOLING_NONE = 1,   /* the cut tensor as it is */
+    GRAFT_POOLING_CLS = 2,    /* the first ([CLS]) token */
+    GRAFT_POOLING_POOLER = 3, /* the model's pooler output (tanh of a dense layer over [CLS]) */
+    GRAFT_POOLING_MEAN = 4,   /* mean over the tokens the attention mask marks */
+    GRAFT_POOLING_COUNT = 5
+} graft_pooling;
+
+/* Freeze the model at a cut point: `cut` is "auto" (graft_model_auto_cut's choice) or a tensor
+ * name. Only the subgraph computing the cut tensor is kept (the rest, e.g. the old classifier, is
+ * dropped), pooled as asked, and it becomes the model's single output, named "features". The
+ * backbone is frozen: its weights are constants, BatchNormalization uses running statistics and
+ * dropout is off. Inputs the kept subgraph does not read are dropped too. */
+GRAFT_API graft_status graft_model_cut(graft_model *model, const char *cut, graft_pooling pooling);
+
 /* Run the model. Every model input must be given (by name), with its dtype and a shape that fits
  * the declared one. Outputs stay valid until the next run or until the model is freed. */
 GRAFT_API graft_status graft_model_run(graft_model *model, const graft_named_tensor *inputs,

@@ -1,0 +1,216 @@
+/* cut.c: graft_model_cut: keep the subgraph that computes the cut tensor, pool it (CLS, pooler
+ * or masked mean for encoders) and make it the model's only output, "features". */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+#define CUT_OPSET 13 /* opset of the nodes the cut adds (axes as inputs) */
+
+/* A new value named `base`, or base_1, base_2... when the model already uses the name. */
+static graft_status add_unique_value(ir_graph *g, const char *base, int *out, graft_err *e) {
+    char name[256];
+    snprintf(name, sizeof name, "%s", base);
+    for (int i = 1; ir_find_value(g, name) >= 0; i++) snprintf(name, sizeof name, "%s_%d", base, i);
+    return ir_add_value(g, name, out, e);
+}
+
+static graft_status add_const_i64(ir_graph *g, const char *name, int ndim, int64_t value,
+                                  int *out, graft_err *e) {
+    TRY(add_unique_value(g, name, out, e));
+    ir_value *v = &g->values[*out];
+    int64_t dims[1] = {1};
+    TRY(tensor_make(&v->data, GRAFT_DTYPE_I64, ndim, dims, e));
+    ((int64_t *)v->data.data)[0] = value;
+    v->is_const = true;
+    v->dtype = GRAFT_DTYPE_I64;
+    v->ndim = ndim;
+    v->dims[0] = 1;
+    return GRAFT_OK;
+}
+
+static graft_status add_const_f32(ir_graph *g, const char *name, float value, int *out,
+                                  graft_err *e) {
+    TRY(add_unique_value(g, name, out, e));
+    ir_value *v = &g->values[*out];
+    TRY(tensor_make(&v->data, GRAFT_DTYPE_F32, 0, NULL, e));
+    ((float *)v->data.data)[0] = value;
+    v->is_const = true;
+    v->dtype = GRAFT_DTYPE_F32;
+    v->ndim = 0;
+    return GRAFT_OK;
+}
+
+/* Append node `op` reading `ins` and writing a new value named `name`; an optional int
+ * attribute. *out receives the new value. */
+static graft_status add_node(ir_graph *g, const char *op, const int *ins, int n_in,
+                             const char *name, const char *attr, int64_t attr_value, int *out,
+                             graft_err *e) {
+    TRY(add_unique_value(g, name, out, e));
+    ir_node n;
+    memset(&n, 0, sizeof n);
+    n.name = ir_strdup(g->values[*out].name);
+    n.op_type = ir_strdup(op);
+    n.domain = ir_strdup("");
+    n.inputs = malloc(sizeof(int) * (size_t)n_in);
+    n.outputs = malloc(sizeof(int));
+    n.attrs = calloc(1, sizeof(ir_attr));
+    if (!n.name || !n.op_type || !n.domain || !n.inputs || !n.outputs || !n.attrs) {
+        ir_node_free(&n);
+        return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory cutting the model");
+    }
+    memcpy(n.inputs, ins, sizeof(int) * (size_t)n_in);
+    n.n_in = n_in;
+    n.outputs[0] = *out;
+    n.n_out = 1;
+    if (attr) {
+        n.attrs[0].name = ir_strdup(attr);
+        n.attrs[0].type = IR_ATTR_INT;
+        n.attrs[0].i = attr_value;
+        n.n_attrs = 1;
+    }
+    n.opset = CUT_OPSET;
+    n.op = op_find(op);
+    graft_status st = ir_add_node(g, &n, NULL, e);
+    if (st != GRAFT_OK) ir_node_free(&n);
+    return st;
+}
+
+static int find_mask_input(const ir_graph *g) {
+    for (int i = 0; i < g->n_inputs; i++) {
+        const ir_value *v = &g->values[g->inputs[i]];
+        if (v->ndim == 2 && (v->dtype == GRAFT_DTYPE_I64 || v->dtype == GRAFT_DTYPE_I32 ||
+                             v->dtype == GRAFT_DTYPE_F32) && strstr(v->name, "mask"))
+            return g->inputs[i];
+    }
+    return -1;
+}
+
+/* features = sum_s(h * m) / max(sum_s(m), 1e-9), m the attention mask as float (B, S, 1). */
+static graft_status add_mean_pooling(ir_graph *g, int hidden, int *out, graft_err *e) {
+    int mask = find_mask_input(g);
+    if (mask < 0)
+        return err_set(e, GRAFT_E_NOT_FOUND,
+                       "mean pooling needs an attention-mask input (2-D, named '*mask*'); the "
+                       "model has none");
+    int mf, axes2, m3, hm, axes1, sum, count, eps, denom;
+    TRY(add_node(g, "Cast", &mask, 1, "features/mask_f32", "to", GRAFT_DTYPE_F32, &mf, e));
+    TRY(add_const_i64(g, "features/axes_2", 1, 2, &axes2, e));
+    TRY(add_node(g, "Unsqueeze", (int[]){mf, axes2}, 2, "features/mask_3d", NULL, 0, &m3, e));
+    TRY(add_node(g, "Mul", (int[]){hidden, m3}, 2, "features/masked", NULL, 0, &hm, e));
+    TRY(add_const_i64(g, "features/axes_1", 1, 1, &axes1, e));
+    TRY(add_node(g, "ReduceSum", (int[]){hm, axes1}, 2, "features/sum", "keepdims", 0, &sum, e));
+    TRY(add_node(g, "ReduceSum", (int[]){m3, axes1}, 2, "features/count", "keepdims", 0, &count,
+                 e));
+    TRY(add_const_f32(g, "features/eps", 1e-9f, &eps, e));
+    TRY(add_node(g, "Max", (int[]){count, eps}, 2, "features/count_safe", NULL, 0, &denom, e));
+    return add_node(g, "Div", (int[]){sum, denom}, 2, "features/mean", NULL, 0, out, e);
+}
+
+/* The pooler output: a rank-2 float graph output computed by Tanh (BERT's pooler). */
+static int find_pooler(const ir_graph *g) {
+    for (int i = 0; i < g->n_outputs; i++) {
+        const ir_value *v = &g->values[g->outputs[i]];
+        if (v->ndim == 2 && v->producer >= 0 && strcmp(g->nodes[v->producer].op_type, "Tanh") == 0)
+            return g->outputs[i];
+    }
+    return -1;
+}
+
+static graft_status pool(ir_graph *g, int cut, graft_pooling pooling, int *out, graft_err *e) {
+    const ir_value *v = &g->values[cut];
+    if (pooling == GRAFT_POOLING_NONE) {
+        *out = cut;
+        return GRAFT_OK;
+    }
+    if (pooling == GRAFT_POOLING_POOLER) {
+        *out = find_pooler(g);
+        if (*out < 0)
+            return err_set(e, GRAFT_E_NOT_FOUND, "pooler pooling: the model has no pooler output "
+                           "(a rank-2 output computed by Tanh)");
+        return GRAFT_OK;
+    }
+    if (v->ndim != 3)
+        return err_set(e, GRAFT_E_SHAPE, "%s pooling needs a (batch, sequence, hidden) tensor; "
+                       "'%s' has rank %d", pooling == GRAFT_POOLING_CLS ? "CLS" : "mean", v->name,
+                       v->ndim);
+    if (pooling == GRAFT_POOLING_MEAN) return add_mean_pooling(g, cut, out, e);
+    int zero;
+    TRY(add_const_i64(g, "features/cls_index", 0, 0, &zero, e));
+    return add_node(g, "Gather", (int[]){cut, zero}, 2, "features/cls", "axis", 1, out, e);
+}
+
+/* Make `features` the only output, then drop what no longer feeds it, and unused inputs. */
+static graft_status rewire_outputs(ir_graph *g, int features, graft_err *e) {
+    for (int i = 0; i < g->n_outputs; i++) g->values[g->outputs[i]].is_graph_output = false;
+    g->outputs[0] = features;
+    g->n_outputs = 1;
+    g->values[features].is_graph_output = true;
+    TRY(ir_toposort(g, e));
+    TRY(pass_remove_dead(g, NULL, e));
+    ir_compact(g);
+    char *read = calloc((size_t)g->n_values + 1, 1);
+    if (!read) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory cutting the model");
+    read[features] = 1;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            if (g->nodes[i].inputs[k] >= 0) read[g->nodes[i].inputs[k]] = 1;
+    int w = 0;
+    for (int i = 0; i < g->n_inputs; i++) {
+        if (read[g->inputs[i]]) g->inputs[w++] = g->inputs[i];
+        else g->values[g->inputs[i]].is_graph_input = false;
+    }
+    g->n_inputs = w;
+    free(read);
+    TRY(graph_infer_shapes(g, e));
+    return graph_optimize(g, e);
+}
+
+static graft_status cut_graph(graft_model *m, const char *cut, graft_pooling pooling,
+                              graft_err *e) {
+    ir_graph *g = &m->g;
+    const char *name = cut;
+    bool encoder = false;
+    if (strcmp(cut, "auto") == 0) {
+        const char *why = NULL;
+        if (graft_model_auto_cut(m, &name, &why) != GRAFT_OK) return e->status;
+        encoder = strstr(why, "encoder") != NULL;
+    }
+    int v = ir_find_value(g, name);
+    if (v < 0)
+        return err_set(e, GRAFT_E_NOT_FOUND, "cut point '%s' is not a tensor of the model", name);
+    if (g->values[v].is_const || g->values[v].is_graph_input)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "cut point '%s' is a model %s; cut at a tensor the backbone computes", name,
+                       g->values[v].is_const ? "constant" : "input");
+    if (pooling == GRAFT_POOLING_AUTO)
+        pooling = encoder || (g->values[v].ndim == 3 && find_mask_input(g) >= 0)
+                      ? GRAFT_POOLING_CLS
+                      : GRAFT_POOLING_NONE;
+    int pooled, features;
+    TRY(pool(g, v, pooling, &pooled, e));
+    features = pooled;
+    if (strcmp(g->values[pooled].name, "features") != 0)
+        TRY(add_node(g, "Identity", &pooled, 1, "features", NULL, 0, &features, e));
+    return rewire_outputs(g, features, e);
+}
+
+graft_status graft_model_cut(graft_model *m, const char *cut, graft_pooling pooling) {
+    if (!m) return GRAFT_E_INVALID_ARGUMENT;
+    graft_err *e = &m->ctx->err;
+    err_clear(e);
+    if (!cut || pooling < 0 || pooling >= GRAFT_POOLING_COUNT)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "graft_model_cut: bad cut or pooling");
+    /* Node indices change: drop kernel state and the executor, rebuild them after. */
+    exec_free(&m->exec);
+    m->backend.release_state(m->backend.impl);
+    graft_status st = cut_graph(m, cut, pooling, e);
+    if (st != GRAFT_OK) {
+        err_prefix(e, "cutting at '%s'", cut);
+        /* The graph may be half-rewritten; the model stays usable only if rebuilt fine. */
+    }
+    graft_status st2 = exec_init(&m->exec, &m->g, &m->backend, st == GRAFT_OK ? e : NULL);
+    m->summary_ready = false;
+    return st != GRAFT_OK ? st : st2;
+}

@@ -1,0 +1,199 @@
+/* test_cut.c: graft_model_cut on generated models: the features of the cut model agree with the
+ * uncut model (ResNet: the classifier applied to the features gives the logits; BERT: CLS, pooler
+ * and masked mean equal what the full model's outputs give), and bad cuts are clear errors. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/cli/npy.h"
+#include "../src/graph/model.h"
+#include "test_util.h"
+
+static const char *gen;
+
+typedef struct loaded {
+    graft_ctx *ctx;
+    graft_model *m;
+    graft_named_tensor in[8];
+    int n_in;
+} loaded;
+
+static int load(loaded *l, const char *name) {
+    char path[1024], err[512];
+    memset(l, 0, sizeof *l);
+    graft_ctx_create(NULL, &l->ctx);
+    snprintf(path, sizeof path, "%s/%s.onnx", gen, name);
+    if (graft_model_load(l->ctx, path, &l->m) != GRAFT_OK) return -1;
+    l->n_in = graft_model_input_count(l->m);
+    for (int i = 0; i < l->n_in; i++) {
+        graft_value_info info;
+        graft_model_input_info(l->m, i, &info);
+        l->in[i].name = strdup(info.name);
+        snprintf(path, sizeof path, "%s/%s.in.%s.npy", gen, name, info.name);
+        if (npy_read(path, &l->in[i].tensor, err, sizeof err) != 0) return -1;
+    }
+    return 0;
+}
+
+static void unload(loaded *l) {
+    for (int i = 0; i < l->n_in; i++) {
+        free((char *)l->in[i].name);
+        free(l->in[i].tensor.data);
+    }
+    graft_model_free(l->m);
+    graft_ctx_free(l->ctx);
+}
+
+/* Copy output `name` of a run of l's model. */
+static float *run_output(loaded *l, int index, graft_tensor *shape) {
+    if (graft_model_run(l->m, l->in, l->n_in) != GRAFT_OK) return NULL;
+    const graft_tensor *t;
+    graft_model_output(l->m, index, &t);
+    *shape = *t;
+    size_t n = (size_t)graft_tensor_numel(t);
+    float *copy = malloc(n * sizeof(float));
+    memcpy(copy, t->data, n * sizeof(float));
+    shape->data = copy;
+    return copy;
+}
+
+static double max_rel(const float *a, const double *b, int64_t n) {
+    double d = 0, ref = 1e-12;
+    for (int64_t i = 0; i < n; i++) {
+        if (fabs(a[i] - b[i]) > d) d = fabs(a[i] - b[i]);
+        if (fabs(b[i]) > ref) ref = fabs(b[i]);
+    }
+    return d / ref;
+}
+
+static void resnet_features(void) {
+    loaded l;
+    if (load(&l, "resnet18") != 0) {
+        SKIP("cut_resnet18", "resnet18 not generated");
+        unload(&l);
+        return;
+    }
+    graft_tensor logits;
+    float *want = run_output(&l, 0, &logits);
+    /* The classifier: the last Gemm, y = x W^T + b. */
+    const ir_graph *g = &l.m->g;
+    const ir_node *gemm = &g->nodes[g->n_nodes - 1];
+    const tensor *w = &g->values[gemm->inputs[1]].data, *b = &g->values[gemm->inputs[2]].data;
+    int64_t classes = w->dims[0], feat = w->dims[1];
+    float *wd = malloc(sizeof(float) * (size_t)(classes * feat));
+    float *bd = malloc(sizeof(float) * (size_t)classes);
+    memcpy(wd, w->data, sizeof(float) * (size_t)(classes * feat));
+    memcpy(bd, b->data, sizeof(float) * (size_t)classes);
+    graft_status st = graft_model_cut(l.m, "auto", GRAFT_POOLING_AUTO);
+    CHECK("cut_resnet18_auto", st == GRAFT_OK, "%s", graft_last_error(l.ctx));
+    graft_value_info info;
+    graft_model_output_info(l.m, 0, &info);
+    CHECK("cut_resnet18_output", graft_model_output_count(l.m) == 1 && !strcmp(info.name, "features") &&
+          info.ndim == 2 && info.dims[1] == feat, "%d outputs, '%s' rank %d",
+          graft_model_output_count(l.m), info.name, info.ndim);
+    graft_tensor ft;
+    float *f = st == GRAFT_OK ? run_output(&l, 0, &ft) : NULL;
+    if (f && want) {
+        int64_t batch = ft.dims[0];
+        double *y = malloc(sizeof(double) * (size_t)(batch * classes));
+        for (int64_t i = 0; i < batch; i++)
+            for (int64_t c = 0; c < classes; c++) {
+                double s = bd[c];
+                for (int64_t k = 0; k < feat; k++) s += (double)f[i * feat + k] * wd[c * feat + k];
+                y[i * classes + c] = s;
+            }
+        double rel = max_rel(want, y, batch * classes);
+        CHECK("cut_resnet18_features_give_logits", rel < 1e-5, "max relative error %.3g", rel);
+        free(y);
+    } else CHECK("cut_resnet18_run", 0, "%s", graft_last_error(l.ctx));
+    int no_gemm = 1;
+    for (int i = 0; i < l.m->g.n_nodes; i++) no_gemm &= strcmp(l.m->g.nodes[i].op_type, "Gemm") != 0;
+    CHECK("cut_resnet18_classifier_dropped", no_gemm, "a Gemm is left");
+    free(f), free(want), free(wd), free(bd);
+    unload(&l);
+}
+
+/* pooling: CLS, POOLER or MEAN, checked against the uncut model's outputs. */
+static void bert_pooling(graft_pooling pooling, const char *test) {
+    loaded l;
+    if (load(&l, "bert_tiny_decomposed") != 0) {
+        SKIP(test, "bert_tiny_decomposed not generated");
+        unload(&l);
+        return;
+    }
+    graft_tensor hs, po, ft;
+    float *h = run_output(&l, 0, &hs), *p = run_output(&l, 1, &po);
+    graft_status st = graft_model_cut(l.m, "auto", pooling);
+    float *f = st == GRAFT_OK ? run_output(&l, 0, &ft) : NULL;
+    if (!h || !p || !f) {
+        CHECK(test, 0, "%s", graft_last_error(l.ctx));
+        free(h), free(p), free(f);
+        unload(&l);
+        return;
+    }
+    int64_t B = hs.dims[0], S = hs.dims[1], H = hs.dims[2];
+    double *want = calloc((size_t)(B * H), sizeof(double));
+    const int64_t *mask = NULL;
+    for (int i = 0; i < l.n_in; i++)
+        if (strstr(l.in[i].name, "mask")) mask = l.in[i].tensor.data;
+    for (int64_t b = 0; b < B; b++) {
+        double count = 0;
+        for (int64_t s = 0; s < S; s++) {
+            double m = pooling == GRAFT_POOLING_MEAN ? (double)mask[b * S + s] : (s == 0);
+            count += m;
+            for (int64_t k = 0; k < H; k++) want[b * H + k] += m * h[(b * S + s) * H + k];
+        }
+        for (int64_t k = 0; k < H; k++) {
+            want[b * H + k] /= count;
+            if (pooling == GRAFT_POOLING_POOLER) want[b * H + k] = p[b * H + k];
+        }
+    }
+    CHECK(test, ft.ndim == 2 && ft.dims[0] == B && ft.dims[1] == H && max_rel(f, want, B * H) < 1e-5,
+          "features rank %d, max relative error %.3g", ft.ndim, max_rel(f, want, B * H));
+    free(want), free(h), free(p), free(f);
+    unload(&l);
+}
+
+static void bad_cuts(void) {
+    loaded l;
+    if (load(&l, "resnet18") != 0) {
+        SKIP("cut_errors", "resnet18 not generated");
+        unload(&l);
+        return;
+    }
+    graft_status st = graft_model_cut(l.m, "no_such_tensor", GRAFT_POOLING_AUTO);
+    CHECK("cut_unknown_tensor", st == GRAFT_E_NOT_FOUND && strstr(graft_last_error(l.ctx), "no_such_tensor"),
+          "status %d: %s", st, graft_last_error(l.ctx));
+    st = graft_model_cut(l.m, "input", GRAFT_POOLING_AUTO);
+    CHECK("cut_at_input", st == GRAFT_E_INVALID_ARGUMENT, "status %d: %s", st, graft_last_error(l.ctx));
+    st = graft_model_cut(l.m, "auto", GRAFT_POOLING_POOLER);
+    CHECK("cut_pooler_on_cnn", st == GRAFT_E_NOT_FOUND, "status %d: %s", st, graft_last_error(l.ctx));
+    graft_tensor out;
+    float *y = run_output(&l, 0, &out);
+    CHECK("cut_errors_lose_nothing", y && out.ndim == 2 && out.dims[1] == 1000, "%s",
+          graft_last_error(l.ctx));
+    free(y);
+    /* An explicit intermediate tensor: the global-pool output, (batch, 512, 1, 1). */
+    const char *gap = NULL;
+    for (int i = 0; i < l.m->g.n_nodes; i++)
+        if (!strcmp(l.m->g.nodes[i].op_type, "GlobalAveragePool"))
+            gap = l.m->g.values[l.m->g.nodes[i].outputs[0]].name;
+    char name[256];
+    snprintf(name, sizeof name, "%s", gap ? gap : "?");
+    st = graft_model_cut(l.m, name, GRAFT_POOLING_AUTO);
+    y = st == GRAFT_OK ? run_output(&l, 0, &out) : NULL;
+    CHECK("cut_named_tensor", y && out.ndim == 4 && out.dims[1] == 512, "status %d: %s", st,
+          graft_last_error(l.ctx));
+    free(y);
+    unload(&l);
+}
+
+int main(int argc, char **argv) {
+    gen = argc > 1 ? argv[1] : "tests/data/gen";
+    resnet_features();
+    bert_pooling(GRAFT_POOLING_AUTO, "cut_bert_cls");
+    bert_pooling(GRAFT_POOLING_POOLER, "cut_bert_pooler");
+    bert_pooling(GRAFT_POOLING_MEAN, "cut_bert_mean");
+    bad_cuts();
+    return test_failures ? 1 : 0;
+}
