@@ -67,6 +67,8 @@ if setup_build build/release --buildtype=release; then
     run_suite parity_reference $R/tests/test_parity "$GEN" --reference resnet18 bert_tiny_decomposed mobilenet_tiny
     run_suite api $R/tests/test_api "$GEN/bad" "$GEN"
     run_suite loader_forms $R/tests/test_loader_forms
+    run_suite optim $R/tests/test_optim
+    run_suite grad $R/tests/test_grad tests/data/loss_fixtures.json
     run_suite cut $R/tests/test_cut "$GEN"
     run_suite cli tests/test_cli.sh $R/graft "$GEN"
 else
@@ -79,6 +81,8 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Db_sanitize=address
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
     run_suite asan_api $A/tests/test_api "$GEN/bad" "$GEN"
     run_suite asan_loader_forms $A/tests/test_loader_forms
+    run_suite asan_optim $A/tests/test_optim
+    run_suite asan_grad $A/tests/test_grad tests/data/loss_fixtures.json
     run_suite asan_cut $A/tests/test_cut "$GEN"
     run_suite asan_conformance $A/tests/conformance --reference --known tests/known_failures.txt
     run_suite asan_parity $A/tests/test_parity "$GEN" bert_tiny_decomposed mobilenet_tiny

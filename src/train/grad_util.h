@@ -1,0 +1,47 @@
+/* grad_util.h: helpers the backward rules share: dtype-generic element access, double copies,
+ * broadcast index maps and argument checks. Internal to src/train. */
+#ifndef GRAFT_TRAIN_GRAD_UTIL_H
+#define GRAFT_TRAIN_GRAD_UTIL_H
+
+#include "grad.h"
+
+static inline double gr_get(const tensor *t, int64_t i) {
+    return t->dtype == GRAFT_DTYPE_F32 ? (double)((const float *)t->data)[i]
+                                       : ((const double *)t->data)[i];
+}
+
+static inline void gr_set(tensor *t, int64_t i, double v) {
+    if (t->dtype == GRAFT_DTYPE_F32)
+        ((float *)t->data)[i] = (float)v;
+    else
+        ((double *)t->data)[i] = v;
+}
+
+/* The output gradient dout[i] (NULL when absent), the input gradient din[i] (NULL when absent). */
+const tensor *gr_dout(const grad_call *c, int i);
+tensor *gr_din(const grad_call *c, int i);
+
+/* Check that the first `need_in` inputs and `need_out` outputs are present, that every present
+ * tensor among in/out/dout/din is f32 or f64 of one dtype, and that each din[i] has in[i]'s
+ * shape and each dout[i] out[i]'s. Errors name the node. */
+graft_status gr_check(const grad_call *c, int need_in, int need_out);
+
+/* A malloc'd double copy of t's elements (NULL when out of memory; t may be empty). */
+double *gr_load(const tensor *t);
+/* A zeroed double buffer of n elements (at least one). */
+double *gr_zeros(int64_t n);
+/* Write n doubles into t. */
+void gr_store(tensor *t, const double *v);
+
+/* map[i] = index into a tensor of shape small (sdims, right-aligned, each dim 1 or equal) of
+ * element i of the full shape (dims). Returns false when the shapes do not broadcast. */
+bool gr_bcast_map(int64_t *map, int ndim, const int64_t *dims, int sndim, const int64_t *sdims);
+
+/* dst (shape sdims of t) = sum of g (full shape dims) over the broadcast dims, times scale. */
+graft_status gr_reduce_to(const grad_call *c, tensor *dst, const double *g, int ndim,
+                          const int64_t *dims, double scale);
+
+/* An out-of-memory error naming the node. */
+graft_status gr_oom(const grad_call *c);
+
+#endif

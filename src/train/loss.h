@@ -1,0 +1,35 @@
+/* loss.h: the head's training losses (softmax cross-entropy with label smoothing and class
+ * weights, binary cross-entropy with logits, mean squared error), forward and backward, mean
+ * reduction as PyTorch defines it. */
+#ifndef GRAFT_TRAIN_LOSS_H
+#define GRAFT_TRAIN_LOSS_H
+
+#include <stdint.h>
+
+#include "../core/error.h"
+
+typedef enum loss_kind {
+    LOSS_SOFTMAX_CE = 0, /* targets: int64 class indices (N) */
+    LOSS_BCE_LOGITS = 1, /* targets: f32 (N, C) in [0, 1] (multi-label) */
+    LOSS_MSE = 2,        /* targets: f32 (N, C) */
+} loss_kind;
+
+typedef struct loss_spec {
+    loss_kind kind;
+    double label_smoothing;    /* CE: eps in [0, 1]; the target puts eps/C on every class */
+    const float *class_weight; /* CE: (C) or NULL; the mean divides by the targets' weights */
+    const float *pos_weight;   /* BCE: (C) or NULL; weight of the positive term per class */
+} loss_spec;
+
+/* *loss = the mean loss over the batch; dlogits (N, C), when not NULL, = d(loss)/d(logits).
+ * Errors: a class index out of range (names the sample), NaN or out-of-range BCE targets, a
+ * zero total of target weights, n or c < 1, a bad smoothing value. */
+graft_status loss_compute(double *loss, float *dlogits, const loss_spec *spec, const float *logits,
+                          const void *targets, int64_t n, int64_t c, graft_err *e);
+
+/* The same in double (logits and dlogits (N, C) double; targets as above). */
+graft_status loss_compute_f64(double *loss, double *dlogits, const loss_spec *spec,
+                              const double *logits, const void *targets, int64_t n, int64_t c,
+                              graft_err *e);
+
+#endif
