@@ -96,7 +96,7 @@ static graft_status run_forward(const fd_case *fc, tensor *in, fwd_state *s, gra
     value_info vi[MAX_IO] = {{0}}, vo[MAX_IO];
     memset(s, 0, sizeof *s);
     memset(vo, 0, sizeof vo);
-    for (int i = 0; i < fc->n_in; i++) {
+    for (int i = 0; i < fc->n_in && i < MAX_IO; i++) {
         if (!in[i].data) continue; /* omitted */
         s->ins[i] = &in[i];
         vi[i].present = true;
