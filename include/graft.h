@@ -1,4 +1,5 @@
-/* graft.h: the public C API of libgraft, an embeddable engine for transfer learning on ONNX models. */
+/* graft.h: the public C API of libgraft, an embeddable engine for transfer learning on ONNX models.
+ */
 #ifndef GRAFT_H
 #define GRAFT_H
 
@@ -94,13 +95,14 @@ typedef void (*graft_log_fn)(graft_log_level level, const char *message, void *u
 
 /* Context options; initialise with GRAFT_CTX_OPTIONS_INIT so that later fields get defaults. */
 typedef struct graft_ctx_options {
-    int num_threads;            /* 0: as many as OpenMP offers */
-    graft_log_level log_level;  /* messages below it are dropped */
-    graft_log_fn log_fn;        /* NULL: write to stderr */
+    int num_threads;           /* 0: as many as OpenMP offers */
+    graft_log_level log_level; /* messages below it are dropped */
+    graft_log_fn log_fn;       /* NULL: write to stderr */
     void *log_user;
-    int use_reference_kernels;  /* 1: plain reference kernels only (tests, debugging) */
+    int use_reference_kernels; /* 1: plain reference kernels only (tests, debugging) */
 } graft_ctx_options;
-#define GRAFT_CTX_OPTIONS_INIT {0, GRAFT_LOG_WARN, NULL, NULL, 0}
+#define GRAFT_CTX_OPTIONS_INIT                                                                     \
+    { 0, GRAFT_LOG_WARN, NULL, NULL, 0 }
 
 /* Opaque handles. A graft_ctx holds error state and settings; use one per thread. A graft_model
  * belongs to the context it was loaded with; one run at a time per model. */

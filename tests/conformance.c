@@ -260,11 +260,16 @@ static bool dtype_is_floating(graft_dtype dt) {
 
 static double float_at(const graft_tensor *t, int64_t i) {
     switch (t->dtype) {
-    case GRAFT_DTYPE_F32: return ((const float *)t->data)[i];
-    case GRAFT_DTYPE_F64: return ((const double *)t->data)[i];
-    case GRAFT_DTYPE_F16: return f16_to_f32(((const uint16_t *)t->data)[i]);
-    case GRAFT_DTYPE_BF16: return bf16_to_f32(((const uint16_t *)t->data)[i]);
-    default: return NAN;
+    case GRAFT_DTYPE_F32:
+        return ((const float *)t->data)[i];
+    case GRAFT_DTYPE_F64:
+        return ((const double *)t->data)[i];
+    case GRAFT_DTYPE_F16:
+        return f16_to_f32(((const uint16_t *)t->data)[i]);
+    case GRAFT_DTYPE_BF16:
+        return bf16_to_f32(((const uint16_t *)t->data)[i]);
+    default:
+        return NAN;
     }
 }
 
@@ -276,22 +281,33 @@ static bool dtype_is_unsigned(graft_dtype dt) {
 
 static uint64_t unsigned_at(const graft_tensor *t, int64_t i) {
     switch (t->dtype) {
-    case GRAFT_DTYPE_U8: return ((const uint8_t *)t->data)[i];
-    case GRAFT_DTYPE_BOOL: return ((const uint8_t *)t->data)[i] != 0;
-    case GRAFT_DTYPE_U16: return ((const uint16_t *)t->data)[i];
-    case GRAFT_DTYPE_U32: return ((const uint32_t *)t->data)[i];
-    case GRAFT_DTYPE_U64: return ((const uint64_t *)t->data)[i];
-    default: return 0;
+    case GRAFT_DTYPE_U8:
+        return ((const uint8_t *)t->data)[i];
+    case GRAFT_DTYPE_BOOL:
+        return ((const uint8_t *)t->data)[i] != 0;
+    case GRAFT_DTYPE_U16:
+        return ((const uint16_t *)t->data)[i];
+    case GRAFT_DTYPE_U32:
+        return ((const uint32_t *)t->data)[i];
+    case GRAFT_DTYPE_U64:
+        return ((const uint64_t *)t->data)[i];
+    default:
+        return 0;
     }
 }
 
 static int64_t signed_at(const graft_tensor *t, int64_t i) {
     switch (t->dtype) {
-    case GRAFT_DTYPE_I8: return ((const int8_t *)t->data)[i];
-    case GRAFT_DTYPE_I16: return ((const int16_t *)t->data)[i];
-    case GRAFT_DTYPE_I32: return ((const int32_t *)t->data)[i];
-    case GRAFT_DTYPE_I64: return ((const int64_t *)t->data)[i];
-    default: return 0;
+    case GRAFT_DTYPE_I8:
+        return ((const int8_t *)t->data)[i];
+    case GRAFT_DTYPE_I16:
+        return ((const int16_t *)t->data)[i];
+    case GRAFT_DTYPE_I32:
+        return ((const int32_t *)t->data)[i];
+    case GRAFT_DTYPE_I64:
+        return ((const int64_t *)t->data)[i];
+    default:
+        return 0;
     }
 }
 
@@ -413,8 +429,8 @@ static void tensor_files_free(tensor_files *tf) {
     memset(tf, 0, sizeof *tf);
 }
 
-static bool read_tensor_files(const char *set_dir, const char *stem, tensor_files *tf,
-                              char *reason, size_t size) {
+static bool read_tensor_files(const char *set_dir, const char *stem, tensor_files *tf, char *reason,
+                              size_t size) {
     memset(tf, 0, sizeof *tf);
     for (int k = 0;; k++) {
         char file[64], path[PATH_BUF];
@@ -678,20 +694,21 @@ static void totals_free(run_totals *t) {
 /* ---- the driver ----------------------------------------------------------------------------- */
 
 static void usage(FILE *to) {
-    fprintf(to,
-            "usage: conformance [--data DIR] [--filter SUBSTR]... [--known FILE] [--reference]\n"
-            "                   [--verbose] [--all]\n"
-            "Runs ONNX node tests (DIR/test_*/model.onnx with test_data_set_*/{input,output}_N.pb)\n"
-            "through graft and compares the outputs (floats: |got-exp| <= %g + %g*|exp|).\n"
-            "  --data DIR       test folders (default " DEFAULT_DATA_DIR ")\n"
-            "  --filter SUBSTR  only tests whose name contains SUBSTR (repeatable: any matches)\n"
-            "  --known FILE     known exceptions, lines of 'test_name  reason' (# comments)\n"
-            "  --reference      use the plain reference kernels only\n"
-            "  --verbose        also say which tests are skipped, and why\n"
-            "  --all            also run tests whose ops graft does not claim\n"
-            "Exit status: 0 when nothing failed unexpectedly, 1 otherwise, 2 on bad usage,\n"
-            "77 when the data directory does not exist.\n",
-            ATOL_F32, RTOL_F32);
+    fprintf(
+        to,
+        "usage: conformance [--data DIR] [--filter SUBSTR]... [--known FILE] [--reference]\n"
+        "                   [--verbose] [--all]\n"
+        "Runs ONNX node tests (DIR/test_*/model.onnx with test_data_set_*/{input,output}_N.pb)\n"
+        "through graft and compares the outputs (floats: |got-exp| <= %g + %g*|exp|).\n"
+        "  --data DIR       test folders (default " DEFAULT_DATA_DIR ")\n"
+        "  --filter SUBSTR  only tests whose name contains SUBSTR (repeatable: any matches)\n"
+        "  --known FILE     known exceptions, lines of 'test_name  reason' (# comments)\n"
+        "  --reference      use the plain reference kernels only\n"
+        "  --verbose        also say which tests are skipped, and why\n"
+        "  --all            also run tests whose ops graft does not claim\n"
+        "Exit status: 0 when nothing failed unexpectedly, 1 otherwise, 2 on bad usage,\n"
+        "77 when the data directory does not exist.\n",
+        ATOL_F32, RTOL_F32);
 }
 
 /* Returns -1 to go on, or the exit status to stop with. */

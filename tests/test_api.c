@@ -18,7 +18,8 @@ static void expect_load_error(graft_ctx *ctx, const char *file, graft_status wan
     graft_model *m = (graft_model *)0x1;
     graft_status st = graft_model_load(ctx, path, &m);
     const char *msg = graft_last_error(ctx);
-    CHECK(name, st == want && m == NULL && strstr(msg, needle1) && (!needle2 || strstr(msg, needle2)),
+    CHECK(name,
+          st == want && m == NULL && strstr(msg, needle1) && (!needle2 || strstr(msg, needle2)),
           "status %d (%s), want %d; message: %s", st, graft_status_str(st), want, msg);
     printf("  message: %s\n", msg);
 }
@@ -44,7 +45,8 @@ static void run_errors(graft_ctx *ctx) {
         return;
     }
     graft_named_tensor good, wrong_shape, wrong_dtype;
-    if (read_input("valid_small.in.input.npy", &good) || read_input("wrong_shape.npy", &wrong_shape) ||
+    if (read_input("valid_small.in.input.npy", &good) ||
+        read_input("wrong_shape.npy", &wrong_shape) ||
         read_input("wrong_dtype.npy", &wrong_dtype)) {
         graft_model_free(m);
         return;
@@ -70,7 +72,8 @@ static void run_errors(graft_ctx *ctx) {
     graft_named_tensor extra[2] = {good, good};
     extra[1].name = "no_such_input";
     st = graft_model_run(m, extra, 2);
-    CHECK("run_unknown_input", st == GRAFT_E_NOT_FOUND && strstr(graft_last_error(ctx), "no_such_input"),
+    CHECK("run_unknown_input",
+          st == GRAFT_E_NOT_FOUND && strstr(graft_last_error(ctx), "no_such_input"),
           "status %d: %s", st, graft_last_error(ctx));
 
     /* Nothing was lost: the model still runs, now from its cached memory plan, same result. */
@@ -78,8 +81,9 @@ static void run_errors(graft_ctx *ctx) {
     graft_run_stats stats;
     graft_model_run_stats(m, &stats);
     graft_model_output(m, 0, &out);
-    CHECK("run_after_errors_planned", st == GRAFT_OK && stats.planned &&
-          memcmp(first, out->data, sizeof(float) * (size_t)n) == 0,
+    CHECK("run_after_errors_planned",
+          st == GRAFT_OK && stats.planned &&
+              memcmp(first, out->data, sizeof(float) * (size_t)n) == 0,
           "status %d planned %d", st, stats.planned);
     free(first);
     free(good.tensor.data), free(wrong_shape.tensor.data), free(wrong_dtype.tensor.data);
@@ -131,8 +135,9 @@ static void resnet_passes_and_planner(graft_ctx *ctx, const char *gen) {
         graft_model_run_stats(m, &s1);
         st |= graft_model_run(m, &in, 1);
         graft_model_run_stats(m, &s2);
-        CHECK("resnet18_memory_plan", st == GRAFT_OK && s2.planned &&
-              s2.peak_activation_bytes * 3 < s2.total_activation_bytes,
+        CHECK("resnet18_memory_plan",
+              st == GRAFT_OK && s2.planned &&
+                  s2.peak_activation_bytes * 3 < s2.total_activation_bytes,
               "planned %d, peak %lld of total %lld", s2.planned,
               (long long)s2.peak_activation_bytes, (long long)s2.total_activation_bytes);
         printf("  heap run peak %.1f MB, planned peak %.1f MB, sum of activations %.1f MB\n",
@@ -162,7 +167,8 @@ int main(int argc, char **argv) {
     dir = argc > 1 ? argv[1] : "tests/data/gen/bad";
     const char *gen = argc > 2 ? argv[2] : "tests/data/gen";
     graft_ctx *ctx;
-    CHECK("ctx_create_bad_options", graft_ctx_create(NULL, NULL) == GRAFT_E_INVALID_ARGUMENT, "%s", "wrong status");
+    CHECK("ctx_create_bad_options", graft_ctx_create(NULL, NULL) == GRAFT_E_INVALID_ARGUMENT, "%s",
+          "wrong status");
     graft_ctx_create(NULL, &ctx);
     graft_model_free(NULL);
     expect_load_error(ctx, "does_not_exist.onnx", GRAFT_E_IO, "does_not_exist.onnx", NULL);

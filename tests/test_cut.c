@@ -88,9 +88,10 @@ static void resnet_features(void) {
     CHECK("cut_resnet18_auto", st == GRAFT_OK, "%s", graft_last_error(l.ctx));
     graft_value_info info;
     graft_model_output_info(l.m, 0, &info);
-    CHECK("cut_resnet18_output", graft_model_output_count(l.m) == 1 && !strcmp(info.name, "features") &&
-          info.ndim == 2 && info.dims[1] == feat, "%d outputs, '%s' rank %d",
-          graft_model_output_count(l.m), info.name, info.ndim);
+    CHECK("cut_resnet18_output",
+          graft_model_output_count(l.m) == 1 && !strcmp(info.name, "features") && info.ndim == 2 &&
+              info.dims[1] == feat,
+          "%d outputs, '%s' rank %d", graft_model_output_count(l.m), info.name, info.ndim);
     graft_tensor ft;
     float *f = st == GRAFT_OK ? run_output(&l, 0, &ft) : NULL;
     if (f && want) {
@@ -105,9 +106,11 @@ static void resnet_features(void) {
         double rel = max_rel(want, y, batch * classes);
         CHECK("cut_resnet18_features_give_logits", rel < 1e-5, "max relative error %.3g", rel);
         free(y);
-    } else CHECK("cut_resnet18_run", 0, "%s", graft_last_error(l.ctx));
+    } else
+        CHECK("cut_resnet18_run", 0, "%s", graft_last_error(l.ctx));
     int no_gemm = 1;
-    for (int i = 0; i < l.m->g.n_nodes; i++) no_gemm &= strcmp(l.m->g.nodes[i].op_type, "Gemm") != 0;
+    for (int i = 0; i < l.m->g.n_nodes; i++)
+        no_gemm &= strcmp(l.m->g.nodes[i].op_type, "Gemm") != 0;
     CHECK("cut_resnet18_classifier_dropped", no_gemm, "a Gemm is left");
     free(f), free(want), free(wd), free(bd);
     unload(&l);
@@ -148,7 +151,8 @@ static void bert_pooling(graft_pooling pooling, const char *test) {
             if (pooling == GRAFT_POOLING_POOLER) want[b * H + k] = p[b * H + k];
         }
     }
-    CHECK(test, ft.ndim == 2 && ft.dims[0] == B && ft.dims[1] == H && max_rel(f, want, B * H) < 1e-5,
+    CHECK(test,
+          ft.ndim == 2 && ft.dims[0] == B && ft.dims[1] == H && max_rel(f, want, B * H) < 1e-5,
           "features rank %d, max relative error %.3g", ft.ndim, max_rel(f, want, B * H));
     free(want), free(h), free(p), free(f);
     unload(&l);
@@ -162,12 +166,15 @@ static void bad_cuts(void) {
         return;
     }
     graft_status st = graft_model_cut(l.m, "no_such_tensor", GRAFT_POOLING_AUTO);
-    CHECK("cut_unknown_tensor", st == GRAFT_E_NOT_FOUND && strstr(graft_last_error(l.ctx), "no_such_tensor"),
+    CHECK("cut_unknown_tensor",
+          st == GRAFT_E_NOT_FOUND && strstr(graft_last_error(l.ctx), "no_such_tensor"),
           "status %d: %s", st, graft_last_error(l.ctx));
     st = graft_model_cut(l.m, "input", GRAFT_POOLING_AUTO);
-    CHECK("cut_at_input", st == GRAFT_E_INVALID_ARGUMENT, "status %d: %s", st, graft_last_error(l.ctx));
+    CHECK("cut_at_input", st == GRAFT_E_INVALID_ARGUMENT, "status %d: %s", st,
+          graft_last_error(l.ctx));
     st = graft_model_cut(l.m, "auto", GRAFT_POOLING_POOLER);
-    CHECK("cut_pooler_on_cnn", st == GRAFT_E_NOT_FOUND, "status %d: %s", st, graft_last_error(l.ctx));
+    CHECK("cut_pooler_on_cnn", st == GRAFT_E_NOT_FOUND, "status %d: %s", st,
+          graft_last_error(l.ctx));
     graft_tensor out;
     float *y = run_output(&l, 0, &out);
     CHECK("cut_errors_lose_nothing", y && out.ndim == 2 && out.dims[1] == 1000, "%s",

@@ -82,8 +82,8 @@ int main(void) {
     to_float.has_i = 1;
     to_float.i = 1;
     Onnx__AttributeProto *attrs[1] = {&to_float};
-    const char *casts[4][2] = {{"w_f16", "c_f16"}, {"w_i64", "c_i64"}, {"w_f64", "c_f64"},
-                               {"w_u32", "c_u32"}};
+    const char *casts[4][2] = {
+        {"w_f16", "c_f16"}, {"w_i64", "c_i64"}, {"w_f64", "c_f64"}, {"w_u32", "c_u32"}};
     for (int i = 0; i < 4; i++) {
         Onnx__NodeProto *n = add_node(&b, "Cast", casts[i][0], NULL, casts[i][1]);
         n->n_attribute = 1;
@@ -145,8 +145,10 @@ int main(void) {
               graft_model_input_count(m));
         const char *k = NULL, *v = NULL;
         graft_model_metadata(m, 0, &k, &v);
-        CHECK("metadata_props", graft_model_metadata_count(m) == 1 && k && !strcmp(k, "graft.classes") &&
-              v && !strcmp(v, "cat,dog"), "count %d", graft_model_metadata_count(m));
+        CHECK("metadata_props",
+              graft_model_metadata_count(m) == 1 && k && !strcmp(k, "graft.classes") && v &&
+                  !strcmp(v, "cat,dog"),
+              "count %d", graft_model_metadata_count(m));
         float xv[2] = {0.5f, -0.5f};
         graft_named_tensor in = {"x", {GRAFT_DTYPE_F32, 1, {2}, xv}};
         const graft_tensor *out = NULL;
@@ -154,9 +156,10 @@ int main(void) {
         if (st == GRAFT_OK) graft_model_output(m, 0, &out);
         float want0 = 0.5f + 1.0f + 1.5f + 3 + 0.25f + 10 + 100;
         float want1 = -0.5f + 2.0f - 2.0f + 4 + 0.5f + 20 + 200;
-        CHECK("typed_fields_values", out && fabsf(((float *)out->data)[0] - want0) < 1e-5f &&
-              fabsf(((float *)out->data)[1] - want1) < 1e-5f, "status %d: %s", st,
-              graft_last_error(ctx));
+        CHECK("typed_fields_values",
+              out && fabsf(((float *)out->data)[0] - want0) < 1e-5f &&
+                  fabsf(((float *)out->data)[1] - want1) < 1e-5f,
+              "status %d: %s", st, graft_last_error(ctx));
     }
     graft_model_free(m);
     /* The same model with a float_data count that disagrees with the shape. */
@@ -164,8 +167,9 @@ int main(void) {
     size = onnx__model_proto__get_packed_size(&mp);
     onnx__model_proto__pack(&mp, buf);
     st = graft_model_load_memory(ctx, buf, size, NULL, &m);
-    CHECK("typed_fields_count_mismatch", st == GRAFT_E_MALFORMED_MODEL &&
-          strstr(graft_last_error(ctx), "w_f32"), "status %d: %s", st, graft_last_error(ctx));
+    CHECK("typed_fields_count_mismatch",
+          st == GRAFT_E_MALFORMED_MODEL && strstr(graft_last_error(ctx), "w_f32"), "status %d: %s",
+          st, graft_last_error(ctx));
     free(buf);
     graft_ctx_free(ctx);
     return test_failures ? 1 : 0;

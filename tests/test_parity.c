@@ -102,8 +102,10 @@ int main(int argc, char **argv) {
     const char *dir = argc > 1 ? argv[1] : "tests/data/gen";
     int reference = 0;
     for (int i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "--reference") == 0) reference = 1;
-        else check_model(dir, argv[i], reference);
+        if (strcmp(argv[i], "--reference") == 0)
+            reference = 1;
+        else
+            check_model(dir, argv[i], reference);
     }
     return test_failures ? 1 : 0;
 }

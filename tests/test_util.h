@@ -8,7 +8,8 @@ static int test_failures;
 
 #define CHECK(name, cond, ...)                                                                     \
     do {                                                                                           \
-        if (cond) printf("PASS %s\n", name);                                                       \
+        if (cond)                                                                                  \
+            printf("PASS %s\n", name);                                                             \
         else {                                                                                     \
             printf("FAIL %s: ", name);                                                             \
             printf(__VA_ARGS__);                                                                   \

@@ -9,9 +9,12 @@ static void print_json_string(const char *s) {
     putchar('"');
     for (; s && *s; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') printf("\\%c", c);
-        else if (c < 0x20) printf("\\u%04x", c);
-        else putchar(c);
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
     }
     putchar('"');
 }
@@ -20,9 +23,12 @@ static void print_dims(const graft_value_info *v, int json) {
     printf(json ? "[" : "(");
     for (int d = 0; d < v->ndim; d++) {
         if (d) printf(", ");
-        if (v->dims[d] >= 0) printf("%lld", (long long)v->dims[d]);
-        else if (json) print_json_string(v->dim_names[d] ? v->dim_names[d] : "?");
-        else printf("%s", v->dim_names[d] ? v->dim_names[d] : "?");
+        if (v->dims[d] >= 0)
+            printf("%lld", (long long)v->dims[d]);
+        else if (json)
+            print_json_string(v->dim_names[d] ? v->dim_names[d] : "?");
+        else
+            printf("%s", v->dim_names[d] ? v->dim_names[d] : "?");
     }
     printf(json ? "]" : ")");
 }
@@ -31,8 +37,10 @@ static void print_values(const graft_model *m, int outputs, int json) {
     int n = outputs ? graft_model_output_count(m) : graft_model_input_count(m);
     for (int i = 0; i < n; i++) {
         graft_value_info v;
-        if (outputs) graft_model_output_info(m, i, &v);
-        else graft_model_input_info(m, i, &v);
+        if (outputs)
+            graft_model_output_info(m, i, &v);
+        else
+            graft_model_input_info(m, i, &v);
         if (json) {
             printf("%s{\"name\": ", i ? ", " : "");
             print_json_string(v.name);
@@ -75,10 +83,13 @@ static void print_text(const graft_model *m, const char *path, const graft_model
     if (s->flops_per_sample >= 0)
         printf("FLOPs       %.3g per sample (symbolic dims: batch 1, others %lld)\n",
                s->flops_per_sample, (long long)s->assumed_seq_len);
-    else printf("FLOPs       unknown\n");
+    else
+        printf("FLOPs       unknown\n");
     const char *cut, *why;
-    if (graft_model_auto_cut(m, &cut, &why) == GRAFT_OK) printf("auto cut    %s (%s)\n", cut, why);
-    else printf("auto cut    none found\n");
+    if (graft_model_auto_cut(m, &cut, &why) == GRAFT_OK)
+        printf("auto cut    %s (%s)\n", cut, why);
+    else
+        printf("auto cut    none found\n");
     for (int i = 0; i < graft_model_metadata_count(m); i++) {
         const char *k, *v;
         graft_model_metadata(m, i, &k, &v);
@@ -115,8 +126,10 @@ static void print_json(const graft_model *m, const char *path, const graft_model
            (long long)s->parameter_count, (long long)s->parameter_bytes, s->flops_per_sample);
     const char *cut, *why;
     printf(", \"auto_cut\": ");
-    if (graft_model_auto_cut(m, &cut, &why) == GRAFT_OK) print_json_string(cut);
-    else printf("null");
+    if (graft_model_auto_cut(m, &cut, &why) == GRAFT_OK)
+        print_json_string(cut);
+    else
+        printf("null");
     printf(", \"metadata\": {");
     for (int i = 0; i < graft_model_metadata_count(m); i++) {
         const char *k, *v;
@@ -133,14 +146,16 @@ int cmd_info(int argc, char **argv) {
     const char *path = NULL;
     int json = 0;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) json = 1;
+        if (strcmp(argv[i], "--json") == 0)
+            json = 1;
         else if (strcmp(argv[i], "--help") == 0) {
             printf("usage: graft info MODEL [--json]\n");
             return 0;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "graft info: unknown option '%s'\n", argv[i]);
             return 2;
-        } else if (!path) path = argv[i];
+        } else if (!path)
+            path = argv[i];
         else {
             fprintf(stderr, "graft info: more than one model given ('%s')\n", argv[i]);
             return 2;
@@ -160,8 +175,10 @@ int cmd_info(int argc, char **argv) {
     }
     graft_model_summary s;
     graft_model_summarize(m, &s);
-    if (json) print_json(m, path, &s);
-    else print_text(m, path, &s);
+    if (json)
+        print_json(m, path, &s);
+    else
+        print_text(m, path, &s);
     graft_model_free(m);
     graft_ctx_free(ctx);
     return 0;

@@ -64,11 +64,15 @@ int cmd_run(int argc, char **argv) {
             n_inputs++;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             return usage_error("unknown option", argv[i]);
-        } else if (!path) path = argv[i];
-        else return usage_error("more than one model given:", argv[i]);
+        } else if (!path)
+            path = argv[i];
+        else
+            return usage_error("more than one model given:", argv[i]);
     }
-    if (!path) return usage_error("no model given (usage: graft run MODEL --input NAME=FILE.npy "
-                                  "... --output-dir DIR)", NULL);
+    if (!path)
+        return usage_error("no model given (usage: graft run MODEL --input NAME=FILE.npy "
+                           "... --output-dir DIR)",
+                           NULL);
     if (!out_dir) return usage_error("no --output-dir given", NULL);
     int loaded = 0;
     for (; loaded < n_inputs; loaded++) {
@@ -84,9 +88,11 @@ int cmd_run(int argc, char **argv) {
     graft_ctx *ctx;
     if (graft_ctx_create(NULL, &ctx) != GRAFT_OK) goto done;
     graft_model *m = NULL;
-    if (graft_model_load(ctx, path, &m) != GRAFT_OK || graft_model_run(m, inputs, n_inputs) != GRAFT_OK)
+    if (graft_model_load(ctx, path, &m) != GRAFT_OK ||
+        graft_model_run(m, inputs, n_inputs) != GRAFT_OK)
         fprintf(stderr, "graft run: %s\n", graft_last_error(ctx));
-    else rc = write_outputs(ctx, m, out_dir);
+    else
+        rc = write_outputs(ctx, m, out_dir);
     graft_model_free(m);
     graft_ctx_free(ctx);
 done:

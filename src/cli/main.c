@@ -6,17 +6,16 @@
 #include "graft.h"
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: graft <command> [options]\n"
-            "\n"
-            "commands:\n"
-            "  info MODEL [--json]            inputs, outputs, opsets, ops, parameters, FLOPs,\n"
-            "                                 and the cut point `auto` would pick\n"
-            "  run MODEL --input NAME=FILE.npy ... --output-dir DIR\n"
-            "                                 run the model, write DIR/<output name>.npy\n"
-            "  version                        print the version\n"
-            "\n"
-            "`graft <command> --help` describes a command.\n");
+    fprintf(f, "usage: graft <command> [options]\n"
+               "\n"
+               "commands:\n"
+               "  info MODEL [--json]            inputs, outputs, opsets, ops, parameters, FLOPs,\n"
+               "                                 and the cut point `auto` would pick\n"
+               "  run MODEL --input NAME=FILE.npy ... --output-dir DIR\n"
+               "                                 run the model, write DIR/<output name>.npy\n"
+               "  version                        print the version\n"
+               "\n"
+               "`graft <command> --help` describes a command.\n");
 }
 
 int main(int argc, char **argv) {

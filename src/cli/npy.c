@@ -48,7 +48,8 @@ static int parse_header(const char *h, graft_tensor *t, const char *path, char *
     if (!q) return fail(err, n, path, "malformed .npy descr");
     t->dtype = GRAFT_DTYPE_UNDEFINED;
     for (size_t i = 0; i < sizeof npy_types / sizeof npy_types[0]; i++)
-        if (strncmp(q + 1, npy_types[i].descr, 3) == 0 && q[4] == '\'') t->dtype = npy_types[i].dtype;
+        if (strncmp(q + 1, npy_types[i].descr, 3) == 0 && q[4] == '\'')
+            t->dtype = npy_types[i].dtype;
     if (t->dtype == GRAFT_DTYPE_UNDEFINED) {
         char what[96];
         snprintf(what, sizeof what, "unsupported .npy dtype '%.8s'", q + 1);
@@ -80,7 +81,8 @@ int npy_read(const char *path, graft_tensor *t, char *err, size_t n) {
         hlen = (size_t)magic[0] | (size_t)magic[1] << 8;
     } else if (magic[6] == 2 || magic[6] == 3) {
         if (fread(magic, 1, 4, fp) != 4) goto short_read;
-        hlen = (size_t)magic[0] | (size_t)magic[1] << 8 | (size_t)magic[2] << 16 | (size_t)magic[3] << 24;
+        hlen = (size_t)magic[0] | (size_t)magic[1] << 8 | (size_t)magic[2] << 16 |
+               (size_t)magic[3] << 24;
         if (hlen > (1u << 20)) {
             fail(err, n, path, "implausible .npy header length");
             goto out;
@@ -125,11 +127,13 @@ int npy_write(const char *path, const graft_tensor *t, char *err, size_t n) {
     for (size_t i = 0; i < sizeof npy_types / sizeof npy_types[0]; i++)
         if (npy_types[i].dtype == t->dtype) descr = npy_types[i].descr;
     if (!descr) {
-        snprintf(err, n, "%s: dtype %s cannot be written as .npy", path, graft_dtype_name(t->dtype));
+        snprintf(err, n, "%s: dtype %s cannot be written as .npy", path,
+                 graft_dtype_name(t->dtype));
         return -1;
     }
     char dict[512];
-    int len = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
+    int len =
+        snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
     for (int i = 0; i < t->ndim; i++)
         len += snprintf(dict + len, sizeof dict - (size_t)len, "%lld%s", (long long)t->dims[i],
                         t->ndim == 1 ? "," : (i + 1 < t->ndim ? ", " : ""));
@@ -142,7 +146,15 @@ int npy_write(const char *path, const graft_tensor *t, char *err, size_t n) {
         return -1;
     }
     size_t hlen = (size_t)len + pad + 1;
-    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hlen & 0xff),
+    unsigned char pre[10] = {0x93,
+                             'N',
+                             'U',
+                             'M',
+                             'P',
+                             'Y',
+                             1,
+                             0,
+                             (unsigned char)(hlen & 0xff),
                              (unsigned char)(hlen >> 8)};
     fwrite(pre, 1, 10, fp);
     fwrite(dict, 1, (size_t)len, fp);

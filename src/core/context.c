@@ -8,7 +8,9 @@
 
 #include "graft_config.h"
 
-const char *graft_version(void) { return GRAFT_VERSION; }
+const char *graft_version(void) {
+    return GRAFT_VERSION;
+}
 
 graft_status graft_ctx_create(const graft_ctx_options *options, graft_ctx **out) {
     if (!out) return GRAFT_E_INVALID_ARGUMENT;
@@ -26,9 +28,13 @@ graft_status graft_ctx_create(const graft_ctx_options *options, graft_ctx **out)
     return GRAFT_OK;
 }
 
-void graft_ctx_free(graft_ctx *ctx) { free(ctx); }
+void graft_ctx_free(graft_ctx *ctx) {
+    free(ctx);
+}
 
-const char *graft_last_error(const graft_ctx *ctx) { return ctx ? ctx->err.msg : ""; }
+const char *graft_last_error(const graft_ctx *ctx) {
+    return ctx ? ctx->err.msg : "";
+}
 
 graft_status ctx_fail(graft_ctx *ctx, const graft_err *e) {
     if (ctx && e && &ctx->err != e) ctx->err = *e;

@@ -62,17 +62,29 @@ char *shape_str(char *buf, size_t size, int ndim, const int64_t *dims) {
 
 const char *graft_status_str(graft_status status) {
     switch (status) {
-    case GRAFT_OK: return "ok";
-    case GRAFT_E_INVALID_ARGUMENT: return "invalid argument";
-    case GRAFT_E_IO: return "input/output error";
-    case GRAFT_E_MALFORMED_MODEL: return "malformed model";
-    case GRAFT_E_UNSUPPORTED: return "unsupported";
-    case GRAFT_E_SHAPE: return "shape error";
-    case GRAFT_E_DTYPE: return "dtype error";
-    case GRAFT_E_OUT_OF_MEMORY: return "out of memory";
-    case GRAFT_E_NOT_FOUND: return "not found";
-    case GRAFT_E_BACKEND: return "backend failure";
-    case GRAFT_E_INTERNAL: return "internal error";
-    default: return "unknown status";
+    case GRAFT_OK:
+        return "ok";
+    case GRAFT_E_INVALID_ARGUMENT:
+        return "invalid argument";
+    case GRAFT_E_IO:
+        return "input/output error";
+    case GRAFT_E_MALFORMED_MODEL:
+        return "malformed model";
+    case GRAFT_E_UNSUPPORTED:
+        return "unsupported";
+    case GRAFT_E_SHAPE:
+        return "shape error";
+    case GRAFT_E_DTYPE:
+        return "dtype error";
+    case GRAFT_E_OUT_OF_MEMORY:
+        return "out of memory";
+    case GRAFT_E_NOT_FOUND:
+        return "not found";
+    case GRAFT_E_BACKEND:
+        return "backend failure";
+    case GRAFT_E_INTERNAL:
+        return "internal error";
+    default:
+        return "unknown status";
     }
 }

@@ -53,7 +53,9 @@ uint16_t f32_to_f16(float f) {
     return (uint16_t)out;
 }
 
-float bf16_to_f32(uint16_t b) { return bits_f32((uint32_t)b << 16); }
+float bf16_to_f32(uint16_t b) {
+    return bits_f32((uint32_t)b << 16);
+}
 
 uint16_t f32_to_bf16(float f) {
     uint32_t u = f32_bits(f);

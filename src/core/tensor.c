@@ -1,4 +1,5 @@
-/* tensor.c: dtype sizes, overflow-checked shape arithmetic, tensor allocation and element access. */
+/* tensor.c: dtype sizes, overflow-checked shape arithmetic, tensor allocation and element access.
+ */
 #include "tensor.h"
 
 #include <stdlib.h>
@@ -10,35 +11,64 @@
 
 size_t graft_dtype_size(graft_dtype dt) {
     switch (dt) {
-    case GRAFT_DTYPE_F32: case GRAFT_DTYPE_I32: case GRAFT_DTYPE_U32: return 4;
-    case GRAFT_DTYPE_U8: case GRAFT_DTYPE_I8: case GRAFT_DTYPE_BOOL: return 1;
-    case GRAFT_DTYPE_U16: case GRAFT_DTYPE_I16: case GRAFT_DTYPE_F16: case GRAFT_DTYPE_BF16:
+    case GRAFT_DTYPE_F32:
+    case GRAFT_DTYPE_I32:
+    case GRAFT_DTYPE_U32:
+        return 4;
+    case GRAFT_DTYPE_U8:
+    case GRAFT_DTYPE_I8:
+    case GRAFT_DTYPE_BOOL:
+        return 1;
+    case GRAFT_DTYPE_U16:
+    case GRAFT_DTYPE_I16:
+    case GRAFT_DTYPE_F16:
+    case GRAFT_DTYPE_BF16:
         return 2;
-    case GRAFT_DTYPE_I64: case GRAFT_DTYPE_F64: case GRAFT_DTYPE_U64: return 8;
-    default: return 0;
+    case GRAFT_DTYPE_I64:
+    case GRAFT_DTYPE_F64:
+    case GRAFT_DTYPE_U64:
+        return 8;
+    default:
+        return 0;
     }
 }
 
 const char *graft_dtype_name(graft_dtype dt) {
     switch (dt) {
-    case GRAFT_DTYPE_F32: return "float32";
-    case GRAFT_DTYPE_U8: return "uint8";
-    case GRAFT_DTYPE_I8: return "int8";
-    case GRAFT_DTYPE_U16: return "uint16";
-    case GRAFT_DTYPE_I16: return "int16";
-    case GRAFT_DTYPE_I32: return "int32";
-    case GRAFT_DTYPE_I64: return "int64";
-    case GRAFT_DTYPE_BOOL: return "bool";
-    case GRAFT_DTYPE_F16: return "float16";
-    case GRAFT_DTYPE_F64: return "float64";
-    case GRAFT_DTYPE_U32: return "uint32";
-    case GRAFT_DTYPE_U64: return "uint64";
-    case GRAFT_DTYPE_BF16: return "bfloat16";
-    default: return "unsupported-dtype";
+    case GRAFT_DTYPE_F32:
+        return "float32";
+    case GRAFT_DTYPE_U8:
+        return "uint8";
+    case GRAFT_DTYPE_I8:
+        return "int8";
+    case GRAFT_DTYPE_U16:
+        return "uint16";
+    case GRAFT_DTYPE_I16:
+        return "int16";
+    case GRAFT_DTYPE_I32:
+        return "int32";
+    case GRAFT_DTYPE_I64:
+        return "int64";
+    case GRAFT_DTYPE_BOOL:
+        return "bool";
+    case GRAFT_DTYPE_F16:
+        return "float16";
+    case GRAFT_DTYPE_F64:
+        return "float64";
+    case GRAFT_DTYPE_U32:
+        return "uint32";
+    case GRAFT_DTYPE_U64:
+        return "uint64";
+    case GRAFT_DTYPE_BF16:
+        return "bfloat16";
+    default:
+        return "unsupported-dtype";
     }
 }
 
-bool dtype_is_valid(graft_dtype dt) { return graft_dtype_size(dt) != 0; }
+bool dtype_is_valid(graft_dtype dt) {
+    return graft_dtype_size(dt) != 0;
+}
 
 bool dtype_is_float(graft_dtype dt) {
     return dt == GRAFT_DTYPE_F32 || dt == GRAFT_DTYPE_F64 || dt == GRAFT_DTYPE_F16 ||
@@ -67,9 +97,15 @@ int64_t dtype_bytes(graft_dtype dt, int64_t numel) {
     return numel * sz;
 }
 
-int64_t tensor_numel(const tensor *t) { return dims_numel(t->ndim, t->dims); }
-int64_t graft_tensor_numel(const graft_tensor *t) { return t ? tensor_numel(t) : -1; }
-int64_t tensor_nbytes(const tensor *t) { return dtype_bytes(t->dtype, tensor_numel(t)); }
+int64_t tensor_numel(const tensor *t) {
+    return dims_numel(t->ndim, t->dims);
+}
+int64_t graft_tensor_numel(const graft_tensor *t) {
+    return t ? tensor_numel(t) : -1;
+}
+int64_t tensor_nbytes(const tensor *t) {
+    return dtype_bytes(t->dtype, tensor_numel(t));
+}
 
 bool shapes_equal(int ndim_a, const int64_t *a, int ndim_b, const int64_t *b) {
     if (ndim_a != ndim_b) return false;
@@ -118,51 +154,97 @@ void tensor_release(tensor *t) {
 double tensor_get_f64(const tensor *t, int64_t i) {
     const void *p = t->data;
     switch (t->dtype) {
-    case GRAFT_DTYPE_F32: return ((const float *)p)[i];
-    case GRAFT_DTYPE_F64: return ((const double *)p)[i];
-    case GRAFT_DTYPE_F16: return f16_to_f32(((const uint16_t *)p)[i]);
-    case GRAFT_DTYPE_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
-    case GRAFT_DTYPE_U8: return ((const uint8_t *)p)[i];
-    case GRAFT_DTYPE_BOOL: return ((const uint8_t *)p)[i] != 0;
-    case GRAFT_DTYPE_I8: return ((const int8_t *)p)[i];
-    case GRAFT_DTYPE_U16: return ((const uint16_t *)p)[i];
-    case GRAFT_DTYPE_I16: return ((const int16_t *)p)[i];
-    case GRAFT_DTYPE_I32: return ((const int32_t *)p)[i];
-    case GRAFT_DTYPE_U32: return ((const uint32_t *)p)[i];
-    case GRAFT_DTYPE_I64: return (double)((const int64_t *)p)[i];
-    case GRAFT_DTYPE_U64: return (double)((const uint64_t *)p)[i];
-    default: return 0.0;
+    case GRAFT_DTYPE_F32:
+        return ((const float *)p)[i];
+    case GRAFT_DTYPE_F64:
+        return ((const double *)p)[i];
+    case GRAFT_DTYPE_F16:
+        return f16_to_f32(((const uint16_t *)p)[i]);
+    case GRAFT_DTYPE_BF16:
+        return bf16_to_f32(((const uint16_t *)p)[i]);
+    case GRAFT_DTYPE_U8:
+        return ((const uint8_t *)p)[i];
+    case GRAFT_DTYPE_BOOL:
+        return ((const uint8_t *)p)[i] != 0;
+    case GRAFT_DTYPE_I8:
+        return ((const int8_t *)p)[i];
+    case GRAFT_DTYPE_U16:
+        return ((const uint16_t *)p)[i];
+    case GRAFT_DTYPE_I16:
+        return ((const int16_t *)p)[i];
+    case GRAFT_DTYPE_I32:
+        return ((const int32_t *)p)[i];
+    case GRAFT_DTYPE_U32:
+        return ((const uint32_t *)p)[i];
+    case GRAFT_DTYPE_I64:
+        return (double)((const int64_t *)p)[i];
+    case GRAFT_DTYPE_U64:
+        return (double)((const uint64_t *)p)[i];
+    default:
+        return 0.0;
     }
 }
 
 int64_t tensor_get_i64(const tensor *t, int64_t i) {
     const void *p = t->data;
     switch (t->dtype) {
-    case GRAFT_DTYPE_I64: return ((const int64_t *)p)[i];
-    case GRAFT_DTYPE_U64: return (int64_t)((const uint64_t *)p)[i];
-    case GRAFT_DTYPE_I32: return ((const int32_t *)p)[i];
-    case GRAFT_DTYPE_U32: return ((const uint32_t *)p)[i];
-    default: return (int64_t)tensor_get_f64(t, i);
+    case GRAFT_DTYPE_I64:
+        return ((const int64_t *)p)[i];
+    case GRAFT_DTYPE_U64:
+        return (int64_t)((const uint64_t *)p)[i];
+    case GRAFT_DTYPE_I32:
+        return ((const int32_t *)p)[i];
+    case GRAFT_DTYPE_U32:
+        return ((const uint32_t *)p)[i];
+    default:
+        return (int64_t)tensor_get_f64(t, i);
     }
 }
 
 void tensor_set_f64(tensor *t, int64_t i, double v) {
     void *p = t->data;
     switch (t->dtype) {
-    case GRAFT_DTYPE_F32: ((float *)p)[i] = (float)v; break;
-    case GRAFT_DTYPE_F64: ((double *)p)[i] = v; break;
-    case GRAFT_DTYPE_F16: ((uint16_t *)p)[i] = f32_to_f16((float)v); break;
-    case GRAFT_DTYPE_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;
-    case GRAFT_DTYPE_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
-    case GRAFT_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0.0; break;
-    case GRAFT_DTYPE_I8: ((int8_t *)p)[i] = (int8_t)v; break;
-    case GRAFT_DTYPE_U16: ((uint16_t *)p)[i] = (uint16_t)v; break;
-    case GRAFT_DTYPE_I16: ((int16_t *)p)[i] = (int16_t)v; break;
-    case GRAFT_DTYPE_I32: ((int32_t *)p)[i] = (int32_t)v; break;
-    case GRAFT_DTYPE_U32: ((uint32_t *)p)[i] = (uint32_t)v; break;
-    case GRAFT_DTYPE_I64: ((int64_t *)p)[i] = (int64_t)v; break;
-    case GRAFT_DTYPE_U64: ((uint64_t *)p)[i] = (uint64_t)v; break;
-    default: break;
+    case GRAFT_DTYPE_F32:
+        ((float *)p)[i] = (float)v;
+        break;
+    case GRAFT_DTYPE_F64:
+        ((double *)p)[i] = v;
+        break;
+    case GRAFT_DTYPE_F16:
+        ((uint16_t *)p)[i] = f32_to_f16((float)v);
+        break;
+    case GRAFT_DTYPE_BF16:
+        ((uint16_t *)p)[i] = f32_to_bf16((float)v);
+        break;
+    case GRAFT_DTYPE_U8:
+        ((uint8_t *)p)[i] = (uint8_t)v;
+        break;
+    case GRAFT_DTYPE_BOOL:
+        ((uint8_t *)p)[i] = v != 0.0;
+        break;
+    case GRAFT_DTYPE_I8:
+        ((int8_t *)p)[i] = (int8_t)v;
+        break;
+    case GRAFT_DTYPE_U16:
+        ((uint16_t *)p)[i] = (uint16_t)v;
+        break;
+    case GRAFT_DTYPE_I16:
+        ((int16_t *)p)[i] = (int16_t)v;
+        break;
+    case GRAFT_DTYPE_I32:
+        ((int32_t *)p)[i] = (int32_t)v;
+        break;
+    case GRAFT_DTYPE_U32:
+        ((uint32_t *)p)[i] = (uint32_t)v;
+        break;
+    case GRAFT_DTYPE_I64:
+        ((int64_t *)p)[i] = (int64_t)v;
+        break;
+    case GRAFT_DTYPE_U64:
+        ((uint64_t *)p)[i] = (uint64_t)v;
+        break;
+    default:
+        break;
     }
 }
 

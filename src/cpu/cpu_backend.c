@@ -114,7 +114,8 @@ graft_status cpu_backend_create(int num_threads, bool reference_only, graft_back
         }
     }
 #endif
-    *out = (graft_backend){"cpu",         be,      cpu_alloc,         cpu_free,        cpu_supports,
-                           cpu_run,       cpu_release_state, cpu_synchronize, cpu_destroy};
+    *out = (graft_backend){"cpu",        be,      cpu_alloc,         cpu_free,
+                           cpu_supports, cpu_run, cpu_release_state, cpu_synchronize,
+                           cpu_destroy};
     return GRAFT_OK;
 }

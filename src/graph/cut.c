@@ -16,8 +16,8 @@ static graft_status add_unique_value(ir_graph *g, const char *base, int *out, gr
     return ir_add_value(g, name, out, e);
 }
 
-static graft_status add_const_i64(ir_graph *g, const char *name, int ndim, int64_t value,
-                                  int *out, graft_err *e) {
+static graft_status add_const_i64(ir_graph *g, const char *name, int ndim, int64_t value, int *out,
+                                  graft_err *e) {
     TRY(add_unique_value(g, name, out, e));
     ir_value *v = &g->values[*out];
     int64_t dims[1] = {1};
@@ -80,8 +80,10 @@ static graft_status add_node(ir_graph *g, const char *op, const int *ins, int n_
 static int find_mask_input(const ir_graph *g) {
     for (int i = 0; i < g->n_inputs; i++) {
         const ir_value *v = &g->values[g->inputs[i]];
-        if (v->ndim == 2 && (v->dtype == GRAFT_DTYPE_I64 || v->dtype == GRAFT_DTYPE_I32 ||
-                             v->dtype == GRAFT_DTYPE_F32) && strstr(v->name, "mask"))
+        if (v->ndim == 2 &&
+            (v->dtype == GRAFT_DTYPE_I64 || v->dtype == GRAFT_DTYPE_I32 ||
+             v->dtype == GRAFT_DTYPE_F32) &&
+            strstr(v->name, "mask"))
             return g->inputs[i];
     }
     return -1;
@@ -127,14 +129,16 @@ static graft_status pool(ir_graph *g, int cut, graft_pooling pooling, int *out, 
     if (pooling == GRAFT_POOLING_POOLER) {
         *out = find_pooler(g);
         if (*out < 0)
-            return err_set(e, GRAFT_E_NOT_FOUND, "pooler pooling: the model has no pooler output "
+            return err_set(e, GRAFT_E_NOT_FOUND,
+                           "pooler pooling: the model has no pooler output "
                            "(a rank-2 output computed by Tanh)");
         return GRAFT_OK;
     }
     if (v->ndim != 3)
-        return err_set(e, GRAFT_E_SHAPE, "%s pooling needs a (batch, sequence, hidden) tensor; "
-                       "'%s' has rank %d", pooling == GRAFT_POOLING_CLS ? "CLS" : "mean", v->name,
-                       v->ndim);
+        return err_set(e, GRAFT_E_SHAPE,
+                       "%s pooling needs a (batch, sequence, hidden) tensor; "
+                       "'%s' has rank %d",
+                       pooling == GRAFT_POOLING_CLS ? "CLS" : "mean", v->name, v->ndim);
     if (pooling == GRAFT_POOLING_MEAN) return add_mean_pooling(g, cut, out, e);
     int zero;
     TRY(add_const_i64(g, "features/cls_index", 0, 0, &zero, e));
@@ -158,8 +162,10 @@ static graft_status rewire_outputs(ir_graph *g, int features, graft_err *e) {
             if (g->nodes[i].inputs[k] >= 0) read[g->nodes[i].inputs[k]] = 1;
     int w = 0;
     for (int i = 0; i < g->n_inputs; i++) {
-        if (read[g->inputs[i]]) g->inputs[w++] = g->inputs[i];
-        else g->values[g->inputs[i]].is_graph_input = false;
+        if (read[g->inputs[i]])
+            g->inputs[w++] = g->inputs[i];
+        else
+            g->values[g->inputs[i]].is_graph_input = false;
     }
     g->n_inputs = w;
     free(read);

@@ -85,7 +85,8 @@ static graft_status learn_plan(executor *x, const tensor *inputs, graft_err *e) 
     p->signature = malloc(sizeof(int64_t) * ((size_t)sl + 1));
     p->offsets = calloc((size_t)nv + 1, sizeof(int64_t));
     p->bytes = malloc(sizeof(int64_t) * ((size_t)nv + 1));
-    int *first = malloc(sizeof(int) * ((size_t)nv + 1)), *last = malloc(sizeof(int) * ((size_t)nv + 1));
+    int *first = malloc(sizeof(int) * ((size_t)nv + 1)),
+        *last = malloc(sizeof(int) * ((size_t)nv + 1));
     int64_t *sizes = malloc(sizeof(int64_t) * ((size_t)nv + 1));
     int *which = malloc(sizeof(int) * ((size_t)nv + 1));
     int64_t *offs = malloc(sizeof(int64_t) * ((size_t)nv + 1));

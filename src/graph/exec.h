@@ -10,8 +10,8 @@ typedef struct exec_plan {
     bool valid;
     int64_t *signature; /* per graph input: ndim then dims */
     int signature_len;
-    int64_t *offsets;   /* per value */
-    int64_t *bytes;     /* per value; -1 for values the arena does not hold */
+    int64_t *offsets; /* per value */
+    int64_t *bytes;   /* per value; -1 for values the arena does not hold */
     int64_t arena_bytes;
     void *arena;
 } exec_plan;
@@ -19,9 +19,9 @@ typedef struct exec_plan {
 typedef struct executor {
     ir_graph *g;
     graft_backend *be;
-    tensor *vals;      /* per value, the run-time tensor */
+    tensor *vals;         /* per value, the run-time tensor */
     unsigned char *owned; /* per value: 0 borrowed, 1 malloc'ed, 2 in the arena */
-    int *last_use;     /* per value: index of the last node reading it (n_nodes: a graph output) */
+    int *last_use; /* per value: index of the last node reading it (n_nodes: a graph output) */
     int64_t *seen_bytes;
     exec_plan plan;
     bool count_flops;

@@ -28,7 +28,7 @@ graft_status plan_memory(int n, const int64_t *bytes, const int *first, const in
                          int64_t *offsets, int64_t *arena_bytes, graft_err *e);
 
 /* Estimated floating-point operations of one node given its concrete inputs and outputs. */
-double node_flops(const ir_node *node, const tensor *const *in, int n_in,
-                  const tensor *const *out, int n_out);
+double node_flops(const ir_node *node, const tensor *const *in, int n_in, const tensor *const *out,
+                  int n_out);
 
 #endif

@@ -53,8 +53,10 @@ static graft_status merge(const ir_node *n, ir_value *v, const value_info *vi, g
     if (vi->ndim < 0) return GRAFT_OK;
     if (v->ndim >= 0 && v->ndim != vi->ndim) {
         if (v->is_graph_output)
-            return op_error(n, e, GRAFT_E_SHAPE, "output '%s' is declared with rank %d but "
-                            "computes rank %d", v->name, v->ndim, vi->ndim);
+            return op_error(n, e, GRAFT_E_SHAPE,
+                            "output '%s' is declared with rank %d but "
+                            "computes rank %d",
+                            v->name, v->ndim, vi->ndim);
         for (int i = 0; i < GRAFT_MAX_DIMS; i++) v->dims[i] = -1;
     }
     if (v->ndim != vi->ndim) {

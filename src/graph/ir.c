@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-char *ir_strdup(const char *s) { return strdup(s ? s : ""); }
+char *ir_strdup(const char *s) {
+    return strdup(s ? s : "");
+}
 
 void ir_graph_init(ir_graph *g) {
     memset(g, 0, sizeof *g);
@@ -208,7 +210,8 @@ graft_status ir_toposort(ir_graph *g, graft_err *e) {
                      g->nodes[bad].name, g->nodes[bad].op_type);
     } else {
         ir_node *sorted = malloc(sizeof *sorted * ((size_t)n + 1));
-        if (!sorted) st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory sorting the graph");
+        if (!sorted)
+            st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory sorting the graph");
         else {
             for (int i = 0; i < n; i++) sorted[i] = g->nodes[order[i]];
             memcpy(g->nodes, sorted, sizeof *sorted * (size_t)n);

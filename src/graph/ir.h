@@ -1,4 +1,5 @@
-/* ir.h: the graph IR: values (dtype, shape, constant data), nodes with parsed attributes, graphs. */
+/* ir.h: the graph IR: values (dtype, shape, constant data), nodes with parsed attributes, graphs.
+ */
 #ifndef GRAFT_GRAPH_IR_H
 #define GRAFT_GRAPH_IR_H
 
@@ -35,8 +36,8 @@ typedef struct ir_attr {
 
 typedef struct ir_value {
     char *name;
-    graft_dtype dtype; /* GRAFT_DTYPE_UNDEFINED when not known */
-    int ndim;          /* -1 when the rank is not known */
+    graft_dtype dtype;            /* GRAFT_DTYPE_UNDEFINED when not known */
+    int ndim;                     /* -1 when the rank is not known */
     int64_t dims[GRAFT_MAX_DIMS]; /* -1 where a dimension is not known until run time */
     char *dim_names[GRAFT_MAX_DIMS];
     bool is_const; /* initializer, Constant output or folded: `data` holds the value */
@@ -55,9 +56,9 @@ typedef struct ir_node {
     int *outputs; /* value indices; -1 marks an omitted optional output */
     int n_attrs;
     ir_attr *attrs;
-    int opset;                /* the model's opset version for this node's domain */
-    const struct op_def *op;  /* resolved at load time */
-    bool dead;                /* removed by a pass; compacted away by ir_compact */
+    int opset;               /* the model's opset version for this node's domain */
+    const struct op_def *op; /* resolved at load time */
+    bool dead;               /* removed by a pass; compacted away by ir_compact */
 } ir_node;
 
 typedef struct ir_kv {

@@ -45,8 +45,8 @@ static graft_status prepare(graft_model *m, graft_err *e) {
     return exec_init(&m->exec, &m->g, &m->backend, e);
 }
 
-static graft_status load_common(graft_ctx *ctx, const void *data, size_t size,
-                                const char *base_dir, const char *what, graft_model **out) {
+static graft_status load_common(graft_ctx *ctx, const void *data, size_t size, const char *base_dir,
+                                const char *what, graft_model **out) {
     graft_err *e = &ctx->err;
     graft_model *m = calloc(1, sizeof *m);
     if (!m) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory loading %s", what);
@@ -110,8 +110,12 @@ void graft_model_free(graft_model *m) {
     free(m);
 }
 
-int graft_model_input_count(const graft_model *m) { return m ? m->g.n_inputs : 0; }
-int graft_model_output_count(const graft_model *m) { return m ? m->g.n_outputs : 0; }
+int graft_model_input_count(const graft_model *m) {
+    return m ? m->g.n_inputs : 0;
+}
+int graft_model_output_count(const graft_model *m) {
+    return m ? m->g.n_outputs : 0;
+}
 
 static void fill_info(const ir_value *v, graft_value_info *info) {
     memset(info, 0, sizeof *info);
@@ -145,8 +149,10 @@ static graft_status check_input(const ir_value *v, const tensor *t, graft_err *e
                        graft_dtype_name(v->dtype), want, graft_dtype_name(t->dtype), got);
     bool ok = t->ndim >= 0 && t->ndim <= GRAFT_MAX_DIMS && (v->ndim < 0 || v->ndim == t->ndim);
     for (int i = 0; ok && i < t->ndim; i++) {
-        if (t->dims[i] < 0) ok = false;
-        else if (v->ndim >= 0 && v->dims[i] >= 0 && v->dims[i] != t->dims[i]) ok = false;
+        if (t->dims[i] < 0)
+            ok = false;
+        else if (v->ndim >= 0 && v->dims[i] >= 0 && v->dims[i] != t->dims[i])
+            ok = false;
     }
     if (!ok || tensor_nbytes(t) < 0)
         return err_set(e, GRAFT_E_SHAPE, "input '%s' must have shape %s, got %s", v->name, want,
@@ -156,8 +162,8 @@ static graft_status check_input(const ir_value *v, const tensor *t, graft_err *e
     return GRAFT_OK;
 }
 
-graft_status model_bind_inputs(const graft_model *m, const graft_named_tensor *inputs,
-                               int n_inputs, tensor *bound, graft_err *e) {
+graft_status model_bind_inputs(const graft_model *m, const graft_named_tensor *inputs, int n_inputs,
+                               tensor *bound, graft_err *e) {
     const ir_graph *g = &m->g;
     if (n_inputs < 0 || (n_inputs > 0 && !inputs))
         return err_set(e, GRAFT_E_INVALID_ARGUMENT, "graft_model_run: bad input array");

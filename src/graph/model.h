@@ -24,7 +24,7 @@ struct graft_model {
 };
 
 /* Check caller tensors against the declared inputs and order them as g->inputs. */
-graft_status model_bind_inputs(const graft_model *m, const graft_named_tensor *inputs,
-                               int n_inputs, tensor *bound, graft_err *e);
+graft_status model_bind_inputs(const graft_model *m, const graft_named_tensor *inputs, int n_inputs,
+                               tensor *bound, graft_err *e);
 
 #endif

@@ -135,7 +135,8 @@ static graft_status fold_one_bn(ir_graph *g, ir_node *conv, ir_node *bn, graft_e
     const float *beta = g->values[bn->inputs[2]].data.data;
     const float *mean = g->values[bn->inputs[3]].data.data;
     const float *var = g->values[bn->inputs[4]].data.data;
-    const float *bias = conv->n_in > 2 && conv->inputs[2] >= 0 ? g->values[conv->inputs[2]].data.data : NULL;
+    const float *bias =
+        conv->n_in > 2 && conv->inputs[2] >= 0 ? g->values[conv->inputs[2]].data.data : NULL;
     float eps = attr_f(bn, "epsilon", 1e-5f);
     char name[512];
     int wv, bv;

@@ -59,8 +59,8 @@ graft_status plan_memory(int n, const int64_t *bytes, const int *first, const in
     return GRAFT_OK;
 }
 
-double node_flops(const ir_node *node, const tensor *const *in, int n_in,
-                  const tensor *const *out, int n_out) {
+double node_flops(const ir_node *node, const tensor *const *in, int n_in, const tensor *const *out,
+                  int n_out) {
     if (n_out < 1 || !out[0]) return 0.0;
     double out_numel = (double)tensor_numel(out[0]);
     const char *op = node->op_type;

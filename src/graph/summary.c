@@ -67,17 +67,20 @@ graft_status graft_model_summarize(const graft_model *cm, graft_model_summary *o
     return GRAFT_OK;
 }
 
-int graft_model_op_type_count(const graft_model *m) { return m ? m->n_op_counts : 0; }
+int graft_model_op_type_count(const graft_model *m) {
+    return m ? m->n_op_counts : 0;
+}
 
-graft_status graft_model_op_type(const graft_model *m, int index, const char **op,
-                                 int64_t *count) {
+graft_status graft_model_op_type(const graft_model *m, int index, const char **op, int64_t *count) {
     if (!m || index < 0 || index >= m->n_op_counts) return GRAFT_E_INVALID_ARGUMENT;
     if (op) *op = m->op_counts[index].op;
     if (count) *count = m->op_counts[index].count;
     return GRAFT_OK;
 }
 
-int graft_model_opset_count(const graft_model *m) { return m ? m->g.n_opsets : 0; }
+int graft_model_opset_count(const graft_model *m) {
+    return m ? m->g.n_opsets : 0;
+}
 
 graft_status graft_model_opset(const graft_model *m, int index, const char **domain,
                                int64_t *version) {
@@ -87,7 +90,9 @@ graft_status graft_model_opset(const graft_model *m, int index, const char **dom
     return GRAFT_OK;
 }
 
-int graft_model_metadata_count(const graft_model *m) { return m ? m->g.n_metadata : 0; }
+int graft_model_metadata_count(const graft_model *m) {
+    return m ? m->g.n_metadata : 0;
+}
 
 graft_status graft_model_metadata(const graft_model *m, int index, const char **key,
                                   const char **value) {
@@ -97,7 +102,9 @@ graft_status graft_model_metadata(const graft_model *m, int index, const char **
     return GRAFT_OK;
 }
 
-static bool is_op(const ir_node *n, const char *op) { return strcmp(n->op_type, op) == 0; }
+static bool is_op(const ir_node *n, const char *op) {
+    return strcmp(n->op_type, op) == 0;
+}
 
 /* Walk back from v through shape-only ops; true when it comes from global pooling. */
 static bool comes_from_pooling(const ir_graph *g, int v) {

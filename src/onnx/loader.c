@@ -7,7 +7,9 @@
 #include "onnx.pb-c.h"
 #include "onnx_io.h"
 
-static graft_status oom(graft_err *e) { return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory"); }
+static graft_status oom(graft_err *e) {
+    return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+}
 
 static graft_status get_value(ir_graph *g, const char *name, int *index, graft_err *e) {
     int v = ir_find_value(g, name);
@@ -30,8 +32,10 @@ static graft_status apply_type(ir_value *v, const Onnx__ValueInfoProto *vi, graf
     const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
     if (tt->has_elem_type && tt->elem_type != 0) {
         if (!dtype_is_valid((graft_dtype)tt->elem_type))
-            return err_set(e, GRAFT_E_UNSUPPORTED, "value '%s' has element type %d, which graft "
-                           "does not support", v->name, (int)tt->elem_type);
+            return err_set(e, GRAFT_E_UNSUPPORTED,
+                           "value '%s' has element type %d, which graft "
+                           "does not support",
+                           v->name, (int)tt->elem_type);
         v->dtype = (graft_dtype)tt->elem_type;
     }
     if (!tt->shape) return GRAFT_OK;
@@ -66,8 +70,12 @@ static graft_status convert_attr(const Onnx__AttributeProto *ap, ir_attr *a, gra
         return err_set(e, GRAFT_E_UNSUPPORTED, "attribute '%s' refers to a function attribute",
                        a->name);
     switch (ap->type) {
-    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT: a->f = ap->f; break;
-    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT: a->i = ap->i; break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT:
+        a->f = ap->f;
+        break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT:
+        a->i = ap->i;
+        break;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING:
         a->s = malloc(ap->s.len + 1);
         if (!a->s) return oom(e);
@@ -75,7 +83,8 @@ static graft_status convert_attr(const Onnx__AttributeProto *ap, ir_attr *a, gra
         a->s[ap->s.len] = '\0';
         break;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR:
-        if (!ap->t) return err_set(e, GRAFT_E_MALFORMED_MODEL, "tensor attribute '%s' is empty", a->name);
+        if (!ap->t)
+            return err_set(e, GRAFT_E_MALFORMED_MODEL, "tensor attribute '%s' is empty", a->name);
         TRY(onnx_tensor_from_proto(ap->t, NULL, &a->t, e));
         break;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS:
@@ -138,7 +147,8 @@ static graft_status convert_node(ir_graph *g, const Onnx__NodeProto *np, int ind
     n.n_out = (int)np->n_output;
     for (size_t i = 0; i < np->n_output; i++) {
         n.outputs[i] = -1;
-        if (np->output[i] && np->output[i][0] && (st = get_value(g, np->output[i], &n.outputs[i], e)))
+        if (np->output[i] && np->output[i][0] &&
+            (st = get_value(g, np->output[i], &n.outputs[i], e)))
             goto fail;
     }
     for (size_t i = 0; i < np->n_attribute; i++) {
@@ -256,18 +266,21 @@ static graft_status convert_model(const Onnx__ModelProto *mp, const char *base_d
             int v = g->nodes[i].outputs[o];
             if (v < 0) continue;
             if (g->values[v].producer >= 0 || g->values[v].is_const || g->values[v].is_graph_input)
-                return err_set(e, GRAFT_E_MALFORMED_MODEL, "value '%s' is produced twice (again "
-                               "by node '%s')", g->values[v].name, g->nodes[i].name);
+                return err_set(e, GRAFT_E_MALFORMED_MODEL,
+                               "value '%s' is produced twice (again "
+                               "by node '%s')",
+                               g->values[v].name, g->nodes[i].name);
             g->values[v].producer = i;
         }
     return GRAFT_OK;
 }
 
-graft_status onnx_parse_model(const void *data, size_t size, const char *base_dir,
-                              const char *what, ir_graph *g, graft_err *e) {
+graft_status onnx_parse_model(const void *data, size_t size, const char *base_dir, const char *what,
+                              ir_graph *g, graft_err *e) {
     ir_graph_init(g);
     if (size == 0)
-        return err_set(e, GRAFT_E_MALFORMED_MODEL, "%s: the file is empty, not an ONNX model", what);
+        return err_set(e, GRAFT_E_MALFORMED_MODEL, "%s: the file is empty, not an ONNX model",
+                       what);
     Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, size, data);
     if (!mp)
         return err_set(e, GRAFT_E_MALFORMED_MODEL,

@@ -10,8 +10,8 @@ struct Onnx__TensorProto;
 
 /* Parse a serialized ModelProto into g. `base_dir` is where external-data files live (NULL: none
  * allowed); `what` names the source in messages (a path, or "<memory>"). */
-graft_status onnx_parse_model(const void *data, size_t size, const char *base_dir,
-                              const char *what, ir_graph *g, graft_err *e);
+graft_status onnx_parse_model(const void *data, size_t size, const char *base_dir, const char *what,
+                              ir_graph *g, graft_err *e);
 
 /* Convert a TensorProto to a tensor (allocates out->data); checks that the stored data matches
  * the declared dims and type. */

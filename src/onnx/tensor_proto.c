@@ -51,9 +51,12 @@ static graft_status read_external(const Onnx__TensorProto *tp, const char *base_
     for (size_t i = 0; i < tp->n_external_data; i++) {
         const Onnx__StringStringEntryProto *kv = tp->external_data[i];
         if (!kv->key || !kv->value) continue;
-        if (strcmp(kv->key, "location") == 0) location = kv->value;
-        else if (strcmp(kv->key, "offset") == 0) offset = strtoll(kv->value, NULL, 10);
-        else if (strcmp(kv->key, "length") == 0) length = strtoll(kv->value, NULL, 10);
+        if (strcmp(kv->key, "location") == 0)
+            location = kv->value;
+        else if (strcmp(kv->key, "offset") == 0)
+            offset = strtoll(kv->value, NULL, 10);
+        else if (strcmp(kv->key, "length") == 0)
+            length = strtoll(kv->value, NULL, 10);
     }
     if (!location)
         return err_set(e, GRAFT_E_MALFORMED_MODEL, "tensor '%s' is external but names no location",
@@ -80,7 +83,8 @@ static graft_status read_external(const Onnx__TensorProto *tp, const char *base_
         return err_set(e, GRAFT_E_IO, "tensor '%s': cannot open external data file '%s': %s",
                        tname(tp), path, strerror(errno));
     graft_status st = GRAFT_OK;
-    if (fseeko(f, (off_t)offset, SEEK_SET) != 0 || fread(dst, 1, (size_t)nbytes, f) != (size_t)nbytes)
+    if (fseeko(f, (off_t)offset, SEEK_SET) != 0 ||
+        fread(dst, 1, (size_t)nbytes, f) != (size_t)nbytes)
         st = err_set(e, GRAFT_E_IO,
                      "tensor '%s': external data file '%s' is too short for %lld bytes at offset "
                      "%lld",
@@ -122,11 +126,14 @@ static graft_status copy_typed(const Onnx__TensorProto *tp, tensor *t, int64_t n
         if ((int64_t)tp->n_uint64_data != numel)
             return count_mismatch(tp, "uint64_data", tp->n_uint64_data, numel, e);
         for (int64_t i = 0; i < numel; i++) {
-            if (dt == GRAFT_DTYPE_U32) ((uint32_t *)t->data)[i] = (uint32_t)tp->uint64_data[i];
-            else ((uint64_t *)t->data)[i] = tp->uint64_data[i];
+            if (dt == GRAFT_DTYPE_U32)
+                ((uint32_t *)t->data)[i] = (uint32_t)tp->uint64_data[i];
+            else
+                ((uint64_t *)t->data)[i] = tp->uint64_data[i];
         }
         return GRAFT_OK;
-    default: break;
+    default:
+        break;
     }
     /* int32, int16, int8, uint16, uint8, bool, f16 and bf16 live in int32_data. */
     if ((int64_t)tp->n_int32_data != numel)
@@ -134,36 +141,55 @@ static graft_status copy_typed(const Onnx__TensorProto *tp, tensor *t, int64_t n
     for (int64_t i = 0; i < numel; i++) {
         int32_t v = tp->int32_data[i];
         switch (dt) {
-        case GRAFT_DTYPE_I32: ((int32_t *)t->data)[i] = v; break;
-        case GRAFT_DTYPE_I16: ((int16_t *)t->data)[i] = (int16_t)v; break;
-        case GRAFT_DTYPE_I8: ((int8_t *)t->data)[i] = (int8_t)v; break;
+        case GRAFT_DTYPE_I32:
+            ((int32_t *)t->data)[i] = v;
+            break;
+        case GRAFT_DTYPE_I16:
+            ((int16_t *)t->data)[i] = (int16_t)v;
+            break;
+        case GRAFT_DTYPE_I8:
+            ((int8_t *)t->data)[i] = (int8_t)v;
+            break;
         case GRAFT_DTYPE_U16:
         case GRAFT_DTYPE_F16:
-        case GRAFT_DTYPE_BF16: ((uint16_t *)t->data)[i] = (uint16_t)v; break;
-        case GRAFT_DTYPE_U8: ((uint8_t *)t->data)[i] = (uint8_t)v; break;
-        case GRAFT_DTYPE_BOOL: ((uint8_t *)t->data)[i] = v != 0; break;
-        default: return err_set(e, GRAFT_E_INTERNAL, "unhandled dtype %d", (int)dt);
+        case GRAFT_DTYPE_BF16:
+            ((uint16_t *)t->data)[i] = (uint16_t)v;
+            break;
+        case GRAFT_DTYPE_U8:
+            ((uint8_t *)t->data)[i] = (uint8_t)v;
+            break;
+        case GRAFT_DTYPE_BOOL:
+            ((uint8_t *)t->data)[i] = v != 0;
+            break;
+        default:
+            return err_set(e, GRAFT_E_INTERNAL, "unhandled dtype %d", (int)dt);
         }
     }
     return GRAFT_OK;
 }
 
-graft_status onnx_tensor_from_proto(const Onnx__TensorProto *tp, const char *base_dir,
-                                    tensor *out, graft_err *e) {
+graft_status onnx_tensor_from_proto(const Onnx__TensorProto *tp, const char *base_dir, tensor *out,
+                                    graft_err *e) {
     memset(out, 0, sizeof *out);
     graft_dtype dt = (graft_dtype)tp->data_type;
     if (tp->data_type == 8)
-        return err_set(e, GRAFT_E_UNSUPPORTED, "tensor '%s' holds strings, which graft does not "
-                       "support", tname(tp));
+        return err_set(e, GRAFT_E_UNSUPPORTED,
+                       "tensor '%s' holds strings, which graft does not "
+                       "support",
+                       tname(tp));
     if (!dtype_is_valid(dt))
-        return err_set(e, GRAFT_E_UNSUPPORTED, "tensor '%s' has data type %d, which graft does "
-                       "not support", tname(tp), (int)tp->data_type);
+        return err_set(e, GRAFT_E_UNSUPPORTED,
+                       "tensor '%s' has data type %d, which graft does "
+                       "not support",
+                       tname(tp), (int)tp->data_type);
     if (tp->n_dims > GRAFT_MAX_DIMS)
         return err_set(e, GRAFT_E_UNSUPPORTED, "tensor '%s' has rank %zu (at most %d supported)",
                        tname(tp), tp->n_dims, GRAFT_MAX_DIMS);
     if (tp->segment)
-        return err_set(e, GRAFT_E_UNSUPPORTED, "tensor '%s' is segmented, which graft does not "
-                       "support", tname(tp));
+        return err_set(e, GRAFT_E_UNSUPPORTED,
+                       "tensor '%s' is segmented, which graft does not "
+                       "support",
+                       tname(tp));
     out->dtype = dt;
     out->ndim = (int)tp->n_dims;
     for (size_t i = 0; i < tp->n_dims; i++) {
@@ -179,7 +205,8 @@ graft_status onnx_tensor_from_proto(const Onnx__TensorProto *tp, const char *bas
         return err_set(e, GRAFT_E_MALFORMED_MODEL, "tensor '%s' has shape %s, whose size overflows",
                        tname(tp), shape_str(s, sizeof s, out->ndim, out->dims));
     graft_status st;
-    bool external = tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    bool external =
+        tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
     if (!external && tp->has_raw_data && (int64_t)tp->raw_data.len != nbytes)
         return err_set(e, GRAFT_E_MALFORMED_MODEL,
                        "tensor '%s' of shape %s and type %s needs %lld bytes but raw_data holds "
@@ -187,11 +214,13 @@ graft_status onnx_tensor_from_proto(const Onnx__TensorProto *tp, const char *bas
                        tname(tp), shape_str(s, sizeof s, out->ndim, out->dims),
                        graft_dtype_name(dt), (long long)nbytes, tp->raw_data.len);
     TRY(tensor_alloc(out, e));
-    if (external) st = read_external(tp, base_dir, out->data, nbytes, e);
+    if (external)
+        st = read_external(tp, base_dir, out->data, nbytes, e);
     else if (tp->has_raw_data) {
         if (nbytes) memcpy(out->data, tp->raw_data.data, (size_t)nbytes);
         st = GRAFT_OK;
-    } else st = copy_typed(tp, out, numel, e);
+    } else
+        st = copy_typed(tp, out, numel, e);
     if (st != GRAFT_OK) tensor_release(out);
     return st;
 }
@@ -204,7 +233,8 @@ graft_status onnx_read_tensor_file(const char *path, tensor *out, char **name, g
     TRY(read_file(path, &buf, &size, e));
     Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, size, buf);
     free(buf);
-    if (!tp) return err_set(e, GRAFT_E_MALFORMED_MODEL, "'%s' is not a serialized TensorProto", path);
+    if (!tp)
+        return err_set(e, GRAFT_E_MALFORMED_MODEL, "'%s' is not a serialized TensorProto", path);
     char *dir = strdup(path);
     char *slash = dir ? strrchr(dir, '/') : NULL;
     if (slash) *slash = '\0';

@@ -50,8 +50,8 @@ int op_count(void);
 const op_def *op_at(int index);
 
 /* Error "node 'NAME' (OpType): message", returns status. */
-graft_status op_error(const ir_node *node, graft_err *e, graft_status status, const char *fmt,
-                      ...) GRAFT_PRINTF(4, 5);
+graft_status op_error(const ir_node *node, graft_err *e, graft_status status, const char *fmt, ...)
+    GRAFT_PRINTF(4, 5);
 
 /* Check n_in / n_out against a range; error names the node. */
 graft_status op_check_arity(const ir_node *node, int n_in, int min_in, int max_in, int n_out,
@@ -71,7 +71,7 @@ void op_same(value_info *out, const value_info *in);
 bool op_shape_known(const value_info *v);
 
 /* Declarations of every op's inference and reference kernel. */
-#define OP(name, family, since, until)                                                            \
+#define OP(name, family, since, until)                                                             \
     graft_status op_infer_##name(const ir_node *node, const value_info *in, int n_in,              \
                                  value_info *out, int n_out, graft_err *e);                        \
     graft_status ref_##name(const op_call *call);

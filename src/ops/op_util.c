@@ -43,17 +43,23 @@ graft_status op_broadcast(const ir_node *node, int na, const int64_t *a, int nb,
         int ia = i - (n - na), ib = i - (n - nb);
         int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
         int64_t d;
-        if (da == db) d = da;
-        else if (da == 1) d = db;
-        else if (db == 1) d = da;
-        else if (da < 0 || db < 0) d = da < 0 ? db : da; /* unknown: the other (or error later) */
+        if (da == db)
+            d = da;
+        else if (da == 1)
+            d = db;
+        else if (db == 1)
+            d = da;
+        else if (da < 0 || db < 0)
+            d = da < 0 ? db : da; /* unknown: the other (or error later) */
         else {
             char sa[256], sb[256];
             return op_error(node, e, GRAFT_E_SHAPE, "shapes %s and %s do not broadcast",
                             shape_str(sa, sizeof sa, na, a), shape_str(sb, sizeof sb, nb, b));
         }
-        if (da < 0 && db < 0) d = -1;
-        else if ((da < 0 && db == 1) || (db < 0 && da == 1)) d = -1;
+        if (da < 0 && db < 0)
+            d = -1;
+        else if ((da < 0 && db == 1) || (db < 0 && da == 1))
+            d = -1;
         out[i] = d;
     }
     *nout = n;

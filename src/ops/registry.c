@@ -9,7 +9,9 @@ static const op_def op_table[] = {
 #undef OP
 };
 
-int op_count(void) { return (int)(sizeof op_table / sizeof op_table[0]); }
+int op_count(void) {
+    return (int)(sizeof op_table / sizeof op_table[0]);
+}
 
 const op_def *op_at(int index) {
     return index >= 0 && index < op_count() ? &op_table[index] : NULL;
