@@ -8,43 +8,12 @@
 #include "ops/op.h"
 #include "train/grad.h"
 #include "train/loss.h"
+#include "test_node.h"
 #include "test_util.h"
 
 #define MAX_IO 4
 
 /* ---- nodes and tensors by hand -------------------------------------------------------------- */
-
-typedef struct test_node {
-    ir_node node;
-    ir_attr attrs[8];
-} test_node;
-
-static void node_init(test_node *t, const char *op, int opset) {
-    memset(t, 0, sizeof *t);
-    t->node.name = (char *)"test";
-    t->node.op_type = (char *)op;
-    t->node.opset = opset;
-    t->node.attrs = t->attrs;
-}
-
-static ir_attr *node_attr(test_node *t, const char *name, ir_attr_type type) {
-    ir_attr *a = &t->attrs[t->node.n_attrs++];
-    a->name = (char *)name;
-    a->type = type;
-    return a;
-}
-
-static void set_int(test_node *t, const char *name, int64_t v) {
-    node_attr(t, name, IR_ATTR_INT)->i = v;
-}
-
-static void set_float(test_node *t, const char *name, float v) {
-    node_attr(t, name, IR_ATTR_FLOAT)->f = v;
-}
-
-static void set_str(test_node *t, const char *name, const char *v) {
-    node_attr(t, name, IR_ATTR_STRING)->s = (char *)v;
-}
 
 static uint64_t rng_state = 0x243f6a8885a308d3ull;
 

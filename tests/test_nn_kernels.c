@@ -9,6 +9,7 @@
 
 #include "cpu/cpu_backend.h"
 #include "ops/op.h"
+#include "test_node.h"
 
 #if !GRAFT_HAVE_DNNL
 int main(void) {
@@ -20,47 +21,6 @@ int main(void) {
 static int failures;
 
 /* ---- building nodes and tensors by hand ---------------------------------------------------- */
-
-typedef struct test_node {
-    ir_node node;
-    ir_attr attrs[8];
-    int64_t ints[8][8];
-} test_node;
-
-static void node_init(test_node *t, const char *op, int opset) {
-    memset(t, 0, sizeof *t);
-    t->node.name = (char *)"test";
-    t->node.op_type = (char *)op;
-    t->node.opset = opset;
-    t->node.attrs = t->attrs;
-}
-
-static ir_attr *node_attr(test_node *t, const char *name, ir_attr_type type) {
-    ir_attr *a = &t->attrs[t->node.n_attrs++];
-    a->name = (char *)name;
-    a->type = type;
-    return a;
-}
-
-static void set_ints(test_node *t, const char *name, int n, const int64_t *v) {
-    int slot = t->node.n_attrs;
-    ir_attr *a = node_attr(t, name, IR_ATTR_INTS);
-    memcpy(t->ints[slot], v, (size_t)n * sizeof(int64_t));
-    a->ints = t->ints[slot];
-    a->n = n;
-}
-
-static void set_int(test_node *t, const char *name, int64_t v) {
-    node_attr(t, name, IR_ATTR_INT)->i = v;
-}
-
-static void set_float(test_node *t, const char *name, float v) {
-    node_attr(t, name, IR_ATTR_FLOAT)->f = v;
-}
-
-static void set_str(test_node *t, const char *name, const char *v) {
-    node_attr(t, name, IR_ATTR_STRING)->s = (char *)v;
-}
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 

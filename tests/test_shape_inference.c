@@ -6,41 +6,10 @@
 #include <string.h>
 
 #include "ops/op.h"
+#include "test_node.h"
 #include "test_util.h"
 
-#define MAX_ATTRS 4
 #define U -1 /* an unknown dim */
-
-/* A node under test with its attributes, built by hand. */
-typedef struct test_node {
-    ir_node node;
-    ir_attr attrs[MAX_ATTRS];
-} test_node;
-
-static void node_init(test_node *t, const char *op, int opset) {
-    memset(t, 0, sizeof *t);
-    t->node.name = (char *)"n";
-    t->node.op_type = (char *)op;
-    t->node.opset = opset;
-    t->node.attrs = t->attrs;
-}
-
-static ir_attr *attr_add(test_node *t, const char *name, ir_attr_type type) {
-    ir_attr *a = &t->attrs[t->node.n_attrs++];
-    a->name = (char *)name;
-    a->type = type;
-    return a;
-}
-
-static void attr_int(test_node *t, const char *name, int64_t v) {
-    attr_add(t, name, IR_ATTR_INT)->i = v;
-}
-
-static void attr_list(test_node *t, const char *name, int64_t *v, int64_t n) {
-    ir_attr *a = attr_add(t, name, IR_ATTR_INTS);
-    a->ints = v;
-    a->n = n;
-}
 
 /* What is known about an input: dtype and dims (ndim -1: unknown rank). */
 static value_info shaped(graft_dtype dt, int ndim, const int64_t *dims) {
@@ -134,7 +103,7 @@ static void test_reshape(void) {
 static void test_concat_flatten_transpose(void) {
     test_node t;
     node_init(&t, "Concat", 13);
-    attr_int(&t, "axis", 0);
+    set_int(&t, "axis", 0);
     value_info in[2] = {shaped(GRAFT_DTYPE_F32, 2, (int64_t[]){U, 3}),
                         shaped(GRAFT_DTYPE_F32, 2, (int64_t[]){2, 3})};
     expect("concat_unknown_on_axis", &t, in, 2, 1, 0, GRAFT_DTYPE_F32, 2, (int64_t[]){U, 3});
@@ -149,15 +118,17 @@ static void test_concat_flatten_transpose(void) {
     node_init(&t, "Flatten", 13);
     in[0] = shaped(GRAFT_DTYPE_F32, 3, (int64_t[]){U, 3, 4});
     expect("flatten_unknown_batch", &t, in, 1, 1, 0, GRAFT_DTYPE_F32, 2, (int64_t[]){U, 12});
-    attr_int(&t, "axis", -3);
+    set_int(&t, "axis", -3);
     expect("flatten_axis_minus_rank", &t, in, 1, 1, 0, GRAFT_DTYPE_F32, 2, (int64_t[]){1, U});
 
     node_init(&t, "Transpose", 13);
     int64_t perm[3] = {0, 2, 1};
-    attr_list(&t, "perm", perm, 3);
+    set_ints(&t, "perm", 3, perm);
     in[0] = shaped(GRAFT_DTYPE_F32, 3, (int64_t[]){U, 3, 5});
     expect("transpose_perm", &t, in, 1, 1, 0, GRAFT_DTYPE_F32, 3, (int64_t[]){U, 5, 3});
     perm[2] = 0;
+    node_init(&t, "Transpose", 13);
+    set_ints(&t, "perm", 3, perm);
     expect_error("transpose_bad_perm", &t, in, 1, 1, GRAFT_E_INVALID_ARGUMENT);
 }
 
@@ -190,9 +161,9 @@ static void test_slice(void) {
 
     node_init(&t, "Slice", 9); /* attributes before opset 10 */
     int64_t s9[1] = {-3}, e9[1] = {100}, a9[1] = {-1};
-    attr_list(&t, "starts", s9, 1);
-    attr_list(&t, "ends", e9, 1);
-    attr_list(&t, "axes", a9, 1);
+    set_ints(&t, "starts", 1, s9);
+    set_ints(&t, "ends", 1, e9);
+    set_ints(&t, "axes", 1, a9);
     in[0] = shaped(GRAFT_DTYPE_F32, 2, (int64_t[]){U, 5});
     expect("slice_opset9_attributes", &t, in, 1, 1, 0, GRAFT_DTYPE_F32, 2, (int64_t[]){U, 3});
 }
@@ -206,7 +177,7 @@ static void test_gather_shape(void) {
     expect("gather_on_shape_tensor", &t, in, 2, 1, 0, GRAFT_DTYPE_I64, 0, NULL);
     in[1] = scalar_i64(&ts, &big);
     expect_error("gather_constant_index_out_of_range", &t, in, 2, 1, GRAFT_E_INVALID_ARGUMENT);
-    attr_int(&t, "axis", 1);
+    set_int(&t, "axis", 1);
     in[0] = shaped(GRAFT_DTYPE_F32, 3, (int64_t[]){U, 7, 5});
     in[1] = shaped(GRAFT_DTYPE_I32, 2, (int64_t[]){2, 3});
     expect("gather_axis1_2d_indices", &t, in, 2, 1, 0, GRAFT_DTYPE_F32, 4, (int64_t[]){U, 2, 3, 5});
@@ -214,7 +185,7 @@ static void test_gather_shape(void) {
     node_init(&t, "Shape", 15);
     in[0] = shaped(GRAFT_DTYPE_F32, 3, (int64_t[]){U, U, U});
     expect("shape_of_unknown_dims", &t, in, 1, 1, 0, GRAFT_DTYPE_I64, 1, (int64_t[]){3});
-    attr_int(&t, "start", -2);
+    set_int(&t, "start", -2);
     expect("shape_start_negative", &t, in, 1, 1, 0, GRAFT_DTYPE_I64, 1, (int64_t[]){2});
     in[0] = shaped(GRAFT_DTYPE_F32, -1, NULL);
     expect("shape_of_unknown_rank", &t, in, 1, 1, 0, GRAFT_DTYPE_I64, 1, (int64_t[]){U});
@@ -225,7 +196,7 @@ static void test_squeeze_unsqueeze(void) {
     tensor ts;
     node_init(&t, "Unsqueeze", 11);
     int64_t ax[1] = {0};
-    attr_list(&t, "axes", ax, 1);
+    set_ints(&t, "axes", 1, ax);
     value_info in[2] = {shaped(GRAFT_DTYPE_F32, 2, (int64_t[]){U, 5})};
     expect("unsqueeze_opset11_attribute", &t, in, 1, 1, 0, GRAFT_DTYPE_F32, 3,
            (int64_t[]){1, U, 5});
@@ -249,7 +220,7 @@ static void test_split_expand_pad(void) {
     test_node t;
     tensor ts;
     node_init(&t, "Split", 18);
-    attr_int(&t, "num_outputs", 3);
+    set_int(&t, "num_outputs", 3);
     value_info in[4] = {shaped(GRAFT_DTYPE_F32, 1, (int64_t[]){7})};
     expect("split_num_outputs_last_smaller", &t, in, 1, 3, 2, GRAFT_DTYPE_F32, 1, (int64_t[]){1});
     node_init(&t, "Split", 13);
@@ -285,12 +256,12 @@ static void test_generators(void) {
 
     node_init(&t, "Constant", 13);
     int64_t vals[3] = {1, 2, 3};
-    attr_list(&t, "value_ints", vals, 3);
+    set_ints(&t, "value_ints", 3, vals);
     expect("constant_value_ints", &t, in, 0, 1, 0, GRAFT_DTYPE_I64, 1, (int64_t[]){3});
-    attr_add(&t, "value_float", IR_ATTR_FLOAT);
+    node_attr(&t, "value_float", IR_ATTR_FLOAT);
     expect_error("constant_two_values", &t, in, 0, 1, GRAFT_E_MALFORMED_MODEL);
     node_init(&t, "Constant", 13);
-    attr_add(&t, "value_strings", IR_ATTR_STRINGS);
+    node_attr(&t, "value_strings", IR_ATTR_STRINGS);
     expect_error("constant_strings_unsupported", &t, in, 0, 1, GRAFT_E_UNSUPPORTED);
 
     node_init(&t, "Range", 11);

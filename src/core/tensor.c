@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "half.h"
+#include "scalar.h"
 
 #define NUMEL_LIMIT ((int64_t)1 << 62)
 
@@ -152,100 +152,22 @@ void tensor_release(tensor *t) {
 }
 
 double tensor_get_f64(const tensor *t, int64_t i) {
-    const void *p = t->data;
-    switch (t->dtype) {
-    case GRAFT_DTYPE_F32:
-        return ((const float *)p)[i];
-    case GRAFT_DTYPE_F64:
-        return ((const double *)p)[i];
-    case GRAFT_DTYPE_F16:
-        return f16_to_f32(((const uint16_t *)p)[i]);
-    case GRAFT_DTYPE_BF16:
-        return bf16_to_f32(((const uint16_t *)p)[i]);
-    case GRAFT_DTYPE_U8:
-        return ((const uint8_t *)p)[i];
-    case GRAFT_DTYPE_BOOL:
-        return ((const uint8_t *)p)[i] != 0;
-    case GRAFT_DTYPE_I8:
-        return ((const int8_t *)p)[i];
-    case GRAFT_DTYPE_U16:
-        return ((const uint16_t *)p)[i];
-    case GRAFT_DTYPE_I16:
-        return ((const int16_t *)p)[i];
-    case GRAFT_DTYPE_I32:
-        return ((const int32_t *)p)[i];
-    case GRAFT_DTYPE_U32:
-        return ((const uint32_t *)p)[i];
-    case GRAFT_DTYPE_I64:
-        return (double)((const int64_t *)p)[i];
-    case GRAFT_DTYPE_U64:
-        return (double)((const uint64_t *)p)[i];
-    default:
-        return 0.0;
-    }
+    return scalar_load_f64(t->data, t->dtype, i);
 }
 
 int64_t tensor_get_i64(const tensor *t, int64_t i) {
-    const void *p = t->data;
-    switch (t->dtype) {
-    case GRAFT_DTYPE_I64:
-        return ((const int64_t *)p)[i];
-    case GRAFT_DTYPE_U64:
-        return (int64_t)((const uint64_t *)p)[i];
-    case GRAFT_DTYPE_I32:
-        return ((const int32_t *)p)[i];
-    case GRAFT_DTYPE_U32:
-        return ((const uint32_t *)p)[i];
-    default:
-        return (int64_t)tensor_get_f64(t, i);
-    }
+    if (dtype_is_float(t->dtype))
+        return scalar_f64_to_int(scalar_load_f64(t->data, t->dtype, i), t->dtype);
+    return scalar_load_int(t->data, t->dtype, i);
 }
 
 void tensor_set_f64(tensor *t, int64_t i, double v) {
-    void *p = t->data;
-    switch (t->dtype) {
-    case GRAFT_DTYPE_F32:
-        ((float *)p)[i] = (float)v;
-        break;
-    case GRAFT_DTYPE_F64:
-        ((double *)p)[i] = v;
-        break;
-    case GRAFT_DTYPE_F16:
-        ((uint16_t *)p)[i] = f32_to_f16((float)v);
-        break;
-    case GRAFT_DTYPE_BF16:
-        ((uint16_t *)p)[i] = f32_to_bf16((float)v);
-        break;
-    case GRAFT_DTYPE_U8:
-        ((uint8_t *)p)[i] = (uint8_t)v;
-        break;
-    case GRAFT_DTYPE_BOOL:
-        ((uint8_t *)p)[i] = v != 0.0;
-        break;
-    case GRAFT_DTYPE_I8:
-        ((int8_t *)p)[i] = (int8_t)v;
-        break;
-    case GRAFT_DTYPE_U16:
-        ((uint16_t *)p)[i] = (uint16_t)v;
-        break;
-    case GRAFT_DTYPE_I16:
-        ((int16_t *)p)[i] = (int16_t)v;
-        break;
-    case GRAFT_DTYPE_I32:
-        ((int32_t *)p)[i] = (int32_t)v;
-        break;
-    case GRAFT_DTYPE_U32:
-        ((uint32_t *)p)[i] = (uint32_t)v;
-        break;
-    case GRAFT_DTYPE_I64:
-        ((int64_t *)p)[i] = (int64_t)v;
-        break;
-    case GRAFT_DTYPE_U64:
-        ((uint64_t *)p)[i] = (uint64_t)v;
-        break;
-    default:
-        break;
-    }
+    if (dtype_is_float(t->dtype))
+        scalar_store_float(t->data, t->dtype, i, v);
+    else if (t->dtype == GRAFT_DTYPE_BOOL)
+        ((uint8_t *)t->data)[i] = v != 0.0;
+    else
+        scalar_store_int(t->data, t->dtype, i, scalar_f64_to_int(v, t->dtype));
 }
 
 void dims_strides(int ndim, const int64_t *dims, int64_t *strides) {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../core/scalar.h"
 #include "../../ops/reduce.h"
 
 /* Below this many elements threads cost more than they save. */
@@ -26,39 +27,11 @@ static bool is_float(graft_dtype dt) {
 /* Integers are carried as the bits of a uint64: wrap-around is defined, and signed values
  * round-trip through the two's complement. */
 static uint64_t load_int(const tensor *t, int64_t i) {
-    return (uint64_t)tensor_get_i64(t, i);
+    return (uint64_t)scalar_load_int(t->data, t->dtype, i);
 }
 
 static void store_int(tensor *t, int64_t i, uint64_t v) {
-    void *p = t->data;
-    switch (t->dtype) {
-    case GRAFT_DTYPE_I64:
-        ((int64_t *)p)[i] = (int64_t)v;
-        break;
-    case GRAFT_DTYPE_U64:
-        ((uint64_t *)p)[i] = v;
-        break;
-    case GRAFT_DTYPE_I32:
-        ((int32_t *)p)[i] = (int32_t)v;
-        break;
-    case GRAFT_DTYPE_U32:
-        ((uint32_t *)p)[i] = (uint32_t)v;
-        break;
-    case GRAFT_DTYPE_I16:
-        ((int16_t *)p)[i] = (int16_t)v;
-        break;
-    case GRAFT_DTYPE_U16:
-        ((uint16_t *)p)[i] = (uint16_t)v;
-        break;
-    case GRAFT_DTYPE_I8:
-        ((int8_t *)p)[i] = (int8_t)v;
-        break;
-    case GRAFT_DTYPE_U8:
-        ((uint8_t *)p)[i] = (uint8_t)v;
-        break;
-    default:
-        break;
-    }
+    scalar_store_int(t->data, t->dtype, i, (int64_t)v);
 }
 
 static bool is_unsigned(graft_dtype dt) {
