@@ -38,34 +38,34 @@ void graph_value_info(const ir_graph *g, int value, value_info *vi) {
     if (v->is_const) vi->value = &v->data;
 }
 
-/* Merge inferred facts into the value: inferred known dims win over unknown declared ones; two
- * known values that disagree are an error. */
+/* Take the op's inferred dtype and shape. A graph output keeps its declared facts where
+ * inference cannot tell, and a known declared fact that disagrees is an error. */
 static graft_status merge(const ir_node *n, ir_value *v, const value_info *vi, graft_err *e) {
     if (!vi->present) return GRAFT_OK;
+    if (!v->is_graph_output) {
+        v->dtype = vi->dtype;
+        v->ndim = vi->ndim;
+        for (int i = 0; i < vi->ndim; i++) v->dims[i] = vi->dims[i];
+        return GRAFT_OK;
+    }
     if (vi->dtype != GRAFT_DTYPE_UNDEFINED) {
-        if (v->dtype != GRAFT_DTYPE_UNDEFINED && v->dtype != vi->dtype && !v->is_graph_output)
-            v->dtype = vi->dtype; /* value_info hints may be stale; the op's rule wins */
-        else if (v->is_graph_output && v->dtype != GRAFT_DTYPE_UNDEFINED && v->dtype != vi->dtype)
+        if (v->dtype != GRAFT_DTYPE_UNDEFINED && v->dtype != vi->dtype)
             return op_error(n, e, GRAFT_E_DTYPE, "output '%s' is declared %s but computes %s",
                             v->name, graft_dtype_name(v->dtype), graft_dtype_name(vi->dtype));
         v->dtype = vi->dtype;
     }
     if (vi->ndim < 0) return GRAFT_OK;
-    if (v->ndim >= 0 && v->ndim != vi->ndim) {
-        if (v->is_graph_output)
-            return op_error(n, e, GRAFT_E_SHAPE,
-                            "output '%s' is declared with rank %d but "
-                            "computes rank %d",
-                            v->name, v->ndim, vi->ndim);
-        for (int i = 0; i < GRAFT_MAX_DIMS; i++) v->dims[i] = -1;
-    }
-    if (v->ndim != vi->ndim) {
+    if (v->ndim >= 0 && v->ndim != vi->ndim)
+        return op_error(n, e, GRAFT_E_SHAPE,
+                        "output '%s' is declared with rank %d but computes rank %d", v->name,
+                        v->ndim, vi->ndim);
+    if (v->ndim < 0) {
         v->ndim = vi->ndim;
         for (int i = 0; i < vi->ndim; i++) v->dims[i] = -1;
     }
     for (int i = 0; i < vi->ndim; i++) {
         if (vi->dims[i] < 0) continue;
-        if (v->is_graph_output && v->dims[i] >= 0 && v->dims[i] != vi->dims[i]) {
+        if (v->dims[i] >= 0 && v->dims[i] != vi->dims[i]) {
             char a[256], b[256];
             return op_error(n, e, GRAFT_E_SHAPE, "output '%s' is declared %s but computes %s",
                             v->name, shape_str(a, sizeof a, v->ndim, v->dims),
@@ -91,10 +91,6 @@ graft_status graph_infer_shapes(ir_graph *g, graft_err *e) {
             ir_value *v = &g->values[n->outputs[k]];
             if (v->is_const) continue;
             /* Intermediate values take the op's rule; declared value_info was only a hint. */
-            if (!v->is_graph_output) {
-                v->ndim = -1;
-                v->dtype = GRAFT_DTYPE_UNDEFINED;
-            }
             TRY(merge(n, v, &out[k], e));
         }
     }

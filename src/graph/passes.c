@@ -8,16 +8,29 @@
 #include "graph.h"
 
 /* Evaluate a node whose inputs are all constant with its reference kernel; the outputs become
- * constant values. */
+ * constant values. A non-constant input is passed as a data-less stand-in of its (fully known)
+ * shape, which is all Shape reads. */
 static graft_status fold_node(ir_graph *g, ir_node *n, graft_err *e) {
     value_info in[64], out[64];
     const tensor *in_t[64];
+    tensor stand_in[64];
     tensor outs[64];
     tensor *out_t[64];
     memset(outs, 0, sizeof outs);
     for (int k = 0; k < n->n_in; k++) {
         graph_value_info(g, n->inputs[k], &in[k]);
-        in_t[k] = n->inputs[k] >= 0 ? &g->values[n->inputs[k]].data : NULL;
+        in_t[k] = NULL;
+        if (n->inputs[k] < 0) continue;
+        const ir_value *v = &g->values[n->inputs[k]];
+        if (v->is_const) {
+            in_t[k] = &v->data;
+            continue;
+        }
+        memset(&stand_in[k], 0, sizeof stand_in[k]);
+        stand_in[k].dtype = v->dtype;
+        stand_in[k].ndim = v->ndim;
+        memcpy(stand_in[k].dims, v->dims, sizeof v->dims);
+        in_t[k] = &stand_in[k];
     }
     memset(out, 0, sizeof(value_info) * (size_t)n->n_out);
     TRY(n->op->infer(n, in, n->n_in, out, n->n_out, e));
@@ -81,29 +94,7 @@ graft_status pass_fold_constants(ir_graph *g, int *changed, graft_err *e) {
             if (n->outputs[k] >= 0 && g->values[n->outputs[k]].is_graph_output)
                 outputs_are_model_outputs = true;
         if (outputs_are_model_outputs) continue;
-        if (shape_is_static(g, n)) {
-            /* Run Shape on a data-less stand-in of the right shape. */
-            ir_value *v = &g->values[n->inputs[0]];
-            int64_t dims[1] = {v->ndim};
-            int64_t start = attr_i(n, "start", 0), end = attr_i(n, "end", v->ndim);
-            if (start < 0) start += v->ndim;
-            if (end < 0) end += v->ndim;
-            if (start < 0) start = 0;
-            if (end > v->ndim) end = v->ndim;
-            dims[0] = end > start ? end - start : 0;
-            ir_value *o = &g->values[n->outputs[0]];
-            TRY(tensor_make(&o->data, GRAFT_DTYPE_I64, 1, dims, e));
-            for (int64_t d = 0; d < dims[0]; d++) ((int64_t *)o->data.data)[d] = v->dims[start + d];
-            o->is_const = true;
-            o->producer = -1;
-            o->dtype = GRAFT_DTYPE_I64;
-            o->ndim = 1;
-            o->dims[0] = dims[0];
-            n->dead = true;
-            count++;
-            continue;
-        }
-        if (!all_inputs_const(g, n)) continue;
+        if (!all_inputs_const(g, n) && !shape_is_static(g, n)) continue;
         TRY(fold_node(g, n, e));
         count++;
     }
