@@ -197,6 +197,145 @@ typedef struct graft_run_stats {
 } graft_run_stats;
 GRAFT_API graft_status graft_model_run_stats(const graft_model *model, graft_run_stats *out);
 
+/* ---- Training a head on a cut model -------------------------------------------------------- */
+
+typedef enum graft_activation {
+    GRAFT_ACTIVATION_RELU = 0,
+    GRAFT_ACTIVATION_GELU = 1,
+    GRAFT_ACTIVATION_TANH = 2,
+    GRAFT_ACTIVATION_COUNT = 3
+} graft_activation;
+
+typedef enum graft_init {
+    GRAFT_INIT_KAIMING = 0, /* uniform, PyTorch's nn.Linear default (a = sqrt(5)) */
+    GRAFT_INIT_XAVIER = 1,  /* Glorot uniform, biases zero */
+    GRAFT_INIT_COUNT = 2
+} graft_init;
+
+#define GRAFT_MAX_HIDDEN 8
+
+/* A head: linear (n_hidden = 0) or an MLP of Linear -> activation -> dropout blocks. */
+typedef struct graft_head_options {
+    int n_outputs;
+    int n_hidden;
+    int hidden[GRAFT_MAX_HIDDEN];
+    graft_activation activation;
+    float dropout; /* after each hidden activation, training only */
+    graft_init init;
+    uint64_t seed;
+} graft_head_options;
+#define GRAFT_HEAD_OPTIONS_INIT {0, 0, {0}, GRAFT_ACTIVATION_RELU, 0.0f, GRAFT_INIT_KAIMING, 0}
+
+typedef enum graft_loss {
+    GRAFT_LOSS_CROSS_ENTROPY = 0, /* labels: int64 class indices (N) */
+    GRAFT_LOSS_BCE_LOGITS = 1,    /* labels: float32 (N, outputs) in [0, 1] */
+    GRAFT_LOSS_MSE = 2,           /* labels: float32 (N, outputs) */
+    GRAFT_LOSS_COUNT = 3
+} graft_loss;
+
+typedef enum graft_optimizer {
+    GRAFT_OPTIMIZER_SGD = 0,
+    GRAFT_OPTIMIZER_ADAM = 1,
+    GRAFT_OPTIMIZER_ADAMW = 2,
+    GRAFT_OPTIMIZER_LAMB = 3,
+    GRAFT_OPTIMIZER_COUNT = 4
+} graft_optimizer;
+
+typedef enum graft_scheduler {
+    GRAFT_SCHEDULER_CONSTANT = 0,
+    GRAFT_SCHEDULER_STEP = 1,     /* lr * gamma^(step / step_size) */
+    GRAFT_SCHEDULER_COSINE = 2,   /* linear warm-up, then cosine to min_lr */
+    GRAFT_SCHEDULER_ONECYCLE = 3, /* PyTorch's OneCycleLR defaults */
+    GRAFT_SCHEDULER_PLATEAU = 4,  /* ReduceLROnPlateau on the validation loss, per epoch */
+    GRAFT_SCHEDULER_COUNT = 5
+} graft_scheduler;
+
+typedef enum graft_precision {
+    GRAFT_PRECISION_FP32 = 0,
+    GRAFT_PRECISION_BF16 = 1, /* head computes in bf16, fp32 master weights */
+    GRAFT_PRECISION_FP16 = 2, /* head computes in fp16, fp32 master weights, dynamic loss scale */
+    GRAFT_PRECISION_COUNT = 3
+} graft_precision;
+
+/* What the trainer reports after every step (epoch_end = 0) and every epoch (epoch_end = 1). */
+typedef struct graft_train_report {
+    int epoch_end;
+    int64_t epoch, step;
+    double loss, accuracy;         /* running over the epoch (accuracy: classification only) */
+    double val_loss, val_accuracy; /* at epoch ends with validation data, else -1 */
+    double lr, loss_scale;
+    double backbone_seconds, head_seconds;
+    int64_t backbone_samples; /* samples the backbone ran for so far (cache misses) */
+} graft_train_report;
+/* Return non-zero to stop training after this step. */
+typedef int (*graft_train_callback)(const graft_train_report *report, void *user);
+
+typedef struct graft_train_options {
+    graft_loss loss;
+    float label_smoothing;
+    const float *class_weights; /* (outputs) or NULL; copied */
+    graft_optimizer optimizer;
+    double lr, momentum, weight_decay, beta1, beta2, eps;
+    int nesterov;
+    graft_scheduler scheduler;
+    int64_t warmup_steps, step_size;
+    double gamma, min_lr;
+    int epochs, batch_size, accumulate; /* accumulate: gradient accumulation over k batches */
+    double clip_norm;                   /* 0: no clipping */
+    graft_precision precision;
+    int early_stop; /* epochs without validation improvement before stopping; 0: off */
+    uint64_t seed;  /* data order, dropout and head initialisation */
+    int ridge_warm_start; /* linear heads: start from the ridge solution on the features */
+    double ridge_lambda;
+    const char *cache_path; /* feature cache file; NULL: keep features in memory only */
+    graft_train_callback callback;
+    void *callback_user;
+} graft_train_options;
+#define GRAFT_TRAIN_OPTIONS_INIT                                                                   \
+    {GRAFT_LOSS_CROSS_ENTROPY, 0.0f, NULL, GRAFT_OPTIMIZER_ADAMW, 1e-3, 0.9, 0.01, 0.9, 0.999,     \
+     1e-8, 0, GRAFT_SCHEDULER_CONSTANT, 0, 10, 0.1, 0.0, 5, 32, 1, 0.0, GRAFT_PRECISION_FP32, 0,  \
+     0, 0, 1e-3, NULL, NULL, NULL}
+
+typedef struct graft_trainer graft_trainer;
+
+/* A trainer for a head on `model`, which must have been cut (graft_model_cut) so that its one
+ * output is the feature tensor (batch, features). The model must outlive the trainer. */
+GRAFT_API graft_status graft_trainer_create(graft_model *model, const graft_head_options *head,
+                                            const graft_train_options *options,
+                                            graft_trainer **out);
+GRAFT_API void graft_trainer_free(graft_trainer *trainer);
+
+/* Train on N samples given as whole tensors: every model input with N along dim 0, and labels
+ * as the loss says. Validation data is optional (NULL, 0, NULL). */
+GRAFT_API graft_status graft_trainer_fit(graft_trainer *trainer, const graft_named_tensor *inputs,
+                                         int n_inputs, const graft_tensor *labels,
+                                         const graft_named_tensor *val_inputs, int n_val_inputs,
+                                         const graft_tensor *val_labels);
+/* Loss and accuracy (classification) of the current head on labelled samples. */
+GRAFT_API graft_status graft_trainer_evaluate(graft_trainer *trainer,
+                                              const graft_named_tensor *inputs, int n_inputs,
+                                              const graft_tensor *labels, double *loss,
+                                              double *accuracy);
+/* Append the trained head to the model: its output becomes the head's logits (named "logits"),
+ * or probabilities when softmax is set ("probabilities"). The trainer stays valid. */
+GRAFT_API graft_status graft_trainer_attach(graft_trainer *trainer, int softmax);
+
+/* ---- Export -------------------------------------------------------------------------------- */
+
+typedef struct graft_export_options {
+    int fp16_weights; /* store float weights as float16 (Cast back to float32 in the graph) */
+    const char *const *class_names; /* n_class_names names, stored in metadata "graft.classes" */
+    int n_class_names;
+    const char *preprocessing; /* free text (JSON), stored in metadata "graft.preprocessing" */
+} graft_export_options;
+#define GRAFT_EXPORT_OPTIONS_INIT {0, NULL, 0, NULL}
+
+/* Write the model as it stands (load-time passes applied: BatchNorm folded; cut and head
+ * attached if they were) as one ONNX file, written atomically. ONNX Runtime and graft load it;
+ * the model's metadata_props are kept and the options' entries added. */
+GRAFT_API graft_status graft_model_export(const graft_model *model, const char *path,
+                                          const graft_export_options *options);
+
 /* Element count of a tensor, or -1 when a dimension is negative or the product overflows. */
 GRAFT_API int64_t graft_tensor_numel(const graft_tensor *t);
 
