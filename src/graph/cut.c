@@ -4,77 +4,32 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "build.h"
 #include "model.h"
 
 #define CUT_OPSET 13 /* opset of the nodes the cut adds (axes as inputs) */
 
-/* A new value named `base`, or base_1, base_2... when the model already uses the name. */
-static graft_status add_unique_value(ir_graph *g, const char *base, int *out, graft_err *e) {
-    char name[256];
-    snprintf(name, sizeof name, "%s", base);
-    for (int i = 1; ir_find_value(g, name) >= 0; i++) snprintf(name, sizeof name, "%s_%d", base, i);
-    return ir_add_value(g, name, out, e);
-}
-
-static graft_status add_const_i64(ir_graph *g, const char *name, int ndim, int64_t value, int *out,
-                                  graft_err *e) {
-    TRY(add_unique_value(g, name, out, e));
-    ir_value *v = &g->values[*out];
+static graft_status add_const_i64(ir_graph *g, const char *name, int ndim, int64_t value,
+                                  int *out, graft_err *e) {
+    tensor t;
     int64_t dims[1] = {1};
-    TRY(tensor_make(&v->data, GRAFT_DTYPE_I64, ndim, dims, e));
-    ((int64_t *)v->data.data)[0] = value;
-    v->is_const = true;
-    v->dtype = GRAFT_DTYPE_I64;
-    v->ndim = ndim;
-    v->dims[0] = 1;
-    return GRAFT_OK;
+    TRY(tensor_make(&t, GRAFT_DTYPE_I64, ndim, dims, e));
+    ((int64_t *)t.data)[0] = value;
+    return graph_add_const(g, name, &t, out, e);
 }
 
 static graft_status add_const_f32(ir_graph *g, const char *name, float value, int *out,
                                   graft_err *e) {
-    TRY(add_unique_value(g, name, out, e));
-    ir_value *v = &g->values[*out];
-    TRY(tensor_make(&v->data, GRAFT_DTYPE_F32, 0, NULL, e));
-    ((float *)v->data.data)[0] = value;
-    v->is_const = true;
-    v->dtype = GRAFT_DTYPE_F32;
-    v->ndim = 0;
-    return GRAFT_OK;
+    tensor t;
+    TRY(tensor_make(&t, GRAFT_DTYPE_F32, 0, NULL, e));
+    ((float *)t.data)[0] = value;
+    return graph_add_const(g, name, &t, out, e);
 }
 
-/* Append node `op` reading `ins` and writing a new value named `name`; an optional int
- * attribute. *out receives the new value. */
 static graft_status add_node(ir_graph *g, const char *op, const int *ins, int n_in,
                              const char *name, const char *attr, int64_t attr_value, int *out,
                              graft_err *e) {
-    TRY(add_unique_value(g, name, out, e));
-    ir_node n;
-    memset(&n, 0, sizeof n);
-    n.name = ir_strdup(g->values[*out].name);
-    n.op_type = ir_strdup(op);
-    n.domain = ir_strdup("");
-    n.inputs = malloc(sizeof(int) * (size_t)n_in);
-    n.outputs = malloc(sizeof(int));
-    n.attrs = calloc(1, sizeof(ir_attr));
-    if (!n.name || !n.op_type || !n.domain || !n.inputs || !n.outputs || !n.attrs) {
-        ir_node_free(&n);
-        return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory cutting the model");
-    }
-    memcpy(n.inputs, ins, sizeof(int) * (size_t)n_in);
-    n.n_in = n_in;
-    n.outputs[0] = *out;
-    n.n_out = 1;
-    if (attr) {
-        n.attrs[0].name = ir_strdup(attr);
-        n.attrs[0].type = IR_ATTR_INT;
-        n.attrs[0].i = attr_value;
-        n.n_attrs = 1;
-    }
-    n.opset = CUT_OPSET;
-    n.op = op_find(op);
-    graft_status st = ir_add_node(g, &n, NULL, e);
-    if (st != GRAFT_OK) ir_node_free(&n);
-    return st;
+    return graph_add_node(g, op, CUT_OPSET, ins, n_in, name, attr, attr_value, out, e);
 }
 
 static int find_mask_input(const ir_graph *g) {
@@ -145,34 +100,6 @@ static graft_status pool(ir_graph *g, int cut, graft_pooling pooling, int *out, 
     return add_node(g, "Gather", (int[]){cut, zero}, 2, "features/cls", "axis", 1, out, e);
 }
 
-/* Make `features` the only output, then drop what no longer feeds it, and unused inputs. */
-static graft_status rewire_outputs(ir_graph *g, int features, graft_err *e) {
-    for (int i = 0; i < g->n_outputs; i++) g->values[g->outputs[i]].is_graph_output = false;
-    g->outputs[0] = features;
-    g->n_outputs = 1;
-    g->values[features].is_graph_output = true;
-    TRY(ir_toposort(g, e));
-    TRY(pass_remove_dead(g, NULL, e));
-    ir_compact(g);
-    char *read = calloc((size_t)g->n_values + 1, 1);
-    if (!read) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory cutting the model");
-    read[features] = 1;
-    for (int i = 0; i < g->n_nodes; i++)
-        for (int k = 0; k < g->nodes[i].n_in; k++)
-            if (g->nodes[i].inputs[k] >= 0) read[g->nodes[i].inputs[k]] = 1;
-    int w = 0;
-    for (int i = 0; i < g->n_inputs; i++) {
-        if (read[g->inputs[i]])
-            g->inputs[w++] = g->inputs[i];
-        else
-            g->values[g->inputs[i]].is_graph_input = false;
-    }
-    g->n_inputs = w;
-    free(read);
-    TRY(graph_infer_shapes(g, e));
-    return graph_optimize(g, e);
-}
-
 static graft_status cut_graph(graft_model *m, const char *cut, graft_pooling pooling,
                               graft_err *e) {
     ir_graph *g = &m->g;
@@ -199,7 +126,7 @@ static graft_status cut_graph(graft_model *m, const char *cut, graft_pooling poo
     features = pooled;
     if (strcmp(g->values[pooled].name, "features") != 0)
         TRY(add_node(g, "Identity", &pooled, 1, "features", NULL, 0, &features, e));
-    return rewire_outputs(g, features, e);
+    return model_set_output(m, features, e);
 }
 
 graft_status graft_model_cut(graft_model *m, const char *cut, graft_pooling pooling) {
@@ -208,15 +135,14 @@ graft_status graft_model_cut(graft_model *m, const char *cut, graft_pooling pool
     err_clear(e);
     if (!cut || pooling < 0 || pooling >= GRAFT_POOLING_COUNT)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT, "graft_model_cut: bad cut or pooling");
-    /* Node indices change: drop kernel state and the executor, rebuild them after. */
-    exec_free(&m->exec);
-    m->backend.release_state(m->backend.impl);
+    int n_values = m->g.n_values, n_nodes = m->g.n_nodes;
     graft_status st = cut_graph(m, cut, pooling, e);
-    if (st != GRAFT_OK) {
-        err_prefix(e, "cutting at '%s'", cut);
-        /* The graph may be half-rewritten; the model stays usable only if rebuilt fine. */
+    if (st != GRAFT_OK) err_prefix(e, "cutting at '%s'", cut);
+    if (st != GRAFT_OK && (m->g.n_values != n_values || m->g.n_nodes != n_nodes)) {
+        /* A failure after nodes were added: the executor must see the graph as it now is. */
+        exec_free(&m->exec);
+        m->backend.release_state(m->backend.impl);
+        exec_init(&m->exec, &m->g, &m->backend, NULL);
     }
-    graft_status st2 = exec_init(&m->exec, &m->g, &m->backend, st == GRAFT_OK ? e : NULL);
-    m->summary_ready = false;
-    return st != GRAFT_OK ? st : st2;
+    return st;
 }

@@ -216,3 +216,36 @@ graft_status graft_model_run_stats(const graft_model *m, graft_run_stats *out) {
     *out = m->exec.stats;
     return GRAFT_OK;
 }
+
+graft_status model_set_output(graft_model *m, int value, graft_err *e) {
+    ir_graph *g = &m->g;
+    exec_free(&m->exec);
+    m->backend.release_state(m->backend.impl);
+    m->summary_ready = false;
+    for (int i = 0; i < g->n_outputs; i++) g->values[g->outputs[i]].is_graph_output = false;
+    g->outputs[0] = value;
+    g->n_outputs = 1;
+    g->values[value].is_graph_output = true;
+    graft_status st = ir_toposort(g, e);
+    if (st == GRAFT_OK) st = pass_remove_dead(g, NULL, e);
+    char *read = st == GRAFT_OK ? calloc((size_t)g->n_values + 1, 1) : NULL;
+    if (st == GRAFT_OK && !read) st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    if (st == GRAFT_OK) {
+        ir_compact(g);
+        read[value] = 1;
+        for (int i = 0; i < g->n_nodes; i++)
+            for (int k = 0; k < g->nodes[i].n_in; k++)
+                if (g->nodes[i].inputs[k] >= 0) read[g->nodes[i].inputs[k]] = 1;
+        int w = 0;
+        for (int i = 0; i < g->n_inputs; i++) {
+            if (read[g->inputs[i]]) g->inputs[w++] = g->inputs[i];
+            else g->values[g->inputs[i]].is_graph_input = false;
+        }
+        g->n_inputs = w;
+        st = graph_infer_shapes(g, e);
+    }
+    free(read);
+    if (st == GRAFT_OK) st = graph_optimize(g, e);
+    graft_status st2 = exec_init(&m->exec, g, &m->backend, st == GRAFT_OK ? e : NULL);
+    return st != GRAFT_OK ? st : st2;
+}

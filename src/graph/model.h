@@ -27,4 +27,8 @@ struct graft_model {
 graft_status model_bind_inputs(const graft_model *m, const graft_named_tensor *inputs, int n_inputs,
                                tensor *bound, graft_err *e);
 
+/* Make value the model's only output: drop what no longer feeds it and inputs nothing reads,
+ * re-run the passes and rebuild the executor (node indices change, so kernel state goes). */
+graft_status model_set_output(graft_model *m, int value, graft_err *e);
+
 #endif

@@ -1,0 +1,63 @@
+/* build.c: adding constants and nodes to a loaded graph, with names kept unique. */
+#include "build.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+graft_status graph_add_value(ir_graph *g, const char *name, int *out, graft_err *e) {
+    char unique[256];
+    snprintf(unique, sizeof unique, "%s", name);
+    for (int i = 1; ir_find_value(g, unique) >= 0; i++)
+        snprintf(unique, sizeof unique, "%s_%d", name, i);
+    return ir_add_value(g, unique, out, e);
+}
+
+graft_status graph_add_const(ir_graph *g, const char *name, tensor *data, int *out, graft_err *e) {
+    TRY(graph_add_value(g, name, out, e));
+    ir_value *v = &g->values[*out];
+    v->data = *data;
+    memset(data, 0, sizeof *data);
+    v->is_const = true;
+    v->dtype = v->data.dtype;
+    v->ndim = v->data.ndim;
+    memcpy(v->dims, v->data.dims, sizeof v->dims);
+    return GRAFT_OK;
+}
+
+graft_status graph_add_node(ir_graph *g, const char *op, int opset, const int *ins, int n_in,
+                            const char *name, const char *attr, int64_t attr_value, int *out,
+                            graft_err *e) {
+    TRY(graph_add_value(g, name, out, e));
+    ir_node n;
+    memset(&n, 0, sizeof n);
+    n.name = ir_strdup(g->values[*out].name);
+    n.op_type = ir_strdup(op);
+    n.domain = ir_strdup("");
+    n.inputs = malloc(sizeof(int) * (size_t)(n_in > 0 ? n_in : 1));
+    n.outputs = malloc(sizeof(int));
+    n.attrs = calloc(1, sizeof(ir_attr));
+    if (!n.name || !n.op_type || !n.domain || !n.inputs || !n.outputs || !n.attrs) {
+        ir_node_free(&n);
+        return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory adding node '%s'", name);
+    }
+    memcpy(n.inputs, ins, sizeof(int) * (size_t)n_in);
+    n.n_in = n_in;
+    n.outputs[0] = *out;
+    n.n_out = 1;
+    if (attr) {
+        n.attrs[0].name = ir_strdup(attr);
+        n.attrs[0].type = IR_ATTR_INT;
+        n.attrs[0].i = attr_value;
+        n.n_attrs = 1;
+        if (!n.attrs[0].name) {
+            ir_node_free(&n);
+            return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory adding node '%s'", name);
+        }
+    }
+    n.opset = opset;
+    n.op = op_find(op);
+    graft_status st = ir_add_node(g, &n, NULL, e);
+    if (st != GRAFT_OK) ir_node_free(&n);
+    return st;
+}
