@@ -224,7 +224,8 @@ typedef struct graft_head_options {
     graft_init init;
     uint64_t seed;
 } graft_head_options;
-#define GRAFT_HEAD_OPTIONS_INIT {0, 0, {0}, GRAFT_ACTIVATION_RELU, 0.0f, GRAFT_INIT_KAIMING, 0}
+#define GRAFT_HEAD_OPTIONS_INIT                                                                    \
+    { 0, 0, {0}, GRAFT_ACTIVATION_RELU, 0.0f, GRAFT_INIT_KAIMING, 0 }
 
 typedef enum graft_loss {
     GRAFT_LOSS_CROSS_ENTROPY = 0, /* labels: int64 class indices (N) */
@@ -283,18 +284,23 @@ typedef struct graft_train_options {
     int epochs, batch_size, accumulate; /* accumulate: gradient accumulation over k batches */
     double clip_norm;                   /* 0: no clipping */
     graft_precision precision;
-    int early_stop; /* epochs without validation improvement before stopping; 0: off */
-    uint64_t seed;  /* data order, dropout and head initialisation */
+    int early_stop;       /* epochs without validation improvement before stopping; 0: off */
+    uint64_t seed;        /* data order, dropout and head initialisation */
     int ridge_warm_start; /* linear heads: start from the ridge solution on the features */
     double ridge_lambda;
-    const char *cache_path; /* feature cache file; NULL: keep features in memory only */
+    const char *cache_path;  /* feature cache file (validation: cache_path + ".val"); NULL: keep
+                                features in memory only. Keyed by the cut model's content and the
+                                input data: a change to either rebuilds it; so does damage */
+    graft_dtype cache_dtype; /* GRAFT_DTYPE_F32, F16 or BF16 (half the size) */
     graft_train_callback callback;
     void *callback_user;
 } graft_train_options;
 #define GRAFT_TRAIN_OPTIONS_INIT                                                                   \
-    {GRAFT_LOSS_CROSS_ENTROPY, 0.0f, NULL, GRAFT_OPTIMIZER_ADAMW, 1e-3, 0.9, 0.01, 0.9, 0.999,     \
-     1e-8, 0, GRAFT_SCHEDULER_CONSTANT, 0, 10, 0.1, 0.0, 5, 32, 1, 0.0, GRAFT_PRECISION_FP32, 0,  \
-     0, 0, 1e-3, NULL, NULL, NULL}
+    {                                                                                              \
+        GRAFT_LOSS_CROSS_ENTROPY, 0.0f, NULL, GRAFT_OPTIMIZER_ADAMW, 1e-3, 0.9, 0.01, 0.9, 0.999,  \
+            1e-8, 0, GRAFT_SCHEDULER_CONSTANT, 0, 10, 0.1, 0.0, 5, 32, 1, 0.0,                     \
+            GRAFT_PRECISION_FP32, 0, 0, 0, 1e-3, NULL, GRAFT_DTYPE_F32, NULL, NULL                 \
+    }
 
 typedef struct graft_trainer graft_trainer;
 
@@ -328,7 +334,8 @@ typedef struct graft_export_options {
     int n_class_names;
     const char *preprocessing; /* free text (JSON), stored in metadata "graft.preprocessing" */
 } graft_export_options;
-#define GRAFT_EXPORT_OPTIONS_INIT {0, NULL, 0, NULL}
+#define GRAFT_EXPORT_OPTIONS_INIT                                                                  \
+    { 0, NULL, 0, NULL }
 
 /* Write the model as it stands (load-time passes applied: BatchNorm folded; cut and head
  * attached if they were) as one ONNX file, written atomically. ONNX Runtime and graft load it;

@@ -70,8 +70,20 @@ if setup_build build/release --buildtype=release; then
     run_suite api $R/tests/test_api "$GEN/bad" "$GEN"
     run_suite loader_forms $R/tests/test_loader_forms
     run_suite optim $R/tests/test_optim
+    run_suite safetensors_py python3 tools/check_safetensors.py write build/test-logs/st
+    run_suite safetensors $R/tests/test_safetensors build/test-logs/st
+    run_suite safetensors_py_read python3 tools/check_safetensors.py read build/test-logs/st
+    run_suite ridge $R/tests/test_ridge tests/data/ridge_fixture.txt
     run_suite grad $R/tests/test_grad tests/data/loss_fixtures.json
     run_suite cut $R/tests/test_cut "$GEN"
+    run_suite trainer $R/tests/test_trainer tests/data/trainer_fixtures.txt
+    run_suite fit $R/tests/test_fit "$GEN"
+    run_suite digits_data python3 tools/export_digits.py build/test-logs/digits
+    run_suite transfer $R/tests/test_transfer models/digits_cnn.onnx build/test-logs/digits
+    rm -rf build/test-logs/export
+    run_suite export $R/tests/test_export "$GEN" build/test-logs/export
+    run_suite export_ort python3 tools/check_export.py build/test-logs/export
+    run_suite feature_cache $R/tests/test_feature_cache
     run_suite cli tests/test_cli.sh $R/graft "$GEN"
 else
     echo "FAIL build_release"; failed=$((failed + 1))
@@ -84,8 +96,15 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Db_sanitize=address
     run_suite asan_api $A/tests/test_api "$GEN/bad" "$GEN"
     run_suite asan_loader_forms $A/tests/test_loader_forms
     run_suite asan_optim $A/tests/test_optim
+    run_suite asan_safetensors $A/tests/test_safetensors build/test-logs/st
+    run_suite asan_ridge $A/tests/test_ridge tests/data/ridge_fixture.txt
     run_suite asan_grad $A/tests/test_grad tests/data/loss_fixtures.json
     run_suite asan_cut $A/tests/test_cut "$GEN"
+    run_suite asan_trainer $A/tests/test_trainer tests/data/trainer_fixtures.txt
+    run_suite asan_fit $A/tests/test_fit "$GEN"
+    rm -rf build/test-logs/export-asan
+    run_suite asan_export $A/tests/test_export "$GEN" build/test-logs/export-asan
+    run_suite asan_feature_cache $A/tests/test_feature_cache
     run_suite asan_conformance $A/tests/conformance --reference --known tests/known_failures.txt
     run_suite asan_parity $A/tests/test_parity "$GEN" bert_tiny_decomposed mobilenet_tiny
     for t in $A/tests/test_shape_inference; do

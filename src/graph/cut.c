@@ -9,8 +9,8 @@
 
 #define CUT_OPSET 13 /* opset of the nodes the cut adds (axes as inputs) */
 
-static graft_status add_const_i64(ir_graph *g, const char *name, int ndim, int64_t value,
-                                  int *out, graft_err *e) {
+static graft_status add_const_i64(ir_graph *g, const char *name, int ndim, int64_t value, int *out,
+                                  graft_err *e) {
     tensor t;
     int64_t dims[1] = {1};
     TRY(tensor_make(&t, GRAFT_DTYPE_I64, ndim, dims, e));

@@ -23,6 +23,7 @@ graft_status exec_init(executor *x, ir_graph *g, graft_backend *be, graft_err *e
     memset(x, 0, sizeof *x);
     x->g = g;
     x->be = be;
+    x->n_values = g->n_values;
     size_t nv = (size_t)g->n_values + 1;
     x->vals = calloc(nv, sizeof *x->vals);
     x->owned = calloc(nv, 1);
@@ -41,7 +42,7 @@ graft_status exec_init(executor *x, ir_graph *g, graft_backend *be, graft_err *e
 }
 
 static void release_all(executor *x) {
-    for (int v = 0; v < x->g->n_values; v++) free_owned(x, v);
+    for (int v = 0; v < x->n_values; v++) free_owned(x, v);
 }
 
 void exec_free(executor *x) {

@@ -19,6 +19,7 @@ typedef struct exec_plan {
 typedef struct executor {
     ir_graph *g;
     graft_backend *be;
+    int n_values;         /* values when the executor was made (the graph may grow later) */
     tensor *vals;         /* per value, the run-time tensor */
     unsigned char *owned; /* per value: 0 borrowed, 1 malloc'ed, 2 in the arena */
     int *last_use; /* per value: index of the last node reading it (n_nodes: a graph output) */

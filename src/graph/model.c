@@ -238,8 +238,10 @@ graft_status model_set_output(graft_model *m, int value, graft_err *e) {
                 if (g->nodes[i].inputs[k] >= 0) read[g->nodes[i].inputs[k]] = 1;
         int w = 0;
         for (int i = 0; i < g->n_inputs; i++) {
-            if (read[g->inputs[i]]) g->inputs[w++] = g->inputs[i];
-            else g->values[g->inputs[i]].is_graph_input = false;
+            if (read[g->inputs[i]])
+                g->inputs[w++] = g->inputs[i];
+            else
+                g->values[g->inputs[i]].is_graph_input = false;
         }
         g->n_inputs = w;
         st = graph_infer_shapes(g, e);

@@ -1,0 +1,578 @@
+/* feature_cache.c: the feature cache (memory or mmapped file with checksummed header) and the
+ * model content hash that keys it. */
+#include "feature_cache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../core/half.h"
+#include "../core/hash.h"
+#include "../core/tensor.h"
+
+#define FC_MAGIC "GRAFTFC" /* 8 bytes with the NUL */
+#define FC_VERSION 1u
+#define FC_FIXED 96u      /* bytes of fixed header fields */
+#define FC_ALIGN 4096u    /* header padded to this, so the payload is page aligned */
+#define FC_MAX_STR 65536u /* longest cut / preprocessing string */
+#define FC_ENDIAN_TAG 0x01020304u
+#define FC_STATE_CLEAN 1u
+#define FC_STATE_DIRTY 2u
+#define FC_SEED 0x6772616674666331ull /* "graftfc1" */
+
+/* Fixed header field offsets. */
+enum {
+    OFF_MAGIC = 0,
+    OFF_VERSION = 8,
+    OFF_HEADER_SIZE = 12,
+    OFF_ENDIAN = 16,
+    OFF_DTYPE = 20,
+    OFF_MODEL_HASH = 24,
+    OFF_KEY_HASH = 32,
+    OFF_N = 40,
+    OFF_DIM = 48,
+    OFF_STATE = 56,
+    OFF_CUT_LEN = 60,
+    OFF_PREP_LEN = 64,
+    OFF_PRESENT = 72,
+    OFF_PAYLOAD_SUM = 80,
+    OFF_HEADER_SUM = 88
+};
+
+struct feature_cache {
+    int64_t n, dim;
+    graft_dtype storage;
+    size_t elem_bytes, row_bytes;
+    size_t bitmap_bytes, payload_bytes; /* payload = bitmap + rows */
+    uint8_t *bitmap;                    /* (bitmap_bytes) */
+    uint8_t *rows;                      /* (n, dim) of storage */
+    int64_t present, hits, misses;
+    /* memory caches */
+    uint8_t *mem;
+    /* file caches */
+    int fd; /* -1 for memory caches */
+    uint8_t *map;
+    size_t map_bytes, header_bytes;
+    bool dirty;
+    uint64_t model_hash, key_hash;
+    char *cut, *prep;
+    feature_cache_reason reason;
+    char detail[256];
+};
+
+const char *feature_cache_reason_str(feature_cache_reason r) {
+    switch (r) {
+    case FEATURE_CACHE_NEW:
+        return "new";
+    case FEATURE_CACHE_REUSED:
+        return "reused";
+    case FEATURE_CACHE_REBUILT_KEY_CHANGED:
+        return "rebuilt: key changed";
+    case FEATURE_CACHE_REBUILT_SHAPE_CHANGED:
+        return "rebuilt: shape or storage changed";
+    case FEATURE_CACHE_REBUILT_CORRUPT:
+        return "rebuilt: corrupt or incomplete";
+    }
+    return "unknown";
+}
+
+/* ---- little-endian field access ---- */
+
+static void put_u32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put_u64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint32_t get_u32(const uint8_t *p) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
+    return v;
+}
+static uint64_t get_u64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static uint64_t key_hash_of(uint64_t model_hash, const char *cut, const char *prep) {
+    hash64_state s;
+    hash64_init(&s, FC_SEED);
+    hash64_update_u64(&s, model_hash);
+    hash64_update_str(&s, cut);
+    hash64_update_str(&s, prep);
+    return hash64_final(&s);
+}
+
+/* Checksum of a header of `len` bytes, its own checksum field counted as zero. */
+static uint64_t header_checksum(const uint8_t *h, size_t len) {
+    hash64_state s;
+    hash64_init(&s, FC_SEED ^ 1);
+    hash64_update(&s, h, OFF_HEADER_SUM);
+    hash64_update_u64(&s, 0);
+    hash64_update(&s, h + OFF_HEADER_SUM + 8, len - OFF_HEADER_SUM - 8);
+    return hash64_final(&s);
+}
+
+static uint64_t payload_checksum(const feature_cache *fc) {
+    return hash64(fc->bitmap, fc->payload_bytes, FC_SEED ^ 2);
+}
+
+static int64_t popcount_bytes(const uint8_t *b, size_t n) {
+    int64_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        for (uint8_t x = b[i]; x; x &= (uint8_t)(x - 1)) c++;
+    return c;
+}
+
+/* Fill the header at fc->map from fc's fields (state and checksums as given). */
+static void write_header(feature_cache *fc, uint32_t state, uint64_t payload_sum) {
+    uint8_t *h = fc->map;
+    size_t cl = strlen(fc->cut), pl = strlen(fc->prep);
+    uint32_t endian = FC_ENDIAN_TAG;
+    memset(h, 0, fc->header_bytes);
+    memcpy(h + OFF_MAGIC, FC_MAGIC, 8);
+    put_u32(h + OFF_VERSION, FC_VERSION);
+    put_u32(h + OFF_HEADER_SIZE, (uint32_t)fc->header_bytes);
+    memcpy(h + OFF_ENDIAN, &endian, 4); /* host order: tells a foreign-endian reader to rebuild */
+    put_u32(h + OFF_DTYPE, (uint32_t)fc->storage);
+    put_u64(h + OFF_MODEL_HASH, fc->model_hash);
+    put_u64(h + OFF_KEY_HASH, fc->key_hash);
+    put_u64(h + OFF_N, (uint64_t)fc->n);
+    put_u64(h + OFF_DIM, (uint64_t)fc->dim);
+    put_u32(h + OFF_STATE, state);
+    put_u32(h + OFF_CUT_LEN, (uint32_t)cl);
+    put_u32(h + OFF_PREP_LEN, (uint32_t)pl);
+    put_u64(h + OFF_PRESENT, (uint64_t)fc->present);
+    put_u64(h + OFF_PAYLOAD_SUM, payload_sum);
+    memcpy(h + FC_FIXED, fc->cut, cl);
+    memcpy(h + FC_FIXED + cl, fc->prep, pl);
+    put_u64(h + OFF_HEADER_SUM, header_checksum(h, FC_FIXED + cl + pl));
+}
+
+static graft_status sync_header(feature_cache *fc, graft_err *e) {
+    if (msync(fc->map, fc->header_bytes, MS_SYNC) != 0)
+        return err_set(e, GRAFT_E_IO, "feature cache: msync failed: %s", strerror(errno));
+    return GRAFT_OK;
+}
+
+/* ---- validation of an existing file ---- */
+
+#define REJECT(r, ...)                                                                             \
+    do {                                                                                           \
+        snprintf(fc->detail, sizeof fc->detail, __VA_ARGS__);                                      \
+        return (r);                                                                                \
+    } while (0)
+
+/* Check the header at h (the first `avail` bytes of a file of file_size bytes) against fc. */
+static feature_cache_reason check_header(feature_cache *fc, const uint8_t *h, size_t avail,
+                                         uint64_t file_size) {
+    const feature_cache_reason bad = FEATURE_CACHE_REBUILT_CORRUPT;
+    if (avail < FC_FIXED) REJECT(bad, "file too short for a header (%zu bytes)", avail);
+    if (memcmp(h + OFF_MAGIC, FC_MAGIC, 8) != 0) REJECT(bad, "not a graft feature cache (magic)");
+    if (get_u32(h + OFF_VERSION) != FC_VERSION)
+        REJECT(bad, "format version %u, expected %u", get_u32(h + OFF_VERSION), FC_VERSION);
+    uint32_t endian;
+    memcpy(&endian, h + OFF_ENDIAN, 4);
+    if (endian != FC_ENDIAN_TAG) REJECT(bad, "written on a host of other byte order");
+    uint64_t cl = get_u32(h + OFF_CUT_LEN), pl = get_u32(h + OFF_PREP_LEN);
+    uint64_t hsize = get_u32(h + OFF_HEADER_SIZE);
+    if (cl > FC_MAX_STR || pl > FC_MAX_STR || FC_FIXED + cl + pl > hsize || hsize > avail)
+        REJECT(bad, "header sizes inconsistent or header truncated");
+    if (header_checksum(h, FC_FIXED + cl + pl) != get_u64(h + OFF_HEADER_SUM))
+        REJECT(bad, "header checksum mismatch");
+    const char *cut = (const char *)h + FC_FIXED, *prep = cut + cl;
+    if (get_u64(h + OFF_MODEL_HASH) != fc->model_hash)
+        REJECT(FEATURE_CACHE_REBUILT_KEY_CHANGED, "model hash %016llx, expected %016llx",
+               (unsigned long long)get_u64(h + OFF_MODEL_HASH), (unsigned long long)fc->model_hash);
+    if (cl != strlen(fc->cut) || memcmp(cut, fc->cut, cl) != 0)
+        REJECT(FEATURE_CACHE_REBUILT_KEY_CHANGED, "cut '%.*s', expected '%s'",
+               (int)(cl > 80 ? 80 : cl), cut, fc->cut);
+    if (pl != strlen(fc->prep) || memcmp(prep, fc->prep, pl) != 0)
+        REJECT(FEATURE_CACHE_REBUILT_KEY_CHANGED, "preprocessing changed");
+    if ((int64_t)get_u64(h + OFF_N) != fc->n || (int64_t)get_u64(h + OFF_DIM) != fc->dim ||
+        get_u32(h + OFF_DTYPE) != (uint32_t)fc->storage)
+        REJECT(FEATURE_CACHE_REBUILT_SHAPE_CHANGED,
+               "file has %lld x %lld %s, expected %lld x %lld %s", (long long)get_u64(h + OFF_N),
+               (long long)get_u64(h + OFF_DIM),
+               graft_dtype_name((graft_dtype)get_u32(h + OFF_DTYPE)), (long long)fc->n,
+               (long long)fc->dim, graft_dtype_name(fc->storage));
+    if (hsize != fc->header_bytes)
+        REJECT(bad, "header size %llu, expected %zu", (unsigned long long)hsize, fc->header_bytes);
+    if (get_u32(h + OFF_STATE) != FC_STATE_CLEAN)
+        REJECT(bad, "an earlier writer did not finish (crash or still open)");
+    if (file_size != fc->map_bytes)
+        REJECT(bad, "file is %llu bytes, expected %zu (truncated?)", (unsigned long long)file_size,
+               fc->map_bytes);
+    return FEATURE_CACHE_REUSED;
+}
+
+/* Try to reuse the open file fc->fd; on success fc->map is mapped and verified. */
+static feature_cache_reason try_reuse(feature_cache *fc, uint64_t file_size) {
+    uint8_t *h = calloc(1, fc->header_bytes);
+    if (!h) REJECT(FEATURE_CACHE_REBUILT_CORRUPT, "out of memory reading the header");
+    size_t want = file_size < fc->header_bytes ? (size_t)file_size : fc->header_bytes;
+    ssize_t got = pread(fc->fd, h, want, 0);
+    feature_cache_reason r = check_header(fc, h, got < 0 ? 0 : (size_t)got, file_size);
+    uint64_t present = get_u64(h + OFF_PRESENT), sum = get_u64(h + OFF_PAYLOAD_SUM);
+    free(h);
+    if (r != FEATURE_CACHE_REUSED) return r;
+    fc->map = mmap(NULL, fc->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fc->fd, 0);
+    if (fc->map == MAP_FAILED) {
+        fc->map = NULL;
+        REJECT(FEATURE_CACHE_REBUILT_CORRUPT, "mmap failed: %s", strerror(errno));
+    }
+    fc->bitmap = fc->map + fc->header_bytes;
+    fc->rows = fc->bitmap + fc->bitmap_bytes;
+    if (payload_checksum(fc) != sum)
+        REJECT(FEATURE_CACHE_REBUILT_CORRUPT, "payload checksum mismatch");
+    fc->present = popcount_bytes(fc->bitmap, fc->bitmap_bytes);
+    if ((uint64_t)fc->present != present)
+        REJECT(FEATURE_CACHE_REBUILT_CORRUPT, "present count %llu, bitmap has %lld",
+               (unsigned long long)present, (long long)fc->present);
+    snprintf(fc->detail, sizeof fc->detail, "reused %lld of %lld rows", (long long)fc->present,
+             (long long)fc->n);
+    return FEATURE_CACHE_REUSED;
+}
+
+/* Replace the file with a fresh, empty one of the right size, marked dirty. */
+static graft_status fresh_file(feature_cache *fc, const char *path, graft_err *e) {
+    if (fc->map) munmap(fc->map, fc->map_bytes);
+    fc->map = NULL;
+    if (ftruncate(fc->fd, 0) != 0 || ftruncate(fc->fd, (off_t)fc->map_bytes) != 0)
+        return err_set(e, GRAFT_E_IO, "feature cache '%s': cannot size the file to %zu bytes: %s",
+                       path, fc->map_bytes, strerror(errno));
+    fc->map = mmap(NULL, fc->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fc->fd, 0);
+    if (fc->map == MAP_FAILED) {
+        fc->map = NULL;
+        return err_set(e, GRAFT_E_IO, "feature cache '%s': mmap failed: %s", path, strerror(errno));
+    }
+    fc->bitmap = fc->map + fc->header_bytes;
+    fc->rows = fc->bitmap + fc->bitmap_bytes;
+    fc->present = 0;
+    write_header(fc, FC_STATE_DIRTY, 0);
+    fc->dirty = true;
+    return sync_header(fc, e);
+}
+
+/* ---- open / close ---- */
+
+static graft_status size_layout(feature_cache *fc, graft_err *e) {
+    fc->elem_bytes = graft_dtype_size(fc->storage);
+    int64_t row = dtype_bytes(fc->storage, fc->dim);
+    int64_t rows = row < 0 ? -1 : dims_numel(2, (const int64_t[]){fc->n, row});
+    if (rows < 0 || (uint64_t)rows > SIZE_MAX / 2)
+        return err_set(e, GRAFT_E_OUT_OF_MEMORY, "feature cache: %lld x %lld %s is too large",
+                       (long long)fc->n, (long long)fc->dim, graft_dtype_name(fc->storage));
+    fc->row_bytes = (size_t)row;
+    fc->bitmap_bytes = (((size_t)fc->n + 7) / 8 + 7) & ~(size_t)7;
+    fc->payload_bytes = fc->bitmap_bytes + (size_t)rows;
+    size_t strs = strlen(fc->cut) + strlen(fc->prep);
+    fc->header_bytes = (FC_FIXED + strs + FC_ALIGN - 1) / FC_ALIGN * FC_ALIGN;
+    fc->map_bytes = fc->header_bytes + fc->payload_bytes;
+    return GRAFT_OK;
+}
+
+static graft_status check_args(const feature_cache_key *key, int64_t n, int64_t dim,
+                               graft_dtype storage, graft_err *e) {
+    if (!key) return err_set(e, GRAFT_E_INVALID_ARGUMENT, "feature cache: no key");
+    if (n <= 0 || dim <= 0)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "feature cache: n_samples (%lld) and dim (%lld) must be positive",
+                       (long long)n, (long long)dim);
+    if (storage != GRAFT_DTYPE_F32 && storage != GRAFT_DTYPE_F16 && storage != GRAFT_DTYPE_BF16)
+        return err_set(e, GRAFT_E_DTYPE, "feature cache: storage must be f32, f16 or bf16, not %s",
+                       graft_dtype_name(storage));
+    if ((key->cut && strlen(key->cut) > FC_MAX_STR) ||
+        (key->preprocessing && strlen(key->preprocessing) > FC_MAX_STR))
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "feature cache: cut or preprocessing string longer than %u bytes",
+                       FC_MAX_STR);
+    return GRAFT_OK;
+}
+
+static graft_status open_file(feature_cache *fc, const char *path, graft_err *e) {
+    fc->fd = open(path, O_RDWR);
+    bool existed = fc->fd >= 0;
+    if (!existed && errno == ENOENT) fc->fd = open(path, O_RDWR | O_CREAT, 0644);
+    if (fc->fd < 0)
+        return err_set(e, GRAFT_E_IO, "feature cache '%s': cannot open: %s", path, strerror(errno));
+    if (flock(fc->fd, LOCK_EX | LOCK_NB) != 0)
+        return err_set(e, GRAFT_E_IO, "feature cache '%s': in use by another process (%s)", path,
+                       strerror(errno));
+    if (existed) {
+        struct stat st;
+        if (fstat(fc->fd, &st) != 0)
+            return err_set(e, GRAFT_E_IO, "feature cache '%s': fstat: %s", path, strerror(errno));
+        fc->reason = try_reuse(fc, (uint64_t)st.st_size);
+        if (fc->reason == FEATURE_CACHE_REUSED) return GRAFT_OK;
+    } else {
+        fc->reason = FEATURE_CACHE_NEW;
+        snprintf(fc->detail, sizeof fc->detail, "no file at the path");
+    }
+    return fresh_file(fc, path, e);
+}
+
+graft_status feature_cache_open(feature_cache **out, feature_cache_reason *reason, const char *path,
+                                const feature_cache_key *key, int64_t n_samples, int64_t dim,
+                                graft_dtype storage, graft_err *e) {
+    if (!out) return err_set(e, GRAFT_E_INVALID_ARGUMENT, "feature cache: out is NULL");
+    *out = NULL;
+    TRY(check_args(key, n_samples, dim, storage, e));
+    feature_cache *fc = calloc(1, sizeof *fc);
+    if (!fc) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "feature cache: out of memory");
+    fc->fd = -1;
+    fc->n = n_samples;
+    fc->dim = dim;
+    fc->storage = storage;
+    fc->model_hash = key->model_hash;
+    fc->cut = ir_strdup(key->cut ? key->cut : "");
+    fc->prep = ir_strdup(key->preprocessing ? key->preprocessing : "");
+    graft_status st = GRAFT_OK;
+    if (!fc->cut || !fc->prep)
+        st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "feature cache: out of memory");
+    if (st == GRAFT_OK) st = size_layout(fc, e);
+    fc->key_hash = key_hash_of(fc->model_hash, fc->cut, fc->prep);
+    if (st == GRAFT_OK && !path) {
+        fc->reason = FEATURE_CACHE_NEW;
+        snprintf(fc->detail, sizeof fc->detail, "in memory");
+        fc->mem = calloc(1, fc->payload_bytes);
+        if (!fc->mem)
+            st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "feature cache: cannot allocate %zu bytes",
+                         fc->payload_bytes);
+        fc->bitmap = fc->mem;
+        fc->rows = fc->mem ? fc->mem + fc->bitmap_bytes : NULL;
+    } else if (st == GRAFT_OK) {
+        st = open_file(fc, path, e);
+    }
+    if (st != GRAFT_OK) {
+        fc->dirty = false; /* nothing worth flushing */
+        feature_cache_close(fc, NULL);
+        return st;
+    }
+    if (reason) *reason = fc->reason;
+    *out = fc;
+    return GRAFT_OK;
+}
+
+graft_status feature_cache_sync(feature_cache *fc, graft_err *e) {
+    if (!fc) return err_set(e, GRAFT_E_INVALID_ARGUMENT, "feature cache: NULL");
+    if (!fc->map || !fc->dirty) return GRAFT_OK;
+    /* Payload first, then the header that vouches for it. */
+    if (msync(fc->map, fc->map_bytes, MS_SYNC) != 0)
+        return err_set(e, GRAFT_E_IO, "feature cache: msync failed: %s", strerror(errno));
+    write_header(fc, FC_STATE_CLEAN, payload_checksum(fc));
+    TRY(sync_header(fc, e));
+    fc->dirty = false;
+    return GRAFT_OK;
+}
+
+graft_status feature_cache_close(feature_cache *fc, graft_err *e) {
+    if (!fc) return GRAFT_OK;
+    graft_status st = feature_cache_sync(fc, e);
+    if (fc->map) munmap(fc->map, fc->map_bytes);
+    if (fc->fd >= 0) close(fc->fd);
+    free(fc->mem);
+    free(fc->cut);
+    free(fc->prep);
+    free(fc);
+    return st;
+}
+
+/* ---- rows ---- */
+
+bool feature_cache_has(const feature_cache *fc, int64_t i) {
+    if (!fc || i < 0 || i >= fc->n) return false;
+    return (fc->bitmap[i >> 3] >> (i & 7)) & 1;
+}
+
+static graft_status check_row(const feature_cache *fc, const void *p, int64_t i, graft_err *e) {
+    if (!fc || !p) return err_set(e, GRAFT_E_INVALID_ARGUMENT, "feature cache: NULL argument");
+    if (i < 0 || i >= fc->n)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "feature cache: sample index %lld out of range [0, %lld)", (long long)i,
+                       (long long)fc->n);
+    return GRAFT_OK;
+}
+
+graft_status feature_cache_put(feature_cache *fc, int64_t i, const float *features /* (dim) */,
+                               graft_err *e) {
+    TRY(check_row(fc, features, i, e));
+    if (fc->map && !fc->dirty) { /* mark the file dirty on disk before touching the payload */
+        write_header(fc, FC_STATE_DIRTY, 0);
+        TRY(sync_header(fc, e));
+        fc->dirty = true;
+    }
+    uint8_t *row = fc->rows + (size_t)i * fc->row_bytes;
+    if (fc->storage == GRAFT_DTYPE_F32) {
+        memcpy(row, features, fc->row_bytes);
+    } else {
+        bool f16 = fc->storage == GRAFT_DTYPE_F16;
+        for (int64_t k = 0; k < fc->dim; k++) {
+            uint16_t h = f16 ? f32_to_f16(features[k]) : f32_to_bf16(features[k]);
+            memcpy(row + 2 * k, &h, 2);
+        }
+    }
+    if (!feature_cache_has(fc, i)) {
+        fc->bitmap[i >> 3] |= (uint8_t)(1u << (i & 7));
+        fc->present++;
+    }
+    return GRAFT_OK;
+}
+
+graft_status feature_cache_get(feature_cache *fc, float *out /* (dim) */, bool *found, int64_t i,
+                               graft_err *e) {
+    TRY(check_row(fc, out, i, e));
+    if (!found) return err_set(e, GRAFT_E_INVALID_ARGUMENT, "feature cache: found is NULL");
+    *found = feature_cache_has(fc, i);
+    if (!*found) {
+        fc->misses++;
+        return GRAFT_OK;
+    }
+    fc->hits++;
+    const uint8_t *row = fc->rows + (size_t)i * fc->row_bytes;
+    if (fc->storage == GRAFT_DTYPE_F32) {
+        memcpy(out, row, fc->row_bytes);
+    } else {
+        bool f16 = fc->storage == GRAFT_DTYPE_F16;
+        for (int64_t k = 0; k < fc->dim; k++) {
+            uint16_t h;
+            memcpy(&h, row + 2 * k, 2);
+            out[k] = f16 ? f16_to_f32(h) : bf16_to_f32(h);
+        }
+    }
+    return GRAFT_OK;
+}
+
+bool feature_cache_complete(const feature_cache *fc) {
+    return fc && fc->present == fc->n;
+}
+int64_t feature_cache_count(const feature_cache *fc) {
+    return fc ? fc->present : 0;
+}
+int64_t feature_cache_hits(const feature_cache *fc) {
+    return fc ? fc->hits : 0;
+}
+int64_t feature_cache_misses(const feature_cache *fc) {
+    return fc ? fc->misses : 0;
+}
+int64_t feature_cache_dim(const feature_cache *fc) {
+    return fc ? fc->dim : 0;
+}
+int64_t feature_cache_n_samples(const feature_cache *fc) {
+    return fc ? fc->n : 0;
+}
+graft_dtype feature_cache_storage(const feature_cache *fc) {
+    return fc ? fc->storage : GRAFT_DTYPE_UNDEFINED;
+}
+feature_cache_reason feature_cache_open_reason(const feature_cache *fc) {
+    return fc ? fc->reason : FEATURE_CACHE_NEW;
+}
+const char *feature_cache_reason_detail(const feature_cache *fc) {
+    return fc ? fc->detail : "";
+}
+
+/* ---- model content hash ---- */
+
+static void hash_tensor(hash64_state *s, const tensor *t) {
+    hash64_update_u64(s, (uint64_t)t->dtype);
+    hash64_update_u64(s, (uint64_t)(int64_t)t->ndim);
+    for (int d = 0; d < t->ndim && d < GRAFT_MAX_DIMS; d++)
+        hash64_update_u64(s, (uint64_t)t->dims[d]);
+    int64_t nb = t->data ? tensor_nbytes(t) : -1;
+    hash64_update_u64(s, (uint64_t)nb);
+    if (nb > 0) hash64_update(s, t->data, (size_t)nb);
+}
+
+static void hash_attr(hash64_state *s, const ir_attr *a) {
+    hash64_update_str(s, a->name);
+    hash64_update_u64(s, (uint64_t)a->type);
+    uint32_t fbits;
+    switch (a->type) {
+    case IR_ATTR_FLOAT:
+        memcpy(&fbits, &a->f, 4);
+        hash64_update_u64(s, fbits);
+        break;
+    case IR_ATTR_INT:
+        hash64_update_u64(s, (uint64_t)a->i);
+        break;
+    case IR_ATTR_STRING:
+        hash64_update_str(s, a->s);
+        break;
+    case IR_ATTR_TENSOR:
+        hash_tensor(s, &a->t);
+        break;
+    case IR_ATTR_FLOATS:
+    case IR_ATTR_INTS:
+    case IR_ATTR_STRINGS:
+        hash64_update_u64(s, (uint64_t)a->n);
+        for (int64_t k = 0; k < a->n; k++) {
+            if (a->type == IR_ATTR_FLOATS && a->floats) {
+                memcpy(&fbits, &a->floats[k], 4);
+                hash64_update_u64(s, fbits);
+            } else if (a->type == IR_ATTR_INTS && a->ints) {
+                hash64_update_u64(s, (uint64_t)a->ints[k]);
+            } else if (a->type == IR_ATTR_STRINGS && a->strings) {
+                hash64_update_str(s, a->strings[k]);
+            }
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+static void hash_value(hash64_state *s, const ir_value *v) {
+    hash64_update_str(s, v->name);
+    hash64_update_u64(s, (uint64_t)v->dtype);
+    hash64_update_u64(s, (uint64_t)(int64_t)v->ndim);
+    for (int d = 0; d < v->ndim && d < GRAFT_MAX_DIMS; d++) {
+        hash64_update_u64(s, (uint64_t)v->dims[d]);
+        hash64_update_str(s, v->dim_names[d]);
+    }
+    hash64_update_u64(s, (uint64_t)v->is_const | (uint64_t)v->is_graph_input << 1 |
+                             (uint64_t)v->is_graph_output << 2);
+    if (v->is_const) hash_tensor(s, &v->data);
+}
+
+static void hash_node(hash64_state *s, const ir_node *n) {
+    hash64_update_str(s, n->op_type);
+    hash64_update_str(s, n->domain);
+    hash64_update_str(s, n->name);
+    hash64_update_u64(s, (uint64_t)(int64_t)n->opset);
+    hash64_update_u64(s, (uint64_t)(int64_t)n->n_in);
+    for (int k = 0; k < n->n_in; k++) hash64_update_u64(s, (uint64_t)(int64_t)n->inputs[k]);
+    hash64_update_u64(s, (uint64_t)(int64_t)n->n_out);
+    for (int k = 0; k < n->n_out; k++) hash64_update_u64(s, (uint64_t)(int64_t)n->outputs[k]);
+    hash64_update_u64(s, (uint64_t)(int64_t)n->n_attrs);
+    for (int k = 0; k < n->n_attrs; k++) hash_attr(s, &n->attrs[k]);
+}
+
+uint64_t feature_cache_model_hash(const ir_graph *g) {
+    hash64_state s;
+    hash64_init(&s, FC_SEED ^ 3);
+    if (!g) return hash64_final(&s);
+    hash64_update_u64(&s, (uint64_t)g->n_opsets);
+    for (int i = 0; i < g->n_opsets; i++) {
+        hash64_update_str(&s, g->opsets[i].domain);
+        hash64_update_u64(&s, (uint64_t)g->opsets[i].version);
+    }
+    hash64_update_u64(&s, (uint64_t)g->n_values);
+    for (int i = 0; i < g->n_values; i++) hash_value(&s, &g->values[i]);
+    int live = 0;
+    for (int i = 0; i < g->n_nodes; i++) live += !g->nodes[i].dead;
+    hash64_update_u64(&s, (uint64_t)live);
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i].dead) hash_node(&s, &g->nodes[i]);
+    hash64_update_u64(&s, (uint64_t)g->n_inputs);
+    for (int i = 0; i < g->n_inputs; i++) hash64_update_u64(&s, (uint64_t)(int64_t)g->inputs[i]);
+    hash64_update_u64(&s, (uint64_t)g->n_outputs);
+    for (int i = 0; i < g->n_outputs; i++) hash64_update_u64(&s, (uint64_t)(int64_t)g->outputs[i]);
+    return hash64_final(&s);
+}

@@ -1,0 +1,291 @@
+/* trainer.c: the training loop over features: micro-batch steps with gradient accumulation,
+ * clipping, fp16 loss scaling, schedules, validation, plateau and early stopping. */
+#include "trainer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../core/rng.h"
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+size_t trainer_label_size(const graft_trainer *t) {
+    return t->options.loss == GRAFT_LOSS_CROSS_ENTROPY
+               ? sizeof(int64_t)
+               : sizeof(float) * (size_t)t->head_options.n_outputs;
+}
+
+static optim_config optimizer_config(const graft_train_options *o) {
+    static const optim_kind kinds[] = {OPTIM_SGD, OPTIM_ADAM, OPTIM_ADAMW, OPTIM_LAMB};
+    optim_config c = optim_config_default(kinds[o->optimizer]);
+    c.weight_decay = (float)o->weight_decay;
+    c.momentum = (float)o->momentum;
+    c.nesterov = o->nesterov != 0;
+    c.beta1 = (float)o->beta1;
+    c.beta2 = (float)o->beta2;
+    c.eps = (float)o->eps;
+    if (o->optimizer == GRAFT_OPTIMIZER_SGD) c.dampening = 0.0f;
+    return c;
+}
+
+graft_status trainer_setup(graft_trainer *t, int64_t dim, graft_err *e) {
+    if (t->head_ready) {
+        if (dim != t->dim)
+            return err_set(e, GRAFT_E_SHAPE, "the features have %lld values, the head takes %lld",
+                           (long long)dim, (long long)t->dim);
+        return GRAFT_OK;
+    }
+    TRY(head_init(&t->h, dim, &t->head_options, t->options.precision, e));
+    t->n_params = head_params(&t->h, t->params);
+    optim_config oc = optimizer_config(&t->options);
+    graft_status st = optim_create(&t->opt, &oc, t->params, t->n_params, e);
+    if (st != GRAFT_OK) {
+        head_free(&t->h);
+        return st;
+    }
+    t->dim = dim;
+    t->head_ready = true;
+    return GRAFT_OK;
+}
+
+/* Unscale (fp16), clip and apply the accumulated gradients; then clear them. */
+static graft_status apply_step(graft_trainer *t, double lr, graft_err *e) {
+    float *grads[2 * HEAD_MAX_LAYERS];
+    int64_t numels[2 * HEAD_MAX_LAYERS];
+    for (int i = 0; i < t->n_params; i++) {
+        grads[i] = (float *)t->params[i].grad;
+        numels[i] = t->params[i].numel;
+    }
+    bool skip = false;
+    if (t->options.precision == GRAFT_PRECISION_FP16) {
+        TRY(loss_scale_unscale(&skip, grads, numels, t->n_params, &t->scaler, e));
+        loss_scale_update(&t->scaler, skip);
+    }
+    if (skip) t->skipped_steps++;
+    if (!skip && t->options.clip_norm > 0.0) {
+        float total;
+        TRY(clip_grad_norm(&total, grads, numels, t->n_params, (float)t->options.clip_norm, e));
+    }
+    if (!skip) {
+        if (t->options.scheduler == GRAFT_SCHEDULER_ONECYCLE)
+            optim_set_momentum(t->opt, (float)sched_momentum(&t->sched, t->step));
+        TRY(optim_step(t->opt, (float)lr, e));
+    }
+    head_zero_grad(&t->h);
+    t->step++;
+    return GRAFT_OK;
+}
+
+static int64_t count_correct(const graft_trainer *t, const float *logits, const void *y,
+                             int64_t n) {
+    if (t->options.loss != GRAFT_LOSS_CROSS_ENTROPY) return 0;
+    int64_t c = t->head_options.n_outputs, correct = 0;
+    const int64_t *labels = y;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t best = 0;
+        for (int64_t k = 1; k < c; k++)
+            if (logits[i * c + k] > logits[i * c + best]) best = k;
+        correct += best == labels[i];
+    }
+    return correct;
+}
+
+graft_status trainer_step(graft_trainer *t, const float *x, const void *y, int64_t n, double lr,
+                          double *loss, int64_t *correct, graft_err *e) {
+    double t0 = now_seconds();
+    int64_t c = t->head_options.n_outputs;
+    const float *logits;
+    TRY(head_forward(&t->h, x, n, true, &logits, e));
+    float *dlogits = malloc(sizeof(float) * (size_t)(n * c));
+    if (!dlogits) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory in a training step");
+    graft_status st = loss_compute(loss, dlogits, &t->loss, logits, y, n, c, e);
+    if (st == GRAFT_OK) {
+        *correct = count_correct(t, logits, y, n);
+        /* Accumulated micro-batches each contribute 1/k of the step's gradient (PyTorch's
+         * loss / k); fp16 scales the loss so small gradients survive the half backward. */
+        double scale = 1.0 / (double)t->options.accumulate;
+        if (t->options.precision == GRAFT_PRECISION_FP16) scale *= t->scaler.scale;
+        for (int64_t i = 0; i < n * c; i++) dlogits[i] = (float)(dlogits[i] * scale);
+        st = head_backward(&t->h, dlogits, n, e);
+    }
+    free(dlogits);
+    TRY(st);
+    if (++t->micro % t->options.accumulate == 0) TRY(apply_step(t, lr, e));
+    t->head_seconds += now_seconds() - t0;
+    return GRAFT_OK;
+}
+
+graft_status trainer_eval_features(graft_trainer *t, const float *x, const void *y, int64_t n,
+                                   double *loss, double *accuracy, graft_err *e) {
+    int64_t c = t->head_options.n_outputs, b = t->options.batch_size, correct = 0;
+    double total = 0.0;
+    size_t ls = trainer_label_size(t);
+    for (int64_t at = 0; at < n; at += b) {
+        int64_t m = n - at < b ? n - at : b;
+        const float *logits;
+        double l;
+        TRY(head_forward(&t->h, x + at * t->dim, m, false, &logits, e));
+        TRY(loss_compute(&l, NULL, &t->loss, logits, (const char *)y + (size_t)at * ls, m, c, e));
+        total += l * (double)m;
+        correct += count_correct(t, logits, (const char *)y + (size_t)at * ls, m);
+    }
+    *loss = n ? total / (double)n : 0.0;
+    *accuracy =
+        t->options.loss == GRAFT_LOSS_CROSS_ENTROPY && n ? (double)correct / (double)n : -1.0;
+    return GRAFT_OK;
+}
+
+static double current_lr(const graft_trainer *t) {
+    if (t->options.scheduler == GRAFT_SCHEDULER_PLATEAU) return t->plat.lr;
+    return sched_lr(&t->sched, t->step);
+}
+
+static graft_status setup_schedule(graft_trainer *t, int64_t n, graft_err *e) {
+    const graft_train_options *o = &t->options;
+    int64_t per_epoch = (n + o->batch_size - 1) / o->batch_size;
+    int64_t total = (int64_t)o->epochs * per_epoch / o->accumulate;
+    if (total < 1) total = 1;
+    static const sched_kind kinds[] = {SCHED_CONSTANT, SCHED_STEP, SCHED_COSINE_WARMUP,
+                                       SCHED_ONE_CYCLE, SCHED_CONSTANT};
+    t->sched = sched_config_default(kinds[o->scheduler], o->lr);
+    t->sched.step_size = o->step_size;
+    t->sched.gamma = o->gamma;
+    t->sched.warmup_steps = o->warmup_steps < total ? o->warmup_steps : total - 1;
+    t->sched.eta_min = o->min_lr;
+    t->sched.total_steps = total;
+    TRY(sched_check(&t->sched, e));
+    if (o->scheduler == GRAFT_SCHEDULER_PLATEAU) {
+        TRY(plateau_init(&t->plat, o->lr, e));
+        t->plat.factor = o->gamma;
+        t->plat.min_lr = o->min_lr;
+    }
+    return GRAFT_OK;
+}
+
+/* Copy of the head's master weights, for keeping the best epoch under early stopping. */
+static float *save_weights(graft_trainer *t, float *buf) {
+    int64_t total = 0;
+    for (int i = 0; i < t->n_params; i++) total += t->params[i].numel;
+    if (!buf) buf = malloc(sizeof(float) * (size_t)total);
+    if (!buf) return NULL;
+    int64_t at = 0;
+    for (int i = 0; i < t->n_params; i++) {
+        memcpy(buf + at, t->params[i].data, sizeof(float) * (size_t)t->params[i].numel);
+        at += t->params[i].numel;
+    }
+    return buf;
+}
+
+static void restore_weights(graft_trainer *t, const float *buf) {
+    int64_t at = 0;
+    for (int i = 0; i < t->n_params; i++) {
+        memcpy(t->params[i].data, buf + at, sizeof(float) * (size_t)t->params[i].numel);
+        at += t->params[i].numel;
+    }
+}
+
+typedef struct epoch_state {
+    int64_t *order;
+    float *xb;
+    char *yb;
+    float *best;
+    double best_metric;
+    int bad_epochs;
+} epoch_state;
+
+static int report(graft_trainer *t, int epoch_end, double loss, double acc, double vloss,
+                  double vacc) {
+    if (!t->options.callback) return 0;
+    graft_train_report r = {epoch_end,
+                            t->epoch,
+                            t->step,
+                            loss,
+                            acc,
+                            vloss,
+                            vacc,
+                            current_lr(t),
+                            t->options.precision == GRAFT_PRECISION_FP16 ? t->scaler.scale : 1.0,
+                            t->backbone_seconds,
+                            t->head_seconds,
+                            t->backbone_samples};
+    return t->options.callback(&r, t->options.callback_user);
+}
+
+/* One epoch; *stop set when the callback asks. */
+static graft_status run_epoch(graft_trainer *t, epoch_state *s, const float *x, const void *y,
+                              int64_t n, double *mean_loss, double *acc, bool *stop, graft_err *e) {
+    size_t ls = trainer_label_size(t);
+    int64_t b = t->options.batch_size, correct_total = 0;
+    double loss_total = 0.0;
+    rng_shuffle(&t->rng, s->order, n);
+    for (int64_t at = 0; at < n && !*stop; at += b) {
+        int64_t m = n - at < b ? n - at : b;
+        for (int64_t i = 0; i < m; i++) {
+            int64_t k = s->order[at + i];
+            memcpy(s->xb + i * t->dim, x + k * t->dim, sizeof(float) * (size_t)t->dim);
+            memcpy(s->yb + (size_t)i * ls, (const char *)y + (size_t)k * ls, ls);
+        }
+        double loss;
+        int64_t correct;
+        TRY(trainer_step(t, s->xb, s->yb, m, current_lr(t), &loss, &correct, e));
+        loss_total += loss * (double)m;
+        correct_total += correct;
+        *stop = report(t, 0, loss, (double)correct / (double)m, -1.0, -1.0) != 0;
+    }
+    *mean_loss = loss_total / (double)n;
+    *acc = t->options.loss == GRAFT_LOSS_CROSS_ENTROPY ? (double)correct_total / (double)n : -1.0;
+    return GRAFT_OK;
+}
+
+/* After an epoch: validation, plateau, early stopping; *stop when training should end. */
+static graft_status end_epoch(graft_trainer *t, epoch_state *s, double loss, double acc,
+                              const float *vx, const void *vy, int64_t vn, bool *stop,
+                              graft_err *e) {
+    double vloss = -1.0, vacc = -1.0;
+    if (vn > 0) TRY(trainer_eval_features(t, vx, vy, vn, &vloss, &vacc, e));
+    double metric = vn > 0 ? vloss : loss;
+    if (t->options.scheduler == GRAFT_SCHEDULER_PLATEAU) plateau_step(&t->plat, metric);
+    if (t->options.early_stop > 0 && vn > 0) {
+        if (metric < s->best_metric) {
+            s->best_metric = metric;
+            s->bad_epochs = 0;
+            if (!save_weights(t, s->best))
+                return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+        } else if (++s->bad_epochs >= t->options.early_stop) {
+            restore_weights(t, s->best);
+            *stop = true;
+        }
+    }
+    t->epoch++;
+    if (report(t, 1, loss, acc, vloss, vacc)) *stop = true;
+    return GRAFT_OK;
+}
+
+graft_status trainer_run(graft_trainer *t, const float *x, const void *y, int64_t n,
+                         const float *vx, const void *vy, int64_t vn, graft_err *e) {
+    TRY(setup_schedule(t, n, e));
+    epoch_state s = {0};
+    s.order = malloc(sizeof(int64_t) * (size_t)n);
+    s.xb = malloc(sizeof(float) * (size_t)(t->options.batch_size * t->dim));
+    s.yb = malloc(trainer_label_size(t) * (size_t)t->options.batch_size);
+    s.best = save_weights(t, NULL);
+    s.best_metric = INFINITY;
+    graft_status st = GRAFT_OK;
+    if (!s.order || !s.xb || !s.yb || !s.best)
+        st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory starting training");
+    for (int64_t i = 0; st == GRAFT_OK && i < n; i++) s.order[i] = i;
+    bool stop = false;
+    while (st == GRAFT_OK && !stop && t->epoch < t->options.epochs) {
+        double loss, acc;
+        st = run_epoch(t, &s, x, y, n, &loss, &acc, &stop, e);
+        if (st == GRAFT_OK && !stop) st = end_epoch(t, &s, loss, acc, vx, vy, vn, &stop, e);
+    }
+    free(s.order), free(s.xb), free(s.yb), free(s.best);
+    return st;
+}

@@ -1,0 +1,205 @@
+/* test_fit.c: the public trainer end to end on the tiny BERT: fit on tensors runs the backbone
+ * once per sample whatever the epochs, learns a learnable labelling, reports through the
+ * callback, stops early, attaches the head to the model (whose predictions then agree with
+ * evaluate), and rejects bad use with clear errors. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "graft.h"
+#include "test_util.h"
+
+enum { N = 48, S = 12, VOCAB = 1000 };
+
+typedef struct data {
+    int64_t ids[N * S], mask[N * S], types[N * S], labels[N];
+    graft_named_tensor in[3];
+} data;
+
+static void make_data(data *d, uint64_t seed) {
+    for (int i = 0; i < N * S; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        d->ids[i] = (int64_t)((seed >> 33) % VOCAB);
+        d->mask[i] = (i % S) < S - (i / S) % 3; /* a little padding */
+        d->types[i] = (i % S) >= S / 2;
+    }
+    const char *names[3] = {"input_ids", "attention_mask", "token_type_ids"};
+    int64_t *bufs[3] = {d->ids, d->mask, d->types};
+    for (int k = 0; k < 3; k++)
+        d->in[k] = (graft_named_tensor){names[k], {GRAFT_DTYPE_I64, 2, {N, S}, bufs[k]}};
+}
+
+/* Labels a linear head can learn: the sign pattern of two fixed projections of the features. */
+static int make_labels(graft_model *m, data *d) {
+    if (graft_model_run(m, d->in, 3) != GRAFT_OK) return -1;
+    const graft_tensor *f;
+    graft_model_output(m, 0, &f);
+    int64_t dim = f->dims[1];
+    const float *x = f->data;
+    for (int i = 0; i < N; i++) {
+        double a = 0, b = 0;
+        for (int64_t k = 0; k < dim; k++) {
+            a += x[i * dim + k] * sin(0.7 * (double)k);
+            b += x[i * dim + k] * cos(1.3 * (double)k);
+        }
+        d->labels[i] = (a > 0) * 2 + (b > 0);
+    }
+    return 0;
+}
+
+typedef struct seen {
+    int steps, epochs;
+    double last_loss, first_loss;
+    int64_t backbone_samples;
+} seen;
+
+static int on_report(const graft_train_report *r, void *user) {
+    seen *s = user;
+    if (r->epoch_end) {
+        if (s->epochs == 0) s->first_loss = r->loss;
+        s->epochs++;
+        s->last_loss = r->loss;
+    } else
+        s->steps++;
+    s->backbone_samples = r->backbone_samples;
+    return 0;
+}
+
+/* Load, cut with `pooling`, fit 5 epochs on d with the cache at `cache` (NULL: none). */
+static int fit_once(const char *gen, graft_pooling pooling, data *d, const char *cache, seen *s) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/bert_tiny_decomposed.onnx", gen);
+    graft_ctx *ctx;
+    graft_model *m;
+    graft_trainer *t = NULL;
+    graft_ctx_create(NULL, &ctx);
+    int rc = -1;
+    memset(s, 0, sizeof *s);
+    if (graft_model_load(ctx, path, &m) == GRAFT_OK) {
+        graft_model_cut(m, "auto", pooling);
+        graft_head_options ho = GRAFT_HEAD_OPTIONS_INIT;
+        ho.n_outputs = 4;
+        graft_train_options to = GRAFT_TRAIN_OPTIONS_INIT;
+        to.epochs = 5, to.batch_size = 16, to.lr = 3e-2, to.seed = 3, to.cache_path = cache;
+        to.callback = on_report, to.callback_user = s;
+        graft_tensor labels = {GRAFT_DTYPE_I64, 1, {N}, d->labels};
+        if (graft_trainer_create(m, &ho, &to, &t) == GRAFT_OK &&
+            graft_trainer_fit(t, d->in, 3, &labels, NULL, 0, NULL) == GRAFT_OK)
+            rc = 0;
+        else
+            printf("  fit failed: %s\n", graft_last_error(ctx));
+        graft_trainer_free(t);
+        graft_model_free(m);
+    }
+    graft_ctx_free(ctx);
+    return rc;
+}
+
+/* The feature cache: reused across runs (the backbone never runs again), same result as no
+ * cache, rebuilt when the model's cut, the input data or the file itself changes. */
+static void feature_cache(const char *gen, data *d) {
+    char dir[] = "/tmp/graft_fit_cacheXXXXXX", path[256];
+    if (!mkdtemp(dir)) return;
+    snprintf(path, sizeof path, "%s/features.cache", dir);
+    seen plain, first, again, other_cut, other_data, damaged;
+    int rc = fit_once(gen, GRAFT_POOLING_CLS, d, NULL, &plain);
+    rc |= fit_once(gen, GRAFT_POOLING_CLS, d, path, &first);
+    rc |= fit_once(gen, GRAFT_POOLING_CLS, d, path, &again);
+    CHECK("cache_first_run_fills", rc == 0 && first.backbone_samples == N, "rc %d, backbone %lld",
+          rc, (long long)first.backbone_samples);
+    CHECK("cache_reused_backbone_never_runs", again.backbone_samples == 0, "backbone ran %lld",
+          (long long)again.backbone_samples);
+    CHECK("cache_same_result_as_no_cache",
+          plain.last_loss == first.last_loss && first.last_loss == again.last_loss,
+          "losses %.9g %.9g %.9g", plain.last_loss, first.last_loss, again.last_loss);
+    rc = fit_once(gen, GRAFT_POOLING_MEAN, d, path, &other_cut);
+    CHECK("cache_rebuilt_for_another_cut", rc == 0 && other_cut.backbone_samples == N,
+          "backbone %lld", (long long)other_cut.backbone_samples);
+    d->ids[5] = (d->ids[5] + 1) % VOCAB;
+    rc = fit_once(gen, GRAFT_POOLING_MEAN, d, path, &other_data);
+    d->ids[5] = (d->ids[5] + VOCAB - 1) % VOCAB;
+    CHECK("cache_rebuilt_for_other_data", rc == 0 && other_data.backbone_samples == N,
+          "backbone %lld", (long long)other_data.backbone_samples);
+    fit_once(gen, GRAFT_POOLING_CLS, d, path, &first); /* refill for the original key */
+    if (truncate(path, 5000) != 0) printf("  truncate failed\n");
+    rc = fit_once(gen, GRAFT_POOLING_CLS, d, path, &damaged);
+    CHECK("cache_truncated_file_rebuilt",
+          rc == 0 && damaged.backbone_samples == N && damaged.last_loss == plain.last_loss,
+          "backbone %lld, loss %.9g", (long long)damaged.backbone_samples, damaged.last_loss);
+    remove(path);
+    rmdir(dir);
+}
+
+int main(int argc, char **argv) {
+    const char *gen = argc > 1 ? argv[1] : "tests/data/gen";
+    char path[1024];
+    snprintf(path, sizeof path, "%s/bert_tiny_decomposed.onnx", gen);
+    graft_ctx *ctx;
+    graft_model *m;
+    graft_ctx_create(NULL, &ctx);
+    if (graft_model_load(ctx, path, &m) != GRAFT_OK) {
+        SKIP("fit", "bert_tiny_decomposed.onnx not generated");
+        graft_ctx_free(ctx);
+        return 0;
+    }
+    graft_head_options ho = GRAFT_HEAD_OPTIONS_INIT;
+    ho.n_outputs = 4;
+    graft_train_options to = GRAFT_TRAIN_OPTIONS_INIT;
+    graft_trainer *t = NULL;
+    graft_status st = graft_trainer_create(m, &ho, &to, &t);
+    CHECK("fit_needs_cut_model",
+          st == GRAFT_E_INVALID_ARGUMENT && strstr(graft_last_error(ctx), "cut"), "status %d: %s",
+          st, graft_last_error(ctx));
+    graft_model_cut(m, "auto", GRAFT_POOLING_CLS);
+    static data d;
+    make_data(&d, 7);
+    make_labels(m, &d);
+    seen s = {0};
+    to.epochs = 40, to.batch_size = 16, to.lr = 3e-2, to.seed = 3;
+    to.callback = on_report, to.callback_user = &s;
+    st = graft_trainer_create(m, &ho, &to, &t);
+    CHECK("fit_create", st == GRAFT_OK, "%s", graft_last_error(ctx));
+    graft_tensor bad = {GRAFT_DTYPE_F32, 1, {N}, d.labels};
+    st = graft_trainer_fit(t, d.in, 3, &bad, NULL, 0, NULL);
+    CHECK("fit_rejects_float_class_labels", st == GRAFT_E_SHAPE, "status %d: %s", st,
+          graft_last_error(ctx));
+    graft_tensor labels = {GRAFT_DTYPE_I64, 1, {N}, d.labels};
+    st = graft_trainer_fit(t, d.in, 3, &labels, NULL, 0, NULL);
+    CHECK("fit_runs", st == GRAFT_OK && s.epochs == 40 && s.steps == 40 * 3,
+          "status %d: %s; "
+          "%d epochs, %d steps",
+          st, graft_last_error(ctx), s.epochs, s.steps);
+    CHECK("fit_backbone_once_per_sample", s.backbone_samples == N, "backbone ran for %lld samples",
+          (long long)s.backbone_samples);
+    double loss = -1, acc = -1;
+    st = graft_trainer_evaluate(t, d.in, 3, &labels, &loss, &acc);
+    CHECK("fit_learns", st == GRAFT_OK && acc >= 0.9 && s.last_loss < 0.5 * s.first_loss,
+          "accuracy %.3f, loss %.3f -> %.3f", acc, s.first_loss, s.last_loss);
+    printf("  training accuracy %.3f, epoch loss %.3f -> %.3f\n", acc, s.first_loss, s.last_loss);
+    st = graft_trainer_attach(t, 0);
+    graft_value_info info;
+    graft_model_output_info(m, 0, &info);
+    int agree = 0;
+    if (st == GRAFT_OK && graft_model_run(m, d.in, 3) == GRAFT_OK) {
+        const graft_tensor *out;
+        graft_model_output(m, 0, &out);
+        const float *lg = out->data;
+        for (int i = 0; i < N; i++) {
+            int best = 0;
+            for (int k = 1; k < 4; k++)
+                if (lg[i * 4 + k] > lg[i * 4 + best]) best = k;
+            agree += best == d.labels[i];
+        }
+    }
+    CHECK("fit_attach_predicts",
+          st == GRAFT_OK && !strcmp(info.name, "logits") && fabs(agree / (double)N - acc) < 1e-9,
+          "status %d: %s; output '%s', %d of %d right vs "
+          "accuracy %.3f",
+          st, graft_last_error(ctx), info.name, agree, N, acc);
+    graft_trainer_free(t);
+    graft_model_free(m);
+    graft_ctx_free(ctx);
+    feature_cache(gen, &d);
+    return test_failures ? 1 : 0;
+}
