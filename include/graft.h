@@ -322,6 +322,14 @@ GRAFT_API graft_status graft_trainer_evaluate(graft_trainer *trainer,
                                               const graft_named_tensor *inputs, int n_inputs,
                                               const graft_tensor *labels, double *loss,
                                               double *accuracy);
+/* Checkpoints: head weights, optimizer, scheduler, loss-scaler and early-stopping state, RNG
+ * states and the epoch, in a safetensors file written atomically. Load into a trainer created
+ * with the same head and options; the next graft_trainer_fit on the same data continues from
+ * the saved epoch, bit for bit as if never interrupted (save at an epoch end, e.g. when the
+ * callback stopped training there). */
+GRAFT_API graft_status graft_trainer_save(const graft_trainer *trainer, const char *path);
+GRAFT_API graft_status graft_trainer_load(graft_trainer *trainer, const char *path);
+
 /* Append the trained head to the model: its output becomes the head's logits (named "logits"),
  * or probabilities when softmax is set ("probabilities"). The trainer stays valid. */
 GRAFT_API graft_status graft_trainer_attach(graft_trainer *trainer, int softmax);

@@ -131,6 +131,149 @@ static void feature_cache(const char *gen, data *d) {
     rmdir(dir);
 }
 
+typedef struct trace {
+    double loss[16], vloss[16];
+    int n, stop_after;
+} trace;
+
+static int record(const graft_train_report *r, void *user) {
+    trace *tr = user;
+    if (!r->epoch_end || r->epoch < 1 || r->epoch > 16) return 0;
+    tr->loss[r->epoch - 1] = r->loss; /* at an epoch end, epoch counts the epochs done */
+    tr->vloss[r->epoch - 1] = r->val_loss;
+    tr->n++;
+    return tr->stop_after > 0 && r->epoch == tr->stop_after;
+}
+
+/* Fit an MLP head with dropout in fp16 with a plateau schedule and early stopping for 8 epochs
+ * (the callback may stop it after `stop_after`); save to `save`, or load `load` first. */
+static int fit_mlp(const char *gen, data *d, trace *tr, const char *save, const char *load) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/bert_tiny_decomposed.onnx", gen);
+    graft_ctx *ctx;
+    graft_model *m;
+    graft_trainer *t = NULL;
+    graft_ctx_create(NULL, &ctx);
+    int rc = -1;
+    if (graft_model_load(ctx, path, &m) == GRAFT_OK) {
+        graft_model_cut(m, "auto", GRAFT_POOLING_CLS);
+        graft_head_options ho = GRAFT_HEAD_OPTIONS_INIT;
+        ho.n_outputs = 4, ho.n_hidden = 1, ho.hidden[0] = 32, ho.dropout = 0.2f, ho.seed = 5;
+        graft_train_options to = GRAFT_TRAIN_OPTIONS_INIT;
+        to.epochs = 8, to.batch_size = 16, to.lr = 1e-2, to.seed = 9;
+        to.precision = GRAFT_PRECISION_FP16, to.scheduler = GRAFT_SCHEDULER_PLATEAU;
+        to.early_stop = 3, to.callback = record, to.callback_user = tr;
+        graft_tensor labels = {GRAFT_DTYPE_I64, 1, {N}, d->labels};
+        graft_status st = graft_trainer_create(m, &ho, &to, &t);
+        if (st == GRAFT_OK && load) st = graft_trainer_load(t, load);
+        if (st == GRAFT_OK) st = graft_trainer_fit(t, d->in, 3, &labels, d->in, 3, &labels);
+        if (st == GRAFT_OK && save) st = graft_trainer_save(t, save);
+        if (st == GRAFT_OK && !save && !load) { /* an MLP head attaches as Gemm-Relu-Gemm */
+            double loss, acc;
+            graft_trainer_evaluate(t, d->in, 3, &labels, &loss, &acc);
+            st = graft_trainer_attach(t, 0);
+            const graft_tensor *out = NULL;
+            if (st == GRAFT_OK) st = graft_model_run(m, d->in, 3);
+            if (st == GRAFT_OK) graft_model_output(m, 0, &out);
+            int right = 0;
+            for (int i = 0; out && i < N; i++) {
+                const float *lg = (const float *)out->data + i * 4;
+                int best = 0;
+                for (int k = 1; k < 4; k++) best = lg[k] > lg[best] ? k : best;
+                right += best == d->labels[i];
+            }
+            CHECK("fit_attach_mlp_head", out && fabs(right / (double)N - acc) < 1e-9,
+                  "status %d, %d right vs accuracy %.3f", st, right, acc);
+        }
+        if (st == GRAFT_OK)
+            rc = 0;
+        else
+            printf("  %s\n", graft_last_error(ctx));
+        graft_trainer_free(t);
+        graft_model_free(m);
+    }
+    graft_ctx_free(ctx);
+    return rc;
+}
+
+/* A run stopped after 4 epochs, saved and resumed equals one that never stopped, bit for bit. */
+static void resume(const char *gen, data *d) {
+    char dir[] = "/tmp/graft_ckptXXXXXX", path[256];
+    if (!mkdtemp(dir)) return;
+    snprintf(path, sizeof path, "%s/trainer.safetensors", dir);
+    trace whole = {0}, first = {.stop_after = 4}, second = {0};
+    int rc = fit_mlp(gen, d, &whole, NULL, NULL);
+    rc |= fit_mlp(gen, d, &first, path, NULL);
+    rc |= fit_mlp(gen, d, &second, NULL, path);
+    int same = rc == 0 && whole.n == 8 && first.n == 4 && second.n == 4;
+    for (int i = 0; same && i < 8; i++) {
+        const trace *part = i < 4 ? &first : &second;
+        same = part->loss[i] == whole.loss[i] && part->vloss[i] == whole.vloss[i];
+    }
+    CHECK("checkpoint_resume_equals_uninterrupted", same,
+          "rc %d, epochs %d/%d/%d, last loss "
+          "%.9g vs %.9g",
+          rc, whole.n, first.n, second.n, whole.loss[7], second.loss[7]);
+    graft_ctx *ctx;
+    graft_ctx_create(NULL, &ctx);
+    graft_model *m;
+    char model[1024];
+    snprintf(model, sizeof model, "%s/bert_tiny_decomposed.onnx", gen);
+    graft_trainer *t = NULL;
+    graft_head_options ho = GRAFT_HEAD_OPTIONS_INIT;
+    ho.n_outputs = 3; /* not the saved head */
+    if (graft_model_load(ctx, model, &m) == GRAFT_OK) {
+        graft_model_cut(m, "auto", GRAFT_POOLING_CLS);
+        graft_trainer_create(m, &ho, NULL, &t);
+        graft_status st = graft_trainer_load(t, path);
+        CHECK("checkpoint_other_head_rejected",
+              st == GRAFT_E_INVALID_ARGUMENT && strstr(graft_last_error(ctx), "does not match"),
+              "status %d: %s", st, graft_last_error(ctx));
+        if (truncate(path, 100) == 0) st = graft_trainer_load(t, path);
+        CHECK("checkpoint_truncated_rejected", st != GRAFT_OK, "status %d", st);
+        graft_trainer_free(t);
+        graft_model_free(m);
+    }
+    graft_ctx_free(ctx);
+    remove(path);
+    rmdir(dir);
+}
+
+/* Validation labels the features cannot explain: the validation loss rises as training fits,
+ * training stops after `early_stop` epochs without improvement and keeps the best weights. */
+static void early_stopping(const char *gen, data *d) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/bert_tiny_decomposed.onnx", gen);
+    graft_ctx *ctx;
+    graft_model *m;
+    graft_trainer *t = NULL;
+    graft_ctx_create(NULL, &ctx);
+    static int64_t wrong[N];
+    for (int i = 0; i < N; i++) wrong[i] = (d->labels[i] + 1 + i % 3) % 4;
+    trace tr = {0};
+    double vloss = -1, vacc;
+    if (graft_model_load(ctx, path, &m) == GRAFT_OK) {
+        graft_model_cut(m, "auto", GRAFT_POOLING_CLS);
+        graft_head_options ho = GRAFT_HEAD_OPTIONS_INIT;
+        ho.n_outputs = 4;
+        graft_train_options to = GRAFT_TRAIN_OPTIONS_INIT;
+        to.epochs = 16, to.batch_size = 16, to.lr = 3e-2, to.early_stop = 2;
+        to.callback = record, to.callback_user = &tr;
+        graft_tensor labels = {GRAFT_DTYPE_I64, 1, {N}, d->labels};
+        graft_tensor bad = {GRAFT_DTYPE_I64, 1, {N}, wrong};
+        if (graft_trainer_create(m, &ho, &to, &t) == GRAFT_OK &&
+            graft_trainer_fit(t, d->in, 3, &labels, d->in, 3, &bad) == GRAFT_OK)
+            graft_trainer_evaluate(t, d->in, 3, &bad, &vloss, &vacc);
+        graft_trainer_free(t);
+        graft_model_free(m);
+    }
+    double best = 1e300;
+    for (int i = 0; i < tr.n; i++) best = tr.vloss[i] < best ? tr.vloss[i] : best;
+    CHECK("early_stopping_keeps_best", tr.n < 16 && fabs(vloss - best) <= 1e-6 * best,
+          "%d epochs, validation loss %.6f after, best %.6f", tr.n, vloss, best);
+    graft_ctx_free(ctx);
+}
+
 int main(int argc, char **argv) {
     const char *gen = argc > 1 ? argv[1] : "tests/data/gen";
     char path[1024];
@@ -201,5 +344,7 @@ int main(int argc, char **argv) {
     graft_model_free(m);
     graft_ctx_free(ctx);
     feature_cache(gen, &d);
+    resume(gen, &d);
+    early_stopping(gen, &d);
     return test_failures ? 1 : 0;
 }

@@ -2,6 +2,7 @@
  * (pretrained by tools/make_digits_transfer.py on scikit-learn's digits 0-4) is cut, a new head
  * is trained for digits 5-9 with PyTorch's recipe (AdamW lr 1e-2, wd 1e-4 on weights, batch 32,
  * 100 epochs), and the validation accuracy must reach PyTorch's within 1 point. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,9 +49,56 @@ static void ridge_start(graft_model *m, graft_named_tensor *train, const graft_t
            loss[0], acc[0], loss[1], acc[1]);
 }
 
+/* Attach the head (with softmax), export the grafted model with class names, reload it: the
+ * reloaded model gives the same probabilities. Leaves the file, its inputs and graft's outputs
+ * in out_dir for tools/check_export.py to run through ONNX Runtime. */
+static void export_grafted(graft_ctx *ctx, graft_model *m, graft_trainer *t, graft_tensor *vx,
+                           const char *out_dir) {
+    char path[1024], err[512];
+    snprintf(path, sizeof path, "%s/digits_grafted.onnx", out_dir);
+    graft_tensor some = *vx;
+    some.dims[0] = 32;
+    graft_named_tensor in = {"input", some};
+    const char *classes[5] = {"five", "six", "seven", "eight", "nine"};
+    graft_export_options eo = GRAFT_EXPORT_OPTIONS_INIT;
+    eo.class_names = classes, eo.n_class_names = 5;
+    eo.preprocessing = "{\"scale\": 0.0625, \"mean\": 0.3053, \"std\": 0.376}";
+    graft_status st = graft_trainer_attach(t, 1);
+    if (st == GRAFT_OK) st = graft_model_run(m, &in, 1);
+    const graft_tensor *p = NULL;
+    if (st == GRAFT_OK) st = graft_model_output(m, 0, &p);
+    if (st == GRAFT_OK) st = graft_model_export(m, path, &eo);
+    graft_model *back = NULL;
+    if (st == GRAFT_OK) st = graft_model_load(ctx, path, &back);
+    const graft_tensor *q = NULL;
+    if (st == GRAFT_OK) st = graft_model_run(back, &in, 1);
+    if (st == GRAFT_OK) st = graft_model_output(back, 0, &q);
+    double worst = st == GRAFT_OK ? 0 : 1;
+    for (int64_t i = 0; q && i < graft_tensor_numel(p); i++) {
+        double d = fabs(((const float *)p->data)[i] - ((const float *)q->data)[i]);
+        worst = d > worst ? d : worst;
+    }
+    const char *key = NULL, *value = "";
+    for (int i = 0; back && i < graft_model_metadata_count(back); i++) {
+        graft_model_metadata(back, i, &key, &value);
+        if (!strcmp(key, "graft.classes")) break;
+        value = "";
+    }
+    CHECK("transfer_export_round_trip", st == GRAFT_OK && worst <= 1e-5 && strstr(value, "seven"),
+          "status %d: %s; max difference %.3g; classes '%s'", st, graft_last_error(ctx), worst,
+          value);
+    snprintf(path, sizeof path, "%s/digits_grafted.in.input.npy", out_dir);
+    if (p && npy_write(path, &some, err, sizeof err) == 0) {
+        snprintf(path, sizeof path, "%s/digits_grafted.graft.probabilities.npy", out_dir);
+        npy_write(path, p, err, sizeof err);
+    }
+    graft_model_free(back);
+}
+
 int main(int argc, char **argv) {
     const char *model = argc > 1 ? argv[1] : "models/digits_cnn.onnx";
     const char *dir = argc > 2 ? argv[2] : "build/test-logs/digits";
+    const char *out_dir = argc > 3 ? argv[3] : dir;
     graft_tensor tx, ty, vx, vy;
     double ref_mean = 0, ref_min = 0, ref_max = 0;
     char path[1024];
@@ -87,8 +135,9 @@ int main(int argc, char **argv) {
     printf("  digits 5-9 on a backbone pretrained on 0-4: graft %.4f, PyTorch %.4f (10 seeds "
            "%.4f..%.4f), val loss %.4f\n",
            acc, ref_mean, ref_min, ref_max, loss);
-    graft_trainer_free(t);
     if (st == GRAFT_OK) ridge_start(m, &train_in, &ty, &val_in, &vy);
+    if (st == GRAFT_OK) export_grafted(ctx, m, t, &vx, out_dir);
+    graft_trainer_free(t);
     graft_model_free(m);
     graft_ctx_free(ctx);
     free(tx.data), free(ty.data), free(vx.data), free(vy.data);

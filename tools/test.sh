@@ -79,7 +79,12 @@ if setup_build build/release --buildtype=release; then
     run_suite trainer $R/tests/test_trainer tests/data/trainer_fixtures.txt
     run_suite fit $R/tests/test_fit "$GEN"
     run_suite digits_data python3 tools/export_digits.py build/test-logs/digits
-    run_suite transfer $R/tests/test_transfer models/digits_cnn.onnx build/test-logs/digits
+    rm -rf build/test-logs/grafted && mkdir -p build/test-logs/grafted
+    run_suite transfer $R/tests/test_transfer models/digits_cnn.onnx build/test-logs/digits \
+        build/test-logs/grafted
+    run_suite grafted_ort python3 tools/check_export.py build/test-logs/grafted
+    run_suite example sh -c "$R/transfer_resnet $GEN/resnet18.onnx build/test-logs/resnet_grafted.onnx \
+        && echo 'PASS example_transfer_resnet'"
     rm -rf build/test-logs/export
     run_suite export $R/tests/test_export "$GEN" build/test-logs/export
     run_suite export_ort python3 tools/check_export.py build/test-logs/export

@@ -34,7 +34,8 @@ graft_status ridge_create(ridge **out, int64_t d, int64_t c, graft_err *err) {
     if (d <= 0 || c <= 0 || d > (1 << 16) || c > (1 << 20))
         return err_set(err, GRAFT_E_INVALID_ARGUMENT,
                        "ridge: need 0 < features <= 65536 and 0 < outputs <= 2^20, got %lld "
-                       "features and %lld outputs", (long long)d, (long long)c);
+                       "features and %lld outputs",
+                       (long long)d, (long long)c);
     ridge *r = calloc(1, sizeof *r);
     if (!r) return err_set(err, GRAFT_E_OUT_OF_MEMORY, "ridge: out of memory");
     r->d = d, r->c = c;
@@ -57,7 +58,9 @@ graft_status ridge_create(ridge **out, int64_t d, int64_t c, graft_err *err) {
     return GRAFT_OK;
 }
 
-int64_t ridge_rows(const ridge *r) { return r ? r->n + r->nb : 0; }
+int64_t ridge_rows(const ridge *r) {
+    return r ? r->n + r->nb : 0;
+}
 
 /* Add the buffered rows to the sums. */
 static void flush(ridge *r) {
@@ -98,12 +101,12 @@ static void push_row(ridge *r, const float *x, const float *y, int64_t label) {
     }
     double *bx = r->bx + r->nb * d, *by = r->by + r->nb * c;
     for (int64_t j = 0; j < d; j++) bx[j] = (double)x[j] - r->shift_x[j];
-    for (int64_t o = 0; o < c; o++) by[o] = (y ? (double)y[o] : (double)(o == label)) - r->shift_y[o];
+    for (int64_t o = 0; o < c; o++)
+        by[o] = (y ? (double)y[o] : (double)(o == label)) - r->shift_y[o];
     if (++r->nb == RIDGE_BLOCK) flush(r);
 }
 
-graft_status ridge_accumulate(ridge *r, const float *x, const float *y, int64_t n,
-                              graft_err *err) {
+graft_status ridge_accumulate(ridge *r, const float *x, const float *y, int64_t n, graft_err *err) {
     if (!r || n < 0 || (n > 0 && (!x || !y)))
         return err_set(err, GRAFT_E_INVALID_ARGUMENT, "ridge_accumulate: bad arguments");
     for (int64_t i = 0; i < n; i++) push_row(r, x + i * r->d, y + i * r->c, 0);
@@ -118,8 +121,8 @@ graft_status ridge_accumulate_labels(ridge *r, const float *x, const int64_t *la
         if (labels[i] < 0 || labels[i] >= r->c)
             return err_set(err, GRAFT_E_INVALID_ARGUMENT,
                            "ridge: label %lld of row %lld is outside [0, %lld); no rows of this "
-                           "chunk were added", (long long)labels[i], (long long)i,
-                           (long long)r->c);
+                           "chunk were added",
+                           (long long)labels[i], (long long)i, (long long)r->c);
     for (int64_t i = 0; i < n; i++) push_row(r, x + i * r->d, NULL, labels[i]);
     return GRAFT_OK;
 }
@@ -199,18 +202,18 @@ graft_status ridge_solve(float *w, float *b, ridge *r, double lambda, graft_err 
     double maxd = normal_matrix(a, r, mx, lambda);
     int64_t bad = -1;
     if (isnan(maxd)) {
-        st = err_set(err, GRAFT_E_INVALID_ARGUMENT, "ridge_solve: the features contain NaN or "
+        st = err_set(err, GRAFT_E_INVALID_ARGUMENT,
+                     "ridge_solve: the features contain NaN or "
                      "infinite values");
     } else if (!cholesky(a, d, maxd * 1e-12 * (double)d, &bad)) {
         st = err_set(err, GRAFT_E_INVALID_ARGUMENT,
                      "ridge_solve: X^T X + lambda I is singular or not positive definite "
                      "(pivot %lld of %lld; lambda %g, %lld rows): the features are linearly "
-                     "dependent or too few; use a larger lambda", (long long)bad, (long long)d,
-                     lambda, (long long)r->n);
+                     "dependent or too few; use a larger lambda",
+                     (long long)bad, (long long)d, lambda, (long long)r->n);
     }
     for (int64_t o = 0; st == GRAFT_OK && o < c; o++) {
-        for (int64_t j = 0; j < d; j++)
-            v[j] = r->xy[o * d + j] - (double)r->n * my[o] * mx[j];
+        for (int64_t j = 0; j < d; j++) v[j] = r->xy[o * d + j] - (double)r->n * my[o] * mx[j];
         cholesky_solve(v, a, d);
         double bias = my[o] + r->shift_y[o];
         for (int64_t j = 0; j < d; j++) {

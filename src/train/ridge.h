@@ -24,8 +24,7 @@ graft_status ridge_create(ridge **out, int64_t d, int64_t c, graft_err *err);
 void ridge_free(ridge *r);
 
 /* Add n rows: x (n, d) features with f32 targets y (n, c). */
-graft_status ridge_accumulate(ridge *r, const float *x, const float *y, int64_t n,
-                              graft_err *err);
+graft_status ridge_accumulate(ridge *r, const float *x, const float *y, int64_t n, graft_err *err);
 /* Add n rows: x (n, d) features with class indices labels (n), each in [0, c). */
 graft_status ridge_accumulate_labels(ridge *r, const float *x, const int64_t *labels, int64_t n,
                                      graft_err *err);

@@ -59,11 +59,18 @@ bool safetensors_utf8_valid(const unsigned char *s, size_t n) {
         unsigned c = s[i];
         int len;
         unsigned min, cp;
-        if (c < 0x80) { i++; continue; }
-        if ((c & 0xE0) == 0xC0) len = 2, min = 0x80, cp = c & 0x1F;
-        else if ((c & 0xF0) == 0xE0) len = 3, min = 0x800, cp = c & 0x0F;
-        else if ((c & 0xF8) == 0xF0) len = 4, min = 0x10000, cp = c & 0x07;
-        else return false;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if ((c & 0xE0) == 0xC0)
+            len = 2, min = 0x80, cp = c & 0x1F;
+        else if ((c & 0xF0) == 0xE0)
+            len = 3, min = 0x800, cp = c & 0x0F;
+        else if ((c & 0xF8) == 0xF0)
+            len = 4, min = 0x10000, cp = c & 0x07;
+        else
+            return false;
         if (n - i < (size_t)len) return false;
         for (int k = 1; k < len; k++) {
             if ((s[i + k] & 0xC0) != 0x80) return false;
@@ -90,13 +97,12 @@ static graft_status jfail(jparser *p, const char *what) {
     if (c >= 0x20 && c < 0x7F)
         return err_set(p->err, ST_BAD, "safetensors header: %s at byte %zu ('%c')", what, p->pos,
                        c);
-    return err_set(p->err, ST_BAD, "safetensors header: %s at byte %zu (0x%02x)", what, p->pos,
-                   c);
+    return err_set(p->err, ST_BAD, "safetensors header: %s at byte %zu (0x%02x)", what, p->pos, c);
 }
 
 static void jws(jparser *p) {
-    while (p->pos < p->n && (p->s[p->pos] == ' ' || p->s[p->pos] == '\t' ||
-                             p->s[p->pos] == '\n' || p->s[p->pos] == '\r'))
+    while (p->pos < p->n && (p->s[p->pos] == ' ' || p->s[p->pos] == '\t' || p->s[p->pos] == '\n' ||
+                             p->s[p->pos] == '\r'))
         p->pos++;
 }
 
@@ -319,8 +325,10 @@ static graft_status parse_tensor(jparser *p, st_tensor *t, int64_t off[2]) {
     for (bool more = true; more;) {
         char *key = NULL;
         TRY(jstring(p, &key));
-        int which = !strcmp(key, "dtype") ? 0 : !strcmp(key, "shape") ? 1
-                  : !strcmp(key, "data_offsets") ? 2 : -1;
+        int which = !strcmp(key, "dtype")          ? 0
+                    : !strcmp(key, "shape")        ? 1
+                    : !strcmp(key, "data_offsets") ? 2
+                                                   : -1;
         free(key);
         if (which < 0) return jfail(p, "unknown key in a tensor entry");
         if (seen[which]) return jfail(p, "duplicate key in a tensor entry");
@@ -348,7 +356,9 @@ static graft_status parse_tensor(jparser *p, st_tensor *t, int64_t off[2]) {
     }
     if (!seen[0] || !seen[1] || !seen[2])
         return err_set(p->err, ST_BAD, "safetensors: tensor '%s' lacks %s", t->name,
-                       !seen[0] ? "dtype" : !seen[1] ? "shape" : "data_offsets");
+                       !seen[0]   ? "dtype"
+                       : !seen[1] ? "shape"
+                                  : "data_offsets");
     return GRAFT_OK;
 }
 
@@ -426,12 +436,13 @@ static graft_status check_layout(st_parsed *ps, size_t data_size, graft_err *err
         if (e < b || e > limit)
             return err_set(err, ST_BAD,
                            "safetensors: tensor '%s' has data_offsets [%lld, %lld] outside the "
-                           "%zu-byte data buffer", t->name, (long long)b, (long long)e, data_size);
+                           "%zu-byte data buffer",
+                           t->name, (long long)b, (long long)e, data_size);
         if ((uint64_t)(e - b) != (uint64_t)numel * bytes)
             return err_set(err, ST_BAD,
                            "safetensors: tensor '%s' has %lld elements of %s (%llu bytes) but "
-                           "data_offsets span %lld bytes", t->name, (long long)numel,
-                           safetensors_dtype_name(t->dtype),
+                           "data_offsets span %lld bytes",
+                           t->name, (long long)numel, safetensors_dtype_name(t->dtype),
                            (unsigned long long)((uint64_t)numel * bytes), (long long)(e - b));
         t->numel = numel;
         t->nbytes = (size_t)(e - b);
@@ -442,7 +453,8 @@ static graft_status check_layout(st_parsed *ps, size_t data_size, graft_err *err
         int64_t o0 = ps->offsets[i][0], o1 = ps->offsets[i][1];
         int j = i;
         for (; j > 0 && (ps->offsets[j - 1][0] > o0 ||
-                         (ps->offsets[j - 1][0] == o0 && ps->offsets[j - 1][1] > o1)); j--) {
+                         (ps->offsets[j - 1][0] == o0 && ps->offsets[j - 1][1] > o1));
+             j--) {
             ps->tensors[j] = ps->tensors[j - 1];
             ps->offsets[j][0] = ps->offsets[j - 1][0], ps->offsets[j][1] = ps->offsets[j - 1][1];
         }
@@ -451,15 +463,18 @@ static graft_status check_layout(st_parsed *ps, size_t data_size, graft_err *err
     int64_t expect = 0;
     for (int i = 0; i < ps->n; i++) {
         if (ps->offsets[i][0] != expect)
-            return err_set(err, ST_BAD, "safetensors: tensor '%s' starts at byte %lld of the data "
+            return err_set(err, ST_BAD,
+                           "safetensors: tensor '%s' starts at byte %lld of the data "
                            "buffer, where the previous tensor ends at %lld (%s)",
                            ps->tensors[i].name, (long long)ps->offsets[i][0], (long long)expect,
                            ps->offsets[i][0] < expect ? "overlap" : "gap");
         expect = ps->offsets[i][1];
     }
     if (expect != limit)
-        return err_set(err, ST_BAD, "safetensors: the tensors cover %lld of the %zu bytes of the "
-                       "data buffer", (long long)expect, data_size);
+        return err_set(err, ST_BAD,
+                       "safetensors: the tensors cover %lld of the %zu bytes of the "
+                       "data buffer",
+                       (long long)expect, data_size);
     return GRAFT_OK;
 }
 
@@ -481,8 +496,8 @@ static graft_status index_names(safetensors_file *f, graft_err *err) {
         if (!f->by_name) return err_set(err, GRAFT_E_OUT_OF_MEMORY, "safetensors: out of memory");
     }
     for (int i = 0; i < f->n_tensors; i++) f->by_name[i] = &f->tensors[i];
-    if (f->n_tensors > 1) qsort(f->by_name, (size_t)f->n_tensors, sizeof *f->by_name,
-                                cmp_tensor_ptr_name);
+    if (f->n_tensors > 1)
+        qsort(f->by_name, (size_t)f->n_tensors, sizeof *f->by_name, cmp_tensor_ptr_name);
     for (int i = 1; i < f->n_tensors; i++)
         if (strcmp(f->by_name[i - 1]->name, f->by_name[i]->name) == 0)
             return err_set(err, ST_BAD, "safetensors: duplicate tensor name '%.200s'",
@@ -508,18 +523,23 @@ static graft_status index_names(safetensors_file *f, graft_err *err) {
 /* Parse f->buf[0..f->size). */
 static graft_status parse_file(safetensors_file *f, graft_err *err) {
     if (f->size < 8)
-        return err_set(err, ST_BAD, "safetensors: %zu-byte file is too short for the 8-byte "
-                       "header length", f->size);
+        return err_set(err, ST_BAD,
+                       "safetensors: %zu-byte file is too short for the 8-byte "
+                       "header length",
+                       f->size);
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = (n << 8) | f->buf[i];
     if (n > f->size - 8)
-        return err_set(err, ST_BAD, "safetensors: header length %llu is beyond the end of the "
-                       "%zu-byte file (truncated?)", (unsigned long long)n, f->size);
+        return err_set(err, ST_BAD,
+                       "safetensors: header length %llu is beyond the end of the "
+                       "%zu-byte file (truncated?)",
+                       (unsigned long long)n, f->size);
     if (n > ST_MAX_HEADER)
         return err_set(err, ST_BAD, "safetensors: header length %llu exceeds the %u-byte limit",
                        (unsigned long long)n, ST_MAX_HEADER);
-    if (n < 2) return err_set(err, ST_BAD, "safetensors: header length %llu is too short",
-                              (unsigned long long)n);
+    if (n < 2)
+        return err_set(err, ST_BAD, "safetensors: header length %llu is too short",
+                       (unsigned long long)n);
     st_parsed ps = {0};
     graft_status st = parse_header(&ps, (const char *)f->buf + 8, (size_t)n, err);
     if (st == GRAFT_OK) st = check_layout(&ps, f->size - 8 - (size_t)n, err);
@@ -579,15 +599,17 @@ graft_status safetensors_open(safetensors_file **out, const char *path, graft_er
     fclose(fp);
     if (got != size || rerr) {
         free(buf);
-        return err_set(err, GRAFT_E_IO, "cannot read %s: short read (%zu of %zu bytes)", path,
-                       got, size);
+        return err_set(err, GRAFT_E_IO, "cannot read %s: short read (%zu of %zu bytes)", path, got,
+                       size);
     }
     graft_status st = from_buffer(out, buf, size, err);
     if (st != GRAFT_OK) err_prefix(err, "%s: ", path);
     return st;
 }
 
-int safetensors_count(const safetensors_file *f) { return f ? f->n_tensors : 0; }
+int safetensors_count(const safetensors_file *f) {
+    return f ? f->n_tensors : 0;
+}
 
 const st_tensor *safetensors_tensor_at(const safetensors_file *f, int i) {
     return (f && i >= 0 && i < f->n_tensors) ? &f->tensors[i] : NULL;
@@ -600,13 +622,17 @@ const st_tensor *safetensors_find(const safetensors_file *f, const char *name) {
         int mid = lo + (hi - lo) / 2;
         int c = strcmp(f->by_name[mid]->name, name);
         if (c == 0) return f->by_name[mid];
-        if (c < 0) lo = mid + 1;
-        else hi = mid - 1;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
     }
     return NULL;
 }
 
-int safetensors_meta_count(const safetensors_file *f) { return f ? f->n_meta : 0; }
+int safetensors_meta_count(const safetensors_file *f) {
+    return f ? f->n_meta : 0;
+}
 
 const char *safetensors_meta(const safetensors_file *f, const char *key) {
     for (int i = 0; f && key && i < f->n_meta; i++)

@@ -1,4 +1,5 @@
-/* safetensors.h: hand-written reader and atomic writer of .safetensors files (tensors + metadata). */
+/* safetensors.h: hand-written reader and atomic writer of .safetensors files (tensors + metadata).
+ */
 #ifndef GRAFT_TRAIN_SAFETENSORS_H
 #define GRAFT_TRAIN_SAFETENSORS_H
 
@@ -21,11 +22,11 @@
 
 /* A tensor to write. */
 typedef struct st_tensor_in {
-    const char *name;  /* unique, not "__metadata__", UTF-8 */
+    const char *name; /* unique, not "__metadata__", UTF-8 */
     graft_dtype dtype;
-    int ndim;          /* 0..GRAFT_MAX_DIMS; 0 is a scalar */
+    int ndim;            /* 0..GRAFT_MAX_DIMS; 0 is a scalar */
     const int64_t *dims; // (ndim)
-    const void *data;  // (prod(dims)) elements of dtype, little-endian
+    const void *data;    // (prod(dims)) elements of dtype, little-endian
 } st_tensor_in;
 
 /* Write tensors[0..n_tensors) and metadata (keys[i] -> values[i], i < n_meta) to path,

@@ -1,4 +1,5 @@
-/* safetensors_write.c: atomic writing of .safetensors files (header JSON, padding, fsync, rename). */
+/* safetensors_write.c: atomic writing of .safetensors files (header JSON, padding, fsync, rename).
+ */
 #include "train/safetensors.h"
 
 #include <errno.h>
@@ -35,7 +36,9 @@ static void sb_add(sbuf *b, const char *s, size_t n) {
     b->p[b->n] = '\0';
 }
 
-static void sb_str(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
+static void sb_str(sbuf *b, const char *s) {
+    sb_add(b, s, strlen(s));
+}
 
 static void sb_json_string(sbuf *b, const char *s) {
     sb_add(b, "\"", 1);
@@ -88,16 +91,20 @@ static graft_status plan_items(wr_item *items, const st_tensor_in *tensors, int 
             return err_set(err, GRAFT_E_INVALID_ARGUMENT,
                            "safetensors_write: tensor %d has no valid name", i);
         if (!safetensors_dtype_name(t->dtype))
-            return err_set(err, GRAFT_E_DTYPE, "safetensors_write: tensor '%s' has dtype %s, "
-                           "which safetensors cannot store", t->name, graft_dtype_name(t->dtype));
+            return err_set(err, GRAFT_E_DTYPE,
+                           "safetensors_write: tensor '%s' has dtype %s, "
+                           "which safetensors cannot store",
+                           t->name, graft_dtype_name(t->dtype));
         if (t->ndim < 0 || t->ndim > GRAFT_MAX_DIMS || (t->ndim > 0 && !t->dims))
             return err_set(err, GRAFT_E_SHAPE, "safetensors_write: tensor '%s' has rank %d",
                            t->name, t->ndim);
         size_t es = graft_dtype_size(t->dtype), bytes = es;
         for (int d = 0; d < t->ndim; d++) {
             if (t->dims[d] < 0 || (t->dims[d] > 0 && bytes > SIZE_MAX / 2 / (size_t)t->dims[d]))
-                return err_set(err, GRAFT_E_SHAPE, "safetensors_write: tensor '%s' has a "
-                               "negative or too large dimension", t->name);
+                return err_set(err, GRAFT_E_SHAPE,
+                               "safetensors_write: tensor '%s' has a "
+                               "negative or too large dimension",
+                               t->name);
             bytes *= (size_t)t->dims[d];
         }
         if (bytes > 0 && !t->data)
@@ -175,9 +182,12 @@ static bool write_all(FILE *fp, const sbuf *h, const wr_item *items, int n) {
 static void sync_parent(const char *path) {
     char dir[4096];
     const char *slash = strrchr(path, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == path) snprintf(dir, sizeof dir, "/");
-    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
     int fd = open(dir, O_RDONLY);
     if (fd >= 0) {
         (void)fsync(fd);
@@ -203,8 +213,10 @@ static graft_status write_atomic(const char *path, const sbuf *h, const wr_item 
     FILE *fp = fdopen(fd, "wb");
     bool ok = fp && write_all(fp, h, items, n);
     int saved = errno;
-    if (fp) ok = (fclose(fp) == 0) && ok;
-    else close(fd);
+    if (fp)
+        ok = (fclose(fp) == 0) && ok;
+    else
+        close(fd);
     if (ok && rename(tmp, path) != 0) ok = false, saved = errno;
     if (!ok) {
         unlink(tmp);
@@ -227,8 +239,8 @@ graft_status safetensors_write(const char *path, const st_tensor_in *tensors, in
     if (!items) return err_set(err, GRAFT_E_OUT_OF_MEMORY, "safetensors_write: out of memory");
     sbuf h = {0};
     graft_status st = plan_items(items, tensors, n_tensors, meta_keys, meta_values, n_meta, err);
-    if (st == GRAFT_OK) st = build_header(&h, items, n_tensors, meta_keys, meta_values, n_meta,
-                                          err);
+    if (st == GRAFT_OK)
+        st = build_header(&h, items, n_tensors, meta_keys, meta_values, n_meta, err);
     if (st == GRAFT_OK) st = write_atomic(path, &h, items, n_tensors, err);
     free(h.p);
     free(items);

@@ -160,7 +160,7 @@ static graft_status setup_schedule(graft_trainer *t, int64_t n, graft_err *e) {
     t->sched.eta_min = o->min_lr;
     t->sched.total_steps = total;
     TRY(sched_check(&t->sched, e));
-    if (o->scheduler == GRAFT_SCHEDULER_PLATEAU) {
+    if (o->scheduler == GRAFT_SCHEDULER_PLATEAU && t->epoch == 0) { /* else resumed: keep */
         TRY(plateau_init(&t->plat, o->lr, e));
         t->plat.factor = o->gamma;
         t->plat.min_lr = o->min_lr;
@@ -194,9 +194,6 @@ typedef struct epoch_state {
     int64_t *order;
     float *xb;
     char *yb;
-    float *best;
-    double best_metric;
-    int bad_epochs;
 } epoch_state;
 
 static int report(graft_trainer *t, int epoch_end, double loss, double acc, double vloss,
@@ -223,6 +220,8 @@ static graft_status run_epoch(graft_trainer *t, epoch_state *s, const float *x, 
     size_t ls = trainer_label_size(t);
     int64_t b = t->options.batch_size, correct_total = 0;
     double loss_total = 0.0;
+    /* Each epoch's order depends on the RNG state alone, so a resumed run draws the same. */
+    for (int64_t i = 0; i < n; i++) s->order[i] = i;
     rng_shuffle(&t->rng, s->order, n);
     for (int64_t at = 0; at < n && !*stop; at += b) {
         int64_t m = n - at < b ? n - at : b;
@@ -244,21 +243,20 @@ static graft_status run_epoch(graft_trainer *t, epoch_state *s, const float *x, 
 }
 
 /* After an epoch: validation, plateau, early stopping; *stop when training should end. */
-static graft_status end_epoch(graft_trainer *t, epoch_state *s, double loss, double acc,
-                              const float *vx, const void *vy, int64_t vn, bool *stop,
-                              graft_err *e) {
+static graft_status end_epoch(graft_trainer *t, double loss, double acc, const float *vx,
+                              const void *vy, int64_t vn, bool *stop, graft_err *e) {
     double vloss = -1.0, vacc = -1.0;
     if (vn > 0) TRY(trainer_eval_features(t, vx, vy, vn, &vloss, &vacc, e));
     double metric = vn > 0 ? vloss : loss;
     if (t->options.scheduler == GRAFT_SCHEDULER_PLATEAU) plateau_step(&t->plat, metric);
     if (t->options.early_stop > 0 && vn > 0) {
-        if (metric < s->best_metric) {
-            s->best_metric = metric;
-            s->bad_epochs = 0;
-            if (!save_weights(t, s->best))
-                return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
-        } else if (++s->bad_epochs >= t->options.early_stop) {
-            restore_weights(t, s->best);
+        if (metric < t->best_metric) {
+            t->best_metric = metric;
+            t->bad_epochs = 0;
+            t->best = save_weights(t, t->best);
+            if (!t->best) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+        } else if (++t->bad_epochs >= t->options.early_stop) {
+            restore_weights(t, t->best);
             *stop = true;
         }
     }
@@ -274,18 +272,15 @@ graft_status trainer_run(graft_trainer *t, const float *x, const void *y, int64_
     s.order = malloc(sizeof(int64_t) * (size_t)n);
     s.xb = malloc(sizeof(float) * (size_t)(t->options.batch_size * t->dim));
     s.yb = malloc(trainer_label_size(t) * (size_t)t->options.batch_size);
-    s.best = save_weights(t, NULL);
-    s.best_metric = INFINITY;
     graft_status st = GRAFT_OK;
-    if (!s.order || !s.xb || !s.yb || !s.best)
+    if (!s.order || !s.xb || !s.yb)
         st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory starting training");
-    for (int64_t i = 0; st == GRAFT_OK && i < n; i++) s.order[i] = i;
     bool stop = false;
     while (st == GRAFT_OK && !stop && t->epoch < t->options.epochs) {
         double loss, acc;
         st = run_epoch(t, &s, x, y, n, &loss, &acc, &stop, e);
-        if (st == GRAFT_OK && !stop) st = end_epoch(t, &s, loss, acc, vx, vy, vn, &stop, e);
+        if (st == GRAFT_OK && !stop) st = end_epoch(t, loss, acc, vx, vy, vn, &stop, e);
     }
-    free(s.order), free(s.xb), free(s.yb), free(s.best);
+    free(s.order), free(s.xb), free(s.yb);
     return st;
 }

@@ -31,6 +31,10 @@ struct graft_trainer {
     double backbone_seconds, head_seconds;
     int64_t skipped_steps; /* fp16 steps skipped for inf/NaN gradients */
     int cache_reason;      /* feature_cache_reason of the last cache opened */
+    /* early stopping: the best validation loss so far, epochs since, the weights then */
+    double best_metric;
+    int bad_epochs;
+    float *best;
 };
 
 /* Create the head and optimizer for features of size dim (once). */

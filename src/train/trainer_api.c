@@ -1,6 +1,7 @@
 /* trainer_api.c: the public trainer: checking options, running the frozen backbone once per
  * sample to get features, fit / evaluate on tensors, and attaching the trained head to the
  * model as Gemm / activation nodes. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,7 @@ graft_status graft_trainer_create(graft_model *model, const graft_head_options *
     t->options = *options;
     t->options.class_weights = NULL;
     t->scaler = loss_scaler_default();
+    t->best_metric = INFINITY;
     t->rng = options->seed ^ 0x646174616f72646eull; /* "dataordn" */
     t->loss.kind = (loss_kind)options->loss;
     t->loss.label_smoothing = options->label_smoothing;
@@ -97,6 +99,7 @@ void graft_trainer_free(graft_trainer *t) {
     if (t->head_ready) head_free(&t->h);
     optim_free(t->opt);
     free(t->class_weights);
+    free(t->best);
     free(t);
 }
 
@@ -325,10 +328,12 @@ graft_status graft_trainer_attach(graft_trainer *t, int softmax) {
         TRY(graph_add_node(g, "Gemm", 13, (int[]){cur, wv, bv}, 3, name, "transB", 1, &cur, e));
         if (!l->has_act) continue;
         const char *op = act_op(t->h.activation);
-        TRY(graph_add_node(g, op, strcmp(op, "Gelu") == 0 ? 20 : 13, &cur, 1, "head/act", NULL, 0,
+        int in = cur;
+        TRY(graph_add_node(g, op, strcmp(op, "Gelu") == 0 ? 20 : 13, &in, 1, "head/act", NULL, 0,
                            &cur, e));
     }
+    int logits = cur;
     if (softmax)
-        TRY(graph_add_node(g, "Softmax", 13, &cur, 1, "probabilities", "axis", -1, &cur, e));
+        TRY(graph_add_node(g, "Softmax", 13, &logits, 1, "probabilities", "axis", -1, &cur, e));
     return model_set_output(m, cur, e);
 }
