@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "ops/op.h"
-#include "train/grad.h"
+#include "ops/grad.h"
 #include "train/loss.h"
 #include "test_node.h"
 #include "test_util.h"

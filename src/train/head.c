@@ -10,7 +10,7 @@
 #include "../core/half.h"
 #include "../core/rng.h"
 #include "../ops/op.h"
-#include "grad.h"
+#include "../ops/grad.h"
 
 void head_round(graft_precision p, float *v, int64_t n) {
     if (p == GRAFT_PRECISION_BF16)

@@ -50,7 +50,23 @@ graft_status trainer_eval_features(graft_trainer *t, const float *x, const void 
 /* Epochs over features: seeded order, schedule, callback, validation, plateau, early stopping. */
 graft_status trainer_run(graft_trainer *t, const float *x, const void *y, int64_t n,
                          const float *vx, const void *vy, int64_t vn, graft_err *e);
-/* The byte size of one label and where sample i's label starts. */
+/* Whole tensors as a batch source (slices along dim 0); identity hashes their bytes. */
+typedef struct tensor_source {
+    graft_batch_source source;
+    const graft_named_tensor *in;
+    const graft_tensor *labels;
+    graft_named_tensor slice[32];
+    char identity[64];
+} tensor_source;
+graft_status tensor_source_init(tensor_source *s, const graft_named_tensor *in, int n_in,
+                                const graft_tensor *labels, graft_err *e);
+
+/* Features (n, dim) and labels of every sample of src, malloc'ed: the frozen backbone runs once
+ * per sample, and with a cache file not at all for samples a previous run stored. */
+graft_status trainer_extract(graft_trainer *t, const graft_batch_source *src,
+                             const char *cache_path, float **features, void **labels, graft_err *e);
+
+/* The byte size of one label. */
 size_t trainer_label_size(const graft_trainer *t);
 
 #endif

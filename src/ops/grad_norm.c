@@ -3,8 +3,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "../ops/op.h"
-#include "../ops/reduce.h"
+#include "op.h"
+#include "reduce.h"
 #include "grad_util.h"
 
 /* ---- LayerNormalization --------------------------------------------------------------------- */

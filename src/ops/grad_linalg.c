@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ops/op.h"
+#include "op.h"
 #include "grad_util.h"
 
 /* c (m, n) += a (m, k) * b (k, n), with a and b read through element strides so that either may

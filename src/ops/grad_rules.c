@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ops/op.h"
+#include "op.h"
 #include "grad_util.h"
 
 /* ---- helpers -------------------------------------------------------------------------------- */

@@ -1,0 +1,179 @@
+/* extract.c: features for the head: batch sources (whole tensors among them), the frozen
+ * backbone run once per sample, and the feature cache that spares later runs even that. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../core/hash.h"
+#include "feature_cache.h"
+#include "trainer.h"
+
+static double seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static graft_status tensor_read(void *user, int64_t start, int64_t count,
+                                graft_named_tensor *inputs, graft_tensor *labels) {
+    tensor_source *s = user;
+    for (int i = 0; i < s->source.n_inputs; i++) {
+        const graft_tensor *t = &s->in[i].tensor;
+        int64_t row = graft_tensor_numel(t) / t->dims[0];
+        inputs[i] = s->in[i];
+        inputs[i].tensor.dims[0] = count;
+        inputs[i].tensor.data =
+            (char *)t->data + (size_t)(start * row) * graft_dtype_size(t->dtype);
+    }
+    *labels = *s->labels;
+    int64_t row = labels->dims[0] ? graft_tensor_numel(labels) / labels->dims[0] : 0;
+    labels->dims[0] = count;
+    labels->data = (char *)labels->data + (size_t)(start * row) * graft_dtype_size(labels->dtype);
+    return GRAFT_OK;
+}
+
+graft_status tensor_source_init(tensor_source *s, const graft_named_tensor *in, int n_in,
+                                const graft_tensor *labels, graft_err *e) {
+    memset(s, 0, sizeof *s);
+    if (n_in < 1 || n_in > 32 || !in)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "give 1 to 32 inputs (got %d)", n_in);
+    if (!labels || !labels->data || labels->ndim < 1)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "no labels given");
+    hash64_state h;
+    hash64_init(&h, 0x74656e736f7273ull);
+    for (int i = 0; i < n_in; i++) {
+        const graft_tensor *t = &in[i].tensor;
+        if (t->ndim < 1 || t->dims[0] != labels->dims[0] || !t->data || graft_tensor_numel(t) < 1)
+            return err_set(e, GRAFT_E_SHAPE,
+                           "input '%s' must hold the %lld samples of the labels along dim 0",
+                           in[i].name ? in[i].name : "?", (long long)labels->dims[0]);
+        hash64_update_str(&h, in[i].name ? in[i].name : "");
+        hash64_update_u64(&h, (uint64_t)t->dtype);
+        for (int d = 0; d < t->ndim; d++) hash64_update_u64(&h, (uint64_t)t->dims[d]);
+        hash64_update(&h, t->data, (size_t)graft_tensor_numel(t) * graft_dtype_size(t->dtype));
+    }
+    s->in = in;
+    s->labels = labels;
+    snprintf(s->identity, sizeof s->identity, "tensors:%016llx",
+             (unsigned long long)hash64_final(&h));
+    s->source = (graft_batch_source){labels->dims[0], n_in, tensor_read, s, s->identity};
+    return GRAFT_OK;
+}
+
+static graft_status check_batch(const graft_trainer *t, const graft_batch_source *src,
+                                const graft_named_tensor *in, const graft_tensor *y, int64_t m,
+                                graft_err *e) {
+    for (int i = 0; i < src->n_inputs; i++)
+        if (in[i].tensor.ndim < 1 || in[i].tensor.dims[0] != m)
+            return err_set(e, GRAFT_E_SHAPE, "the source gave input '%s' without %lld samples",
+                           in[i].name ? in[i].name : "?", (long long)m);
+    if (!y->data) return err_set(e, GRAFT_E_INVALID_ARGUMENT, "the source gave no labels");
+    if (t->options.loss == GRAFT_LOSS_CROSS_ENTROPY) {
+        if (y->dtype != GRAFT_DTYPE_I64 || y->ndim != 1 || y->dims[0] != m)
+            return err_set(e, GRAFT_E_SHAPE,
+                           "cross-entropy labels must be int64 (%lld), got %s of rank %d",
+                           (long long)m, graft_dtype_name(y->dtype), y->ndim);
+        return GRAFT_OK;
+    }
+    if (y->dtype != GRAFT_DTYPE_F32 || y->ndim != 2 || y->dims[0] != m ||
+        y->dims[1] != t->head_options.n_outputs)
+        return err_set(e, GRAFT_E_SHAPE, "labels must be float32 (%lld, %d)", (long long)m,
+                       t->head_options.n_outputs);
+    return GRAFT_OK;
+}
+
+static graft_status open_cache(graft_trainer *t, const char *path, const graft_batch_source *src,
+                               feature_cache **fc, graft_err *e) {
+    if (!src->identity)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "the data source has no identity, so its features cannot be cached");
+    const ir_graph *g = &t->model->g;
+    feature_cache_key key = {feature_cache_model_hash(g), g->values[g->outputs[0]].name,
+                             src->identity};
+    feature_cache_reason why;
+    TRY(feature_cache_open(fc, &why, path, &key, src->n_samples, t->dim, t->options.cache_dtype,
+                           e));
+    t->cache_reason = why;
+    return GRAFT_OK;
+}
+
+/* Features of rows [at, at+m) into *feats (n, dim): from the cache when all are there, else
+ * from the backbone. *feats is allocated once the feature size is known. */
+static graft_status batch_features(graft_trainer *t, feature_cache *fc, graft_named_tensor *in,
+                                   int n_in, int64_t at, int64_t m, int64_t n, float **feats,
+                                   graft_err *e) {
+    bool all = fc != NULL;
+    for (int64_t i = 0; all && i < m; i++) all = feature_cache_has(fc, at + i);
+    if (all) {
+        bool found;
+        for (int64_t i = 0; i < m; i++)
+            TRY(feature_cache_get(fc, *feats + (at + i) * t->dim, &found, at + i, e));
+        return GRAFT_OK;
+    }
+    double t0 = seconds();
+    TRY(graft_model_run(t->model, in, n_in));
+    const graft_tensor *f = NULL;
+    TRY(graft_model_output(t->model, 0, &f));
+    if (f->ndim != 2 || f->dims[0] != m || f->dtype != GRAFT_DTYPE_F32)
+        return err_set(e, GRAFT_E_SHAPE, "the features must be float32 (batch, features)");
+    TRY(trainer_setup(t, f->dims[1], e));
+    if (!*feats) {
+        *feats = malloc(sizeof(float) * (size_t)(n * t->dim));
+        if (!*feats) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory for features");
+    }
+    float *dst = *feats + at * t->dim;
+    memcpy(dst, f->data, sizeof(float) * (size_t)(m * t->dim));
+    t->backbone_samples += m;
+    t->backbone_seconds += seconds() - t0;
+    for (int64_t i = 0; fc && i < m; i++) TRY(feature_cache_put(fc, at + i, dst + i * t->dim, e));
+    return GRAFT_OK;
+}
+
+/* Every batch of the source: labels copied out, features from the cache or the backbone. */
+static graft_status read_all(graft_trainer *t, const graft_batch_source *src, feature_cache *fc,
+                             float **feats, char *labels, graft_err *e) {
+    graft_named_tensor in[32];
+    size_t ls = trainer_label_size(t);
+    int64_t n = src->n_samples, b = t->options.batch_size;
+    for (int64_t at = 0; at < n; at += b) {
+        int64_t m = n - at < b ? n - at : b;
+        graft_tensor y = {0};
+        memset(in, 0, sizeof in);
+        TRY(src->read(src->user, at, m, in, &y));
+        TRY(check_batch(t, src, in, &y, m, e));
+        memcpy(labels + (size_t)at * ls, y.data, ls * (size_t)m);
+        TRY(batch_features(t, fc, in, src->n_inputs, at, m, n, feats, e));
+    }
+    return GRAFT_OK;
+}
+
+graft_status trainer_extract(graft_trainer *t, const graft_batch_source *src,
+                             const char *cache_path, float **features, void **labels,
+                             graft_err *e) {
+    if (!src->read || src->n_samples < 1 || src->n_inputs < 1 || src->n_inputs > 32)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "a data source needs a read function, samples and 1 to 32 inputs");
+    if (cache_path && !t->head_ready)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "a feature cache needs the feature size known when the model loads");
+    feature_cache *fc = NULL;
+    if (cache_path) TRY(open_cache(t, cache_path, src, &fc, e));
+    int64_t n = src->n_samples;
+    float *feats = t->head_ready ? malloc(sizeof(float) * (size_t)(n * t->dim)) : NULL;
+    char *y = malloc(trainer_label_size(t) * (size_t)n);
+    graft_status st = GRAFT_OK;
+    if (!y || (t->head_ready && !feats))
+        st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory for %lld samples' features",
+                     (long long)n);
+    if (st == GRAFT_OK) st = read_all(t, src, fc, &feats, y, e);
+    graft_status st2 = fc ? feature_cache_close(fc, st == GRAFT_OK ? e : NULL) : GRAFT_OK;
+    if (st == GRAFT_OK) st = st2;
+    if (st != GRAFT_OK) {
+        free(feats), free(y);
+        return st;
+    }
+    *features = feats;
+    *labels = y;
+    return GRAFT_OK;
+}
