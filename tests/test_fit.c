@@ -307,20 +307,57 @@ static void batch_source(const char *gen, data *d) {
         if (st == GRAFT_OK) st = graft_trainer_fit_source(t, &src, &src);
         seen plain;
         fit_once(gen, GRAFT_POOLING_CLS, d, NULL, &plain);
-        CHECK("fit_batch_source", st == GRAFT_OK && s.epochs == 5 && s.last_loss == plain.last_loss &&
-              s.backbone_samples == 2 * N, "status %d: %s; loss %.9g vs tensors %.9g",
-              st, graft_last_error(ctx), s.last_loss, plain.last_loss);
+        CHECK("fit_batch_source",
+              st == GRAFT_OK && s.epochs == 5 && s.last_loss == plain.last_loss &&
+                  s.backbone_samples == 2 * N,
+              "status %d: %s; loss %.9g vs tensors %.9g", st, graft_last_error(ctx), s.last_loss,
+              plain.last_loss);
         graft_trainer_free(t);
         to.cache_path = "/tmp/graft_never_written.cache";
         st = graft_trainer_create(m, &ho, &to, &t);
         if (st == GRAFT_OK) st = graft_trainer_fit_source(t, &src, NULL);
-        CHECK("fit_uncacheable_source_with_cache", st == GRAFT_E_INVALID_ARGUMENT &&
-              strstr(graft_last_error(ctx), "identity"), "status %d: %s", st,
-              graft_last_error(ctx));
+        CHECK("fit_uncacheable_source_with_cache",
+              st == GRAFT_E_INVALID_ARGUMENT && strstr(graft_last_error(ctx), "identity"),
+              "status %d: %s", st, graft_last_error(ctx));
         graft_trainer_free(t);
         graft_model_free(m);
     }
     graft_ctx_free(ctx);
+}
+
+/* Multi-label (BCE with logits) and regression (MSE) heads learn float targets. */
+static void float_targets(const char *gen, data *d) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/bert_tiny_decomposed.onnx", gen);
+    static float onehot[N * 4];
+    for (int i = 0; i < N * 4; i++) onehot[i] = (float)(d->labels[i / 4] == i % 4);
+    graft_tensor y = {GRAFT_DTYPE_F32, 2, {N, 4}, onehot};
+    const graft_loss losses[2] = {GRAFT_LOSS_BCE_LOGITS, GRAFT_LOSS_MSE};
+    const char *names[2] = {"fit_bce_multilabel", "fit_mse_regression"};
+    for (int k = 0; k < 2; k++) {
+        graft_ctx *ctx;
+        graft_model *m;
+        graft_trainer *t = NULL;
+        graft_ctx_create(NULL, &ctx);
+        seen s = {0};
+        graft_status st = graft_model_load(ctx, path, &m);
+        if (st == GRAFT_OK) st = graft_model_cut(m, "auto", GRAFT_POOLING_CLS);
+        graft_head_options ho = GRAFT_HEAD_OPTIONS_INIT;
+        ho.n_outputs = 4;
+        graft_train_options to = GRAFT_TRAIN_OPTIONS_INIT;
+        to.loss = losses[k], to.epochs = 30, to.batch_size = 16, to.lr = 3e-2;
+        to.callback = on_report, to.callback_user = &s;
+        if (st == GRAFT_OK) st = graft_trainer_create(m, &ho, &to, &t);
+        if (st == GRAFT_OK) st = graft_trainer_fit(t, d->in, 3, &y, NULL, 0, NULL);
+        double loss = -1, acc = 0;
+        if (st == GRAFT_OK) st = graft_trainer_evaluate(t, d->in, 3, &y, &loss, &acc);
+        CHECK(names[k], st == GRAFT_OK && acc == -1.0 && loss < 0.5 * s.first_loss,
+              "status %d: %s; loss %.4f after, first epoch %.4f", st, graft_last_error(ctx), loss,
+              s.first_loss);
+        graft_trainer_free(t);
+        graft_model_free(m);
+        graft_ctx_free(ctx);
+    }
 }
 
 int main(int argc, char **argv) {
@@ -396,5 +433,6 @@ int main(int argc, char **argv) {
     resume(gen, &d);
     early_stopping(gen, &d);
     batch_source(gen, &d);
+    float_targets(gen, &d);
     return test_failures ? 1 : 0;
 }

@@ -13,5 +13,5 @@ $SUDO apt-get install -y -qq --no-install-recommends \
 # scikit-learn supplies the 8x8 digits for the transfer test (tools/export_digits.py).
 python3 -m pip install -q --disable-pip-version-check \
     'numpy>=1.24' 'onnx>=1.15' 'onnxruntime>=1.17' safetensors 'scikit-learn>=1.2' 2>&1 | grep -v 'Running pip as' || true
-python3 -c 'import numpy, onnx, onnxruntime, sklearn'
+python3 -c 'import numpy, onnx, onnxruntime, safetensors, sklearn'
 echo "install-deps: done"
