@@ -48,6 +48,17 @@ static int make_labels(graft_model *m, data *d) {
     return 0;
 }
 
+/* The tiny BERT, loaded and cut with `pooling`; NULL when it is not there or fails. */
+static graft_model *load_cut(graft_ctx *ctx, const char *gen, graft_pooling pooling) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/bert_tiny_decomposed.onnx", gen);
+    graft_model *m = NULL;
+    if (graft_model_load(ctx, path, &m) != GRAFT_OK) return NULL;
+    if (graft_model_cut(m, "auto", pooling) == GRAFT_OK) return m;
+    graft_model_free(m);
+    return NULL;
+}
+
 typedef struct seen {
     int steps, epochs;
     double last_loss, first_loss;
@@ -68,16 +79,13 @@ static int on_report(const graft_train_report *r, void *user) {
 
 /* Load, cut with `pooling`, fit 5 epochs on d with the cache at `cache` (NULL: none). */
 static int fit_once(const char *gen, graft_pooling pooling, data *d, const char *cache, seen *s) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/bert_tiny_decomposed.onnx", gen);
     graft_ctx *ctx;
     graft_model *m;
     graft_trainer *t = NULL;
     graft_ctx_create(NULL, &ctx);
     int rc = -1;
     memset(s, 0, sizeof *s);
-    if (graft_model_load(ctx, path, &m) == GRAFT_OK) {
-        graft_model_cut(m, "auto", pooling);
+    if ((m = load_cut(ctx, gen, pooling)) != NULL) {
         graft_head_options ho = GRAFT_HEAD_OPTIONS_INIT;
         ho.n_outputs = 4;
         graft_train_options to = GRAFT_TRAIN_OPTIONS_INIT;
@@ -148,15 +156,12 @@ static int record(const graft_train_report *r, void *user) {
 /* Fit an MLP head with dropout in fp16 with a plateau schedule and early stopping for 8 epochs
  * (the callback may stop it after `stop_after`); save to `save`, or load `load` first. */
 static int fit_mlp(const char *gen, data *d, trace *tr, const char *save, const char *load) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/bert_tiny_decomposed.onnx", gen);
     graft_ctx *ctx;
     graft_model *m;
     graft_trainer *t = NULL;
     graft_ctx_create(NULL, &ctx);
     int rc = -1;
-    if (graft_model_load(ctx, path, &m) == GRAFT_OK) {
-        graft_model_cut(m, "auto", GRAFT_POOLING_CLS);
+    if ((m = load_cut(ctx, gen, GRAFT_POOLING_CLS)) != NULL) {
         graft_head_options ho = GRAFT_HEAD_OPTIONS_INIT;
         ho.n_outputs = 4, ho.n_hidden = 1, ho.hidden[0] = 32, ho.dropout = 0.2f, ho.seed = 5;
         graft_train_options to = GRAFT_TRAIN_OPTIONS_INIT;
@@ -242,8 +247,6 @@ static void resume(const char *gen, data *d) {
 /* Validation labels the features cannot explain: the validation loss rises as training fits,
  * training stops after `early_stop` epochs without improvement and keeps the best weights. */
 static void early_stopping(const char *gen, data *d) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/bert_tiny_decomposed.onnx", gen);
     graft_ctx *ctx;
     graft_model *m;
     graft_trainer *t = NULL;
@@ -252,8 +255,7 @@ static void early_stopping(const char *gen, data *d) {
     for (int i = 0; i < N; i++) wrong[i] = (d->labels[i] + 1 + i % 3) % 4;
     trace tr = {0};
     double vloss = -1, vacc;
-    if (graft_model_load(ctx, path, &m) == GRAFT_OK) {
-        graft_model_cut(m, "auto", GRAFT_POOLING_CLS);
+    if ((m = load_cut(ctx, gen, GRAFT_POOLING_CLS)) != NULL) {
         graft_head_options ho = GRAFT_HEAD_OPTIONS_INIT;
         ho.n_outputs = 4;
         graft_train_options to = GRAFT_TRAIN_OPTIONS_INIT;
@@ -288,15 +290,12 @@ static graft_status my_read(void *user, int64_t start, int64_t count, graft_name
 }
 
 static void batch_source(const char *gen, data *d) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/bert_tiny_decomposed.onnx", gen);
     graft_ctx *ctx;
     graft_model *m;
     graft_trainer *t = NULL;
     graft_ctx_create(NULL, &ctx);
     seen s = {0};
-    if (graft_model_load(ctx, path, &m) == GRAFT_OK) {
-        graft_model_cut(m, "auto", GRAFT_POOLING_CLS);
+    if ((m = load_cut(ctx, gen, GRAFT_POOLING_CLS)) != NULL) {
         graft_head_options ho = GRAFT_HEAD_OPTIONS_INIT;
         ho.n_outputs = 4;
         graft_train_options to = GRAFT_TRAIN_OPTIONS_INIT;
@@ -327,8 +326,6 @@ static void batch_source(const char *gen, data *d) {
 
 /* Multi-label (BCE with logits) and regression (MSE) heads learn float targets. */
 static void float_targets(const char *gen, data *d) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/bert_tiny_decomposed.onnx", gen);
     static float onehot[N * 4];
     for (int i = 0; i < N * 4; i++) onehot[i] = (float)(d->labels[i / 4] == i % 4);
     graft_tensor y = {GRAFT_DTYPE_F32, 2, {N, 4}, onehot};
@@ -340,8 +337,8 @@ static void float_targets(const char *gen, data *d) {
         graft_trainer *t = NULL;
         graft_ctx_create(NULL, &ctx);
         seen s = {0};
-        graft_status st = graft_model_load(ctx, path, &m);
-        if (st == GRAFT_OK) st = graft_model_cut(m, "auto", GRAFT_POOLING_CLS);
+        m = load_cut(ctx, gen, GRAFT_POOLING_CLS);
+        graft_status st = m ? GRAFT_OK : GRAFT_E_NOT_FOUND;
         graft_head_options ho = GRAFT_HEAD_OPTIONS_INIT;
         ho.n_outputs = 4;
         graft_train_options to = GRAFT_TRAIN_OPTIONS_INIT;
