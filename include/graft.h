@@ -318,15 +318,17 @@ GRAFT_API graft_status graft_trainer_fit(graft_trainer *trainer, const graft_nam
                                          const graft_named_tensor *val_inputs, int n_val_inputs,
                                          const graft_tensor *val_labels);
 /* A source of labelled samples, read in order in batches (the data module's folders are one;
- * any application can supply its own). `read` fills `inputs` (every model input, `count`
- * samples along dim 0) and `labels` (as the loss says) for samples [start, start + count); the
- * tensors' data stay owned by the source and valid until the next read. `identity` names the
- * data and its preprocessing for the feature cache key (NULL: the source cannot be cached). */
+ * any application can supply its own). `read` fills `inputs` (every model input) and `labels`
+ * (as the loss says) with the samples of [start, start + count) it can deliver, in order, along
+ * dim 0, and sets kept[i] to 1 for each delivered sample start + i and 0 for one it skipped (an
+ * unreadable file: the source reports it); the tensors' data stay owned by the source and valid
+ * until the next read. `identity` names the data and its preprocessing for the feature cache key
+ * (NULL: the source cannot be cached). */
 typedef struct graft_batch_source {
     int64_t n_samples;
     int n_inputs;
     graft_status (*read)(void *user, int64_t start, int64_t count, graft_named_tensor *inputs,
-                         graft_tensor *labels);
+                         graft_tensor *labels, unsigned char *kept);
     void *user;
     const char *identity;
 } graft_batch_source;

@@ -278,14 +278,38 @@ static void early_stopping(const char *gen, data *d) {
 
 /* An application's own source: serves the samples in batches from its arrays. */
 static graft_status my_read(void *user, int64_t start, int64_t count, graft_named_tensor *in,
-                            graft_tensor *labels) {
+                            graft_tensor *labels, unsigned char *kept) {
     data *d = user;
+    memset(kept, 1, (size_t)count);
     for (int k = 0; k < 3; k++) {
         in[k] = d->in[k];
         in[k].tensor.dims[0] = count;
         in[k].tensor.data = (int64_t *)d->in[k].tensor.data + start * S;
     }
     *labels = (graft_tensor){GRAFT_DTYPE_I64, 1, {count}, d->labels + start};
+    return GRAFT_OK;
+}
+
+/* A source that cannot read every 5th sample: it skips them and delivers the rest packed. */
+static graft_status skipping_read(void *user, int64_t start, int64_t count, graft_named_tensor *in,
+                                  graft_tensor *labels, unsigned char *kept) {
+    data *d = user;
+    static int64_t buf[3][N * S], lab[N];
+    int64_t got = 0;
+    for (int64_t i = 0; i < count; i++) {
+        kept[i] = (start + i) % 5 != 4;
+        if (!kept[i]) continue;
+        for (int k = 0; k < 3; k++)
+            memcpy(buf[k] + got * S, (int64_t *)d->in[k].tensor.data + (start + i) * S,
+                   sizeof(int64_t) * S);
+        lab[got++] = d->labels[start + i];
+    }
+    for (int k = 0; k < 3; k++) {
+        in[k] = d->in[k];
+        in[k].tensor.dims[0] = got;
+        in[k].tensor.data = buf[k];
+    }
+    *labels = (graft_tensor){GRAFT_DTYPE_I64, 1, {got}, lab};
     return GRAFT_OK;
 }
 
@@ -311,6 +335,16 @@ static void batch_source(const char *gen, data *d) {
                   s.backbone_samples == 2 * N,
               "status %d: %s; loss %.9g vs tensors %.9g", st, graft_last_error(ctx), s.last_loss,
               plain.last_loss);
+        graft_trainer_free(t);
+        seen k = {0};
+        to.callback_user = &k;
+        graft_batch_source skipping = {N, 3, skipping_read, d, NULL};
+        st = graft_trainer_create(m, &ho, &to, &t);
+        if (st == GRAFT_OK) st = graft_trainer_fit_source(t, &skipping, NULL);
+        CHECK("fit_source_skips_samples",
+              st == GRAFT_OK && k.backbone_samples == N - N / 5 && k.steps == 5 * 3,
+              "status %d: %s; backbone %lld, steps %d", st, graft_last_error(ctx),
+              (long long)k.backbone_samples, k.steps);
         graft_trainer_free(t);
         to.cache_path = "/tmp/graft_never_written.cache";
         st = graft_trainer_create(m, &ho, &to, &t);

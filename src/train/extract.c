@@ -16,8 +16,10 @@ static double seconds(void) {
 }
 
 static graft_status tensor_read(void *user, int64_t start, int64_t count,
-                                graft_named_tensor *inputs, graft_tensor *labels) {
+                                graft_named_tensor *inputs, graft_tensor *labels,
+                                unsigned char *kept) {
     tensor_source *s = user;
+    memset(kept, 1, (size_t)count);
     for (int i = 0; i < s->source.n_inputs; i++) {
         const graft_tensor *t = &s->in[i].tensor;
         int64_t row = graft_tensor_numel(t) / t->dims[0];
@@ -98,17 +100,18 @@ static graft_status open_cache(graft_trainer *t, const char *path, const graft_b
     return GRAFT_OK;
 }
 
-/* Features of rows [at, at+m) into *feats (n, dim): from the cache when all are there, else
- * from the backbone. *feats is allocated once the feature size is known. */
+/* Features of the m delivered samples (source indices idx) into *feats at row `row`: from the
+ * cache when all are there, else from the backbone. *feats (n, dim) is allocated once the
+ * feature size is known. */
 static graft_status batch_features(graft_trainer *t, feature_cache *fc, graft_named_tensor *in,
-                                   int n_in, int64_t at, int64_t m, int64_t n, float **feats,
-                                   graft_err *e) {
+                                   int n_in, const int64_t *idx, int64_t m, int64_t row, int64_t n,
+                                   float **feats, graft_err *e) {
     bool all = fc != NULL;
-    for (int64_t i = 0; all && i < m; i++) all = feature_cache_has(fc, at + i);
+    for (int64_t i = 0; all && i < m; i++) all = feature_cache_has(fc, idx[i]);
     if (all) {
         bool found;
         for (int64_t i = 0; i < m; i++)
-            TRY(feature_cache_get(fc, *feats + (at + i) * t->dim, &found, at + i, e));
+            TRY(feature_cache_get(fc, *feats + (row + i) * t->dim, &found, idx[i], e));
         return GRAFT_OK;
     }
     double t0 = seconds();
@@ -122,35 +125,47 @@ static graft_status batch_features(graft_trainer *t, feature_cache *fc, graft_na
         *feats = malloc(sizeof(float) * (size_t)(n * t->dim));
         if (!*feats) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory for features");
     }
-    float *dst = *feats + at * t->dim;
+    float *dst = *feats + row * t->dim;
     memcpy(dst, f->data, sizeof(float) * (size_t)(m * t->dim));
     t->backbone_samples += m;
     t->backbone_seconds += seconds() - t0;
-    for (int64_t i = 0; fc && i < m; i++) TRY(feature_cache_put(fc, at + i, dst + i * t->dim, e));
+    for (int64_t i = 0; fc && i < m; i++) TRY(feature_cache_put(fc, idx[i], dst + i * t->dim, e));
     return GRAFT_OK;
 }
 
-/* Every batch of the source: labels copied out, features from the cache or the backbone. */
+/* Every batch of the source: labels copied out, features from the cache or the backbone;
+ * skipped samples leave no row. *rows receives the samples delivered. */
 static graft_status read_all(graft_trainer *t, const graft_batch_source *src, feature_cache *fc,
-                             float **feats, char *labels, graft_err *e) {
+                             float **feats, char *labels, int64_t *rows, graft_err *e) {
     graft_named_tensor in[32];
     size_t ls = trainer_label_size(t);
-    int64_t n = src->n_samples, b = t->options.batch_size;
-    for (int64_t at = 0; at < n; at += b) {
-        int64_t m = n - at < b ? n - at : b;
+    int64_t n = src->n_samples, b = t->options.batch_size, row = 0;
+    int64_t *idx = malloc(sizeof(int64_t) * (size_t)b);
+    unsigned char *kept = malloc((size_t)b);
+    graft_status st = idx && kept ? GRAFT_OK : err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    for (int64_t at = 0; at < n && st == GRAFT_OK; at += b) {
+        int64_t m = n - at < b ? n - at : b, got = 0;
         graft_tensor y = {0};
         memset(in, 0, sizeof in);
-        TRY(src->read(src->user, at, m, in, &y));
-        TRY(check_batch(t, src, in, &y, m, e));
-        memcpy(labels + (size_t)at * ls, y.data, ls * (size_t)m);
-        TRY(batch_features(t, fc, in, src->n_inputs, at, m, n, feats, e));
+        memset(kept, 0, (size_t)m);
+        st = src->read(src->user, at, m, in, &y, kept);
+        for (int64_t i = 0; i < m; i++)
+            if (kept[i]) idx[got++] = at + i;
+        if (st == GRAFT_OK && got == 0) continue;
+        if (st == GRAFT_OK) st = check_batch(t, src, in, &y, got, e);
+        if (st != GRAFT_OK) break;
+        memcpy(labels + (size_t)row * ls, y.data, ls * (size_t)got);
+        st = batch_features(t, fc, in, src->n_inputs, idx, got, row, n, feats, e);
+        row += got;
     }
-    return GRAFT_OK;
+    free(idx), free(kept);
+    *rows = row;
+    return st;
 }
 
 graft_status trainer_extract(graft_trainer *t, const graft_batch_source *src,
                              const char *cache_path, float **features, void **labels,
-                             graft_err *e) {
+                             int64_t *n_rows, graft_err *e) {
     if (!src->read || src->n_samples < 1 || src->n_inputs < 1 || src->n_inputs > 32)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                        "a data source needs a read function, samples and 1 to 32 inputs");
@@ -166,7 +181,10 @@ graft_status trainer_extract(graft_trainer *t, const graft_batch_source *src,
     if (!y || (t->head_ready && !feats))
         st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory for %lld samples' features",
                      (long long)n);
-    if (st == GRAFT_OK) st = read_all(t, src, fc, &feats, y, e);
+    int64_t rows = 0;
+    if (st == GRAFT_OK) st = read_all(t, src, fc, &feats, y, &rows, e);
+    if (st == GRAFT_OK && rows == 0)
+        st = err_set(e, GRAFT_E_INVALID_ARGUMENT, "the data source delivered no samples");
     graft_status st2 = fc ? feature_cache_close(fc, st == GRAFT_OK ? e : NULL) : GRAFT_OK;
     if (st == GRAFT_OK) st = st2;
     if (st != GRAFT_OK) {
@@ -175,5 +193,6 @@ graft_status trainer_extract(graft_trainer *t, const graft_batch_source *src,
     }
     *features = feats;
     *labels = y;
+    *n_rows = rows;
     return GRAFT_OK;
 }

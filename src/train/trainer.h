@@ -61,10 +61,12 @@ typedef struct tensor_source {
 graft_status tensor_source_init(tensor_source *s, const graft_named_tensor *in, int n_in,
                                 const graft_tensor *labels, graft_err *e);
 
-/* Features (n, dim) and labels of every sample of src, malloc'ed: the frozen backbone runs once
- * per sample, and with a cache file not at all for samples a previous run stored. */
+/* Features (rows, dim) and labels of every sample src delivers (*n_rows of them), malloc'ed:
+ * the frozen backbone runs once per sample, and with a cache file not at all for samples a
+ * previous run stored. */
 graft_status trainer_extract(graft_trainer *t, const graft_batch_source *src,
-                             const char *cache_path, float **features, void **labels, graft_err *e);
+                             const char *cache_path, float **features, void **labels,
+                             int64_t *n_rows, graft_err *e);
 
 /* The byte size of one label. */
 size_t trainer_label_size(const graft_trainer *t);

@@ -127,12 +127,13 @@ graft_status graft_trainer_fit_source(graft_trainer *t, const graft_batch_source
     snprintf(val_cache, sizeof val_cache, "%s.val", cache ? cache : "");
     float *x = NULL, *vx = NULL;
     void *y = NULL, *vy = NULL;
-    graft_status st = trainer_extract(t, train, cache, &x, &y, e);
-    if (st == GRAFT_OK && val) st = trainer_extract(t, val, cache ? val_cache : NULL, &vx, &vy, e);
+    int64_t n = 0, vn = 0;
+    graft_status st = trainer_extract(t, train, cache, &x, &y, &n, e);
+    if (st == GRAFT_OK && val)
+        st = trainer_extract(t, val, cache ? val_cache : NULL, &vx, &vy, &vn, e);
     if (st == GRAFT_OK && t->options.ridge_warm_start && t->step == 0)
-        st = ridge_warm_start(t, x, y, train->n_samples, e);
-    if (st == GRAFT_OK)
-        st = trainer_run(t, x, y, train->n_samples, vx, vy, val ? val->n_samples : 0, e);
+        st = ridge_warm_start(t, x, y, n, e);
+    if (st == GRAFT_OK) st = trainer_run(t, x, y, n, vx, vy, vn, e);
     free(x), free(y), free(vx), free(vy);
     return st;
 }
@@ -159,8 +160,9 @@ graft_status graft_trainer_evaluate(graft_trainer *t, const graft_named_tensor *
     TRY(tensor_source_init(&src, inputs, n_inputs, labels, e));
     float *x = NULL;
     void *y = NULL;
-    TRY(trainer_extract(t, &src.source, NULL, &x, &y, e));
-    graft_status st = trainer_eval_features(t, x, y, src.source.n_samples, loss, accuracy, e);
+    int64_t n = 0;
+    TRY(trainer_extract(t, &src.source, NULL, &x, &y, &n, e));
+    graft_status st = trainer_eval_features(t, x, y, n, loss, accuracy, e);
     free(x), free(y);
     return st;
 }

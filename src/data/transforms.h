@@ -1,0 +1,34 @@
+/* transforms.h: image transforms with torchvision's semantics (on PIL images): resize of the
+ * shorter side with antialiasing, center crop, random-resized-crop, horizontal flip, and the
+ * final conversion to a normalised float tensor (CHW or HWC, f32 or f16). */
+#ifndef GRAFT_DATA_TRANSFORMS_H
+#define GRAFT_DATA_TRANSFORMS_H
+
+#include <stdbool.h>
+
+#include "graft.h"
+#include "image.h"
+
+/* torchvision.transforms.Resize(size) on a PIL image (bilinear, antialiased as PIL does): the
+ * shorter side becomes `size`, the other keeps the aspect ratio (int(size * long / short)). */
+graft_status transform_resize_shorter(image_u8 *out, const image_u8 *in, int size, graft_err *e);
+/* Resize to exactly (width, height), bilinear with PIL's antialiasing. */
+graft_status transform_resize(image_u8 *out, const image_u8 *in, int width, int height,
+                              graft_err *e);
+/* torchvision CenterCrop(size): crop_top = round((h - size) / 2), pads with 0 when smaller. */
+graft_status transform_center_crop(image_u8 *out, const image_u8 *in, int width, int height,
+                                   graft_err *e);
+/* The box torchvision's RandomResizedCrop.get_params picks (scale and ratio ranges, 10 tries,
+ * then the central fallback), drawn from *rng (src/core/rng.h). */
+void transform_rrc_box(int *x, int *y, int *w, int *h, int img_w, int img_h, double scale_min,
+                       double scale_max, double ratio_min, double ratio_max, uint64_t *rng);
+/* Crop the box then resize to (width, height). */
+graft_status transform_crop_resize(image_u8 *out, const image_u8 *in, int x, int y, int w, int h,
+                                   int width, int height, graft_err *e);
+void transform_hflip(image_u8 *img);
+/* ToTensor + Normalize: (pixel / 255 - mean[c]) / std[c], written as CHW (nhwc false) or HWC,
+ * f32 or f16, into dst (3 * height * width elements of dtype). */
+graft_status transform_to_tensor(void *dst, graft_dtype dtype, bool nhwc, const image_u8 *img,
+                                 const float mean[3], const float std[3], graft_err *e);
+
+#endif
