@@ -355,6 +355,69 @@ GRAFT_API graft_status graft_trainer_load(graft_trainer *trainer, const char *pa
  * or probabilities when softmax is set ("probabilities"). The trainer stays valid. */
 GRAFT_API graft_status graft_trainer_attach(graft_trainer *trainer, int softmax);
 
+/* ---- Data: labelled folders and text ------------------------------------------------------- */
+
+/* How images become input tensors (torchvision's semantics). */
+typedef struct graft_image_options {
+    int resize;         /* shorter side resized to this (0: no resize) */
+    int crop;           /* center crop to crop x crop (0: none); training with augment uses a
+                           random-resized-crop of this size instead */
+    int augment;        /* random-resized-crop + horizontal flip (training) */
+    float scale_min, scale_max, ratio_min, ratio_max; /* random-resized-crop ranges */
+    float mean[3], std[3]; /* normalisation of pixel / 255 */
+    int nhwc;              /* 1: (N, H, W, 3); 0: (N, 3, H, W) */
+    graft_dtype dtype;     /* F32 or F16 */
+    int64_t max_pixels;    /* larger images are skipped (decompression bombs); 0: 178956970 */
+    const char *input_name; /* the model input the images feed (default "input") */
+} graft_image_options;
+#define GRAFT_IMAGE_OPTIONS_INIT                                                                   \
+    {256, 224, 0, 0.08f, 1.0f, 0.75f, 4.0f / 3.0f, {0.485f, 0.456f, 0.406f},                       \
+     {0.229f, 0.224f, 0.225f}, 0, GRAFT_DTYPE_F32, 0, "input"}
+
+/* How text becomes token ids (BERT's inputs). */
+typedef struct graft_text_options {
+    const char *vocab_path; /* BERT vocab.txt */
+    int cased;              /* 0: lower-case and strip accents (uncased vocabularies) */
+    int max_len;            /* truncate/pad to this many tokens, [CLS] and [SEP] included */
+    const char *text_column, *text_pair_column, *label_column; /* CSV/TSV columns */
+    char label_separator; /* several labels in one field (multi-label); 0: one label */
+    int regression;       /* the label column holds numbers */
+} graft_text_options;
+#define GRAFT_TEXT_OPTIONS_INIT {NULL, 0, 128, "text", NULL, "label", 0, 0}
+
+/* A labelled data set: an image folder (DIR/<class>/<image>), a text folder (DIR/<class>/<n>.txt)
+ * or a CSV/TSV file with text and label columns. Classes are sorted by name. Files that cannot
+ * be read are skipped, counted and listed (graft_dataset_skipped); an empty class folder is an
+ * error before any work starts. */
+typedef struct graft_dataset graft_dataset;
+
+GRAFT_API graft_status graft_dataset_open_images(graft_ctx *ctx, const char *dir,
+                                                 const graft_image_options *options,
+                                                 graft_dataset **out);
+GRAFT_API graft_status graft_dataset_open_text(graft_ctx *ctx, const char *path,
+                                               const graft_text_options *options,
+                                               graft_dataset **out);
+GRAFT_API void graft_dataset_free(graft_dataset *ds);
+GRAFT_API int64_t graft_dataset_size(const graft_dataset *ds);
+GRAFT_API int graft_dataset_class_count(const graft_dataset *ds);
+GRAFT_API const char *graft_dataset_class_name(const graft_dataset *ds, int index);
+/* Files skipped so far (at open, and while reading): path and reason. */
+GRAFT_API int64_t graft_dataset_skipped_count(const graft_dataset *ds);
+GRAFT_API graft_status graft_dataset_skipped(const graft_dataset *ds, int64_t index,
+                                             const char **path, const char **reason);
+/* A seeded, stratified split into training and validation parts (new handles). */
+GRAFT_API graft_status graft_dataset_split(graft_dataset *ds, double val_fraction, uint64_t seed,
+                                           graft_dataset **train, graft_dataset **val);
+/* The same classes from another folder, e.g. a separate validation folder; a class it has that
+ * `like` lacks is an error. */
+GRAFT_API graft_status graft_dataset_open_like(const graft_dataset *like, const char *path,
+                                               graft_dataset **out);
+/* A batch source over the data set for the trainer: `threads` decoding threads (0: all cores),
+ * `prefetch` batches ready ahead; augmentation draws from `seed`. The source stays valid while
+ * ds lives; a source's samples come out in the data set's order whatever the thread count. */
+GRAFT_API graft_status graft_dataset_source(graft_dataset *ds, int threads, int prefetch,
+                                            uint64_t seed, graft_batch_source *out);
+
 /* ---- Export -------------------------------------------------------------------------------- */
 
 typedef struct graft_export_options {

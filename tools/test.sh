@@ -79,6 +79,10 @@ if setup_build build/release --buildtype=release; then
     run_suite trainer $R/tests/test_trainer tests/data/trainer_fixtures.txt
     run_suite fit $R/tests/test_fit "$GEN"
     run_suite digits_data python3 tools/export_digits.py build/test-logs/digits
+    rm -rf build/test-logs/images
+    run_suite image_folder_data python3 tools/make_image_folder.py build/test-logs/images
+    run_suite dataset $R/tests/test_dataset build/test-logs/images
+    run_suite text_dataset $R/tests/test_text_dataset tests/data
     rm -rf build/test-logs/grafted && mkdir -p build/test-logs/grafted
     run_suite transfer $R/tests/test_transfer models/digits_cnn.onnx build/test-logs/digits \
         build/test-logs/grafted
@@ -89,7 +93,12 @@ if setup_build build/release --buildtype=release; then
     run_suite export $R/tests/test_export "$GEN" build/test-logs/export
     run_suite export_ort python3 tools/check_export.py build/test-logs/export
     run_suite feature_cache $R/tests/test_feature_cache
+    run_suite text_table $R/tests/test_text_table tests/data/text
+    run_suite image_decode $R/tests/test_image_decode tests/data/images
+    run_suite transforms $R/tests/test_transforms tests/data/transforms/fixtures.bin
     run_suite cli tests/test_cli.sh $R/graft "$GEN"
+    run_suite wordpiece $R/tests/test_wordpiece tests/data/tokenizer
+    run_suite tokenize_cli tests/test_tokenize_cli.sh $R/graft tests/data/tokenizer
 else
     echo "FAIL build_release"; failed=$((failed + 1))
 fi
@@ -107,15 +116,22 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Db_sanitize=address
     run_suite asan_cut $A/tests/test_cut "$GEN"
     run_suite asan_trainer $A/tests/test_trainer tests/data/trainer_fixtures.txt
     run_suite asan_fit $A/tests/test_fit "$GEN"
+    run_suite asan_dataset $A/tests/test_dataset build/test-logs/images
+    run_suite asan_text_dataset $A/tests/test_text_dataset tests/data
     rm -rf build/test-logs/export-asan
     run_suite asan_export $A/tests/test_export "$GEN" build/test-logs/export-asan
     run_suite asan_feature_cache $A/tests/test_feature_cache
+    run_suite asan_text_table $A/tests/test_text_table tests/data/text
+    run_suite asan_image_decode $A/tests/test_image_decode tests/data/images
+    run_suite asan_transforms $A/tests/test_transforms tests/data/transforms/fixtures.bin
     run_suite asan_conformance $A/tests/conformance --reference --known tests/known_failures.txt
     run_suite asan_parity $A/tests/test_parity "$GEN" bert_tiny_decomposed mobilenet_tiny
     for t in $A/tests/test_shape_inference; do
         [ -x "$t" ] && run_suite "asan_$(basename "$t")" "$t"
     done
     run_suite asan_cli tests/test_cli.sh $A/graft "$GEN"
+    run_suite asan_wordpiece $A/tests/test_wordpiece tests/data/tokenizer
+    run_suite asan_tokenize_cli tests/test_tokenize_cli.sh $A/graft tests/data/tokenizer
 else
     echo "FAIL build_asan"; failed=$((failed + 1))
 fi

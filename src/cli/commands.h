@@ -4,5 +4,6 @@
 
 int cmd_info(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 #endif

@@ -13,6 +13,8 @@ static void usage(FILE *f) {
                "                                 and the cut point `auto` would pick\n"
                "  run MODEL --input NAME=FILE.npy ... --output-dir DIR\n"
                "                                 run the model, write DIR/<output name>.npy\n"
+               "  tokenize --vocab VOCAB.txt [--cased] [--max-len N] [--pair] [FILE]\n"
+               "                                 BERT token ids of each line, as JSON lines\n"
                "  version                        print the version\n"
                "\n"
                "`graft <command> --help` describes a command.\n");
@@ -26,6 +28,7 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (strcmp(cmd, "info") == 0) return cmd_info(argc - 1, argv + 1);
     if (strcmp(cmd, "run") == 0) return cmd_run(argc - 1, argv + 1);
+    if (strcmp(cmd, "tokenize") == 0) return cmd_tokenize(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("graft %s\n", graft_version());
         return 0;

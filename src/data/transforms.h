@@ -9,10 +9,14 @@
 #include "graft.h"
 #include "image.h"
 
+/* Functions that make an image allocate out->pixels (release with image_free; out must not be
+ * the input) and leave *out zeroed on error. */
+
 /* torchvision.transforms.Resize(size) on a PIL image (bilinear, antialiased as PIL does): the
  * shorter side becomes `size`, the other keeps the aspect ratio (int(size * long / short)). */
 graft_status transform_resize_shorter(image_u8 *out, const image_u8 *in, int size, graft_err *e);
-/* Resize to exactly (width, height), bilinear with PIL's antialiasing. */
+/* Resize to exactly (width, height), bilinear with PIL's antialiasing, byte-exact with Pillow
+ * 13 (pass order included: see resample.c). */
 graft_status transform_resize(image_u8 *out, const image_u8 *in, int width, int height,
                               graft_err *e);
 /* torchvision CenterCrop(size): crop_top = round((h - size) / 2), pads with 0 when smaller. */

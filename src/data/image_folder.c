@@ -1,0 +1,298 @@
+/* image_folder.c: image data sets in the ImageFolder layout (DIR/<class>/<image>): scanning the
+ * folder, and loading one sample (decode, resize, crop or random-resized-crop + flip,
+ * normalise) into a batch row. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../core/hash.h"
+#include "../core/rng.h"
+#include "dataset.h"
+#include "transforms.h"
+
+#define DEFAULT_MAX_PIXELS 178956970 /* PIL's decompression-bomb limit */
+
+typedef struct image_folder {
+    char *root;
+    graft_image_options o;
+    char input_name[64];
+    char **paths;
+    int64_t n_paths;
+} image_folder;
+
+static const dataset_kind image_kind;
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorted names of the entries of dir (no dot entries), directories or files as asked. */
+static graft_status list_dir(const char *dir, bool want_dirs, char ***names, int64_t *n,
+                             graft_err *e) {
+    DIR *d = opendir(dir);
+    if (!d) return err_set(e, GRAFT_E_IO, "cannot open folder '%s'", dir);
+    char **v = NULL;
+    int64_t count = 0, cap = 0;
+    struct dirent *ent;
+    graft_status st = GRAFT_OK;
+    while (st == GRAFT_OK && (ent = readdir(d)) != NULL) {
+        if (ent->d_name[0] == '.') continue;
+        char path[8192];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/%s", dir, ent->d_name);
+        if (stat(path, &sb) != 0 || (S_ISDIR(sb.st_mode) != want_dirs) ||
+            (!want_dirs && !S_ISREG(sb.st_mode)))
+            continue;
+        if (count == cap) {
+            cap = cap ? cap * 2 : 64;
+            char **nv = realloc(v, sizeof *nv * (size_t)cap);
+            if (!nv) st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory listing '%s'", dir);
+            else v = nv;
+        }
+        if (st == GRAFT_OK && !(v[count++] = strdup(ent->d_name)))
+            st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory listing '%s'", dir);
+    }
+    closedir(d);
+    if (st != GRAFT_OK) {
+        for (int64_t i = 0; i < count; i++) free(v[i]);
+        free(v);
+        return st;
+    }
+    if (count) qsort(v, (size_t)count, sizeof *v, cmp_str);
+    *names = v;
+    *n = count;
+    return GRAFT_OK;
+}
+
+static void free_names(char **v, int64_t n) {
+    for (int64_t i = 0; i < n; i++) free(v[i]);
+    free(v);
+}
+
+static graft_status check_options(const graft_image_options *o, graft_err *e) {
+    if (o->crop < 1 || o->resize < 0 || o->crop > 16384 || o->resize > 16384)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "image options: crop must be 1..16384 (a batch needs one size) and resize "
+                       "0..16384 (got crop %d, resize %d)", o->crop, o->resize);
+    if (o->dtype != GRAFT_DTYPE_F32 && o->dtype != GRAFT_DTYPE_F16)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "image options: dtype must be F32 or F16");
+    for (int c = 0; c < 3; c++)
+        if (!(o->std[c] > 0.0f))
+            return err_set(e, GRAFT_E_INVALID_ARGUMENT, "image options: std must be > 0");
+    if (o->augment && !(o->scale_min > 0 && o->scale_min <= o->scale_max && o->scale_max <= 1 &&
+                        o->ratio_min > 0 && o->ratio_min <= o->ratio_max))
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "image options: random-resized-crop needs 0 < scale_min <= scale_max <= 1 "
+                       "and 0 < ratio_min <= ratio_max");
+    return GRAFT_OK;
+}
+
+/* Every file under root/<class>/ for the given classes, in class then name order. A class
+ * folder with no files is an error; when `known` is set a folder it lacks is one too. */
+static graft_status scan(image_folder *f, char **classes, int n_classes, bool allow_missing,
+                         int64_t **labels_out, graft_err *e) {
+    int64_t cap = 0;
+    int64_t *labels = NULL;
+    for (int c = 0; c < n_classes; c++) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s/%s", f->root, classes[c]);
+        char **files = NULL;
+        int64_t nf = 0;
+        struct stat sb;
+        if (allow_missing && stat(dir, &sb) != 0) continue;
+        graft_status ls = list_dir(dir, false, &files, &nf, e);
+        if (ls != GRAFT_OK) {
+            free(labels);
+            return ls;
+        }
+        if (nf == 0) {
+            free(files);
+            free(labels);
+            return err_set(e, GRAFT_E_INVALID_ARGUMENT, "class folder '%s' has no files", dir);
+        }
+        if (f->n_paths + nf > cap) {
+            cap = (f->n_paths + nf) * 2;
+            char **np = realloc(f->paths, sizeof *np * (size_t)cap);
+            int64_t *nl = realloc(labels, sizeof *nl * (size_t)cap);
+            if (np) f->paths = np;
+            if (nl) labels = nl;
+            if (!np || !nl) {
+                free_names(files, nf);
+                free(labels);
+                return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory scanning '%s'", f->root);
+            }
+        }
+        for (int64_t i = 0; i < nf; i++) {
+            char path[8192];
+            snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+            f->paths[f->n_paths] = strdup(path);
+            labels[f->n_paths++] = c;
+        }
+        free_names(files, nf);
+    }
+    *labels_out = labels;
+    return GRAFT_OK;
+}
+
+static graft_status load_image(void *impl, int64_t item, void *const *dst, uint64_t seed,
+                               graft_err *e) {
+    image_folder *f = impl;
+    const graft_image_options *o = &f->o;
+    image_u8 img = {0}, a = {0}, b = {0};
+    int min_side = o->augment ? o->crop : (o->resize ? o->resize : o->crop);
+    graft_status st = image_decode_file(f->paths[item], min_side, o->max_pixels, &img, e);
+    if (st == GRAFT_OK && o->augment) {
+        int x, y, w, h;
+        uint64_t rng = seed;
+        transform_rrc_box(&x, &y, &w, &h, img.width, img.height, o->scale_min, o->scale_max,
+                          o->ratio_min, o->ratio_max, &rng);
+        st = transform_crop_resize(&b, &img, x, y, w, h, o->crop, o->crop, e);
+        if (st == GRAFT_OK && rng_uniform(&rng) < 0.5) transform_hflip(&b);
+    } else if (st == GRAFT_OK) {
+        const image_u8 *src = &img;
+        if (o->resize > 0) {
+            st = transform_resize_shorter(&a, &img, o->resize, e);
+            src = &a;
+        }
+        if (st == GRAFT_OK) st = transform_center_crop(&b, src, o->crop, o->crop, e);
+    }
+    if (st == GRAFT_OK)
+        st = transform_to_tensor(dst[0], o->dtype, o->nhwc != 0, &b, o->mean, o->std, e);
+    image_free(&img), image_free(&a), image_free(&b);
+    return st;
+}
+
+static const char *image_path(void *impl, int64_t item) {
+    return ((image_folder *)impl)->paths[item];
+}
+
+static void free_folder(void *impl) {
+    image_folder *f = impl;
+    if (!f) return;
+    free(f->root);
+    free_names(f->paths, f->n_paths);
+    free(f);
+}
+
+/* The data and preprocessing, for the feature cache key: options and every file's path, size
+ * and modification time. */
+static void set_identity(dataset_shared *sh, const image_folder *f) {
+    hash64_state h;
+    hash64_init(&h, 0x696d61676573ull);
+    for (int64_t i = 0; i < f->n_paths; i++) {
+        struct stat sb;
+        hash64_update_str(&h, f->paths[i]);
+        if (stat(f->paths[i], &sb) == 0) {
+            hash64_update_u64(&h, (uint64_t)sb.st_size);
+            hash64_update_u64(&h, (uint64_t)sb.st_mtime);
+        }
+    }
+    const graft_image_options *o = &f->o;
+    snprintf(sh->identity, sizeof sh->identity,
+             "images:%016llx;resize=%d;crop=%d;augment=%d;scale=%g,%g;ratio=%g,%g;mean=%g,%g,%g;"
+             "std=%g,%g,%g;nhwc=%d;dtype=%d",
+             (unsigned long long)hash64_final(&h), o->resize, o->crop, o->augment,
+             (double)o->scale_min, (double)o->scale_max, (double)o->ratio_min,
+             (double)o->ratio_max, (double)o->mean[0], (double)o->mean[1], (double)o->mean[2],
+             (double)o->std[0], (double)o->std[1], (double)o->std[2], o->nhwc, (int)o->dtype);
+}
+
+/* Build the data set over root for the given classes (owned by the call). */
+static graft_status open_with(graft_ctx *ctx, const char *root, const graft_image_options *o,
+                              char **classes, int n_classes, bool allow_missing,
+                              graft_dataset **out, graft_err *e) {
+    image_folder *f = calloc(1, sizeof *f);
+    int64_t *labels = NULL;
+    graft_status st = f ? GRAFT_OK : err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    if (st == GRAFT_OK) {
+        f->o = *o;
+        if (!f->o.max_pixels) f->o.max_pixels = DEFAULT_MAX_PIXELS;
+        snprintf(f->input_name, sizeof f->input_name, "%s", o->input_name ? o->input_name : "input");
+        f->root = strdup(root);
+        st = f->root ? scan(f, classes, n_classes, allow_missing, &labels, e)
+                     : err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    }
+    int64_t *items = st == GRAFT_OK ? malloc(sizeof(int64_t) * (size_t)f->n_paths) : NULL;
+    if (st == GRAFT_OK && !items) st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    if (st != GRAFT_OK) {
+        free_folder(f);
+        free(labels);
+        free_names(classes, n_classes);
+        return st;
+    }
+    for (int64_t i = 0; i < f->n_paths; i++) items[i] = i;
+    int64_t n = f->n_paths;
+    TRY(dataset_create(ctx, &image_kind, f, classes, n_classes, n, items, labels, out, e));
+    dataset_shared *sh = (*out)->sh;
+    sh->n_inputs = 1;
+    snprintf(sh->input_names[0], sizeof sh->input_names[0], "%s", f->input_name);
+    sh->input_dtype[0] = o->dtype;
+    sh->input_ndim[0] = 3;
+    int64_t chw[3] = {3, o->crop, o->crop}, hwc[3] = {o->crop, o->crop, 3};
+    memcpy(sh->input_dims[0], o->nhwc ? hwc : chw, sizeof chw);
+    sh->label_dtype = GRAFT_DTYPE_I64;
+    sh->label_width = 1;
+    set_identity(sh, f);
+    return GRAFT_OK;
+}
+
+graft_status graft_dataset_open_images(graft_ctx *ctx, const char *dir,
+                                       const graft_image_options *options, graft_dataset **out) {
+    if (!ctx) return GRAFT_E_INVALID_ARGUMENT;
+    graft_err *e = &ctx->err;
+    err_clear(e);
+    if (!dir || !out) return err_set(e, GRAFT_E_INVALID_ARGUMENT, "no folder given");
+    graft_image_options defaults = GRAFT_IMAGE_OPTIONS_INIT;
+    const graft_image_options *o = options ? options : &defaults;
+    TRY(check_options(o, e));
+    char **classes;
+    int64_t n_classes;
+    TRY(list_dir(dir, true, &classes, &n_classes, e));
+    if (n_classes == 0) {
+        free(classes);
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "'%s' has no class folders (expected DIR/<class>/<image>)", dir);
+    }
+    return open_with(ctx, dir, o, classes, (int)n_classes, false, out, e);
+}
+
+static graft_status open_images_like(const graft_dataset *like, const char *dir,
+                                     graft_dataset **out) {
+    graft_err *e = &like->ctx->err;
+    const image_folder *lf = like->sh->impl;
+    char **found;
+    int64_t n_found;
+    TRY(list_dir(dir, true, &found, &n_found, e));
+    graft_status st = GRAFT_OK;
+    for (int64_t i = 0; i < n_found && st == GRAFT_OK; i++) {
+        bool known = false;
+        for (int c = 0; c < like->sh->n_classes && !known; c++)
+            known = strcmp(found[i], like->sh->class_names[c]) == 0;
+        if (!known)
+            st = err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                         "class '%s' of '%s' is not among the training classes", found[i], dir);
+    }
+    free_names(found, n_found);
+    if (st != GRAFT_OK) return st;
+    /* Same classes, same order; a class missing here simply has no samples. */
+    int n = like->sh->n_classes, present = 0;
+    char **classes = calloc((size_t)n + 1, sizeof *classes);
+    if (!classes) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    for (int c = 0; c < n; c++) {
+        char path[4096];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/%s", dir, like->sh->class_names[c]);
+        present += stat(path, &sb) == 0;
+        classes[c] = strdup(like->sh->class_names[c]);
+    }
+    if (!present) {
+        free_names(classes, n);
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "'%s' has none of the training classes", dir);
+    }
+    return open_with(like->ctx, dir, &lf->o, classes, n, true, out, e);
+}
+
+static const dataset_kind image_kind = {"images", load_image, image_path, open_images_like,
+                                        free_folder};

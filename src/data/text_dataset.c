@@ -1,0 +1,183 @@
+/* text_dataset.c: text data sets (a DIR/<class>/<n>.txt folder or a CSV/TSV file): the labelled
+ * table, the WordPiece tokenizer, and loading one sample as BERT's three int64 inputs. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../core/hash.h"
+#include "dataset.h"
+#include "text_table.h"
+#include "wordpiece.h"
+
+typedef struct text_data {
+    text_table *table;
+    wordpiece *wp;
+    graft_text_options o;
+    char *vocab_path;
+    char *path;
+} text_data;
+
+static const dataset_kind text_kind;
+
+static graft_status load_text(void *impl, int64_t item, void *const *dst, uint64_t seed,
+                              graft_err *e) {
+    (void)seed;
+    text_data *d = impl;
+    size_t len;
+    return wordpiece_encode(d->wp, text_table_text(d->table, item),
+                            text_table_text_pair(d->table, item), d->o.max_len, true, dst[0],
+                            dst[2], dst[1], (size_t)d->o.max_len, &len, e);
+}
+
+static const char *text_path(void *impl, int64_t item) {
+    (void)item;
+    return ((text_data *)impl)->path;
+}
+
+static void free_text(void *impl) {
+    text_data *d = impl;
+    if (!d) return;
+    text_table_free(d->table);
+    wordpiece_free(d->wp);
+    free(d->vocab_path);
+    free(d->path);
+    free(d);
+}
+
+static uint64_t file_stamp(const char *path, uint64_t seed) {
+    hash64_state h;
+    struct stat sb;
+    hash64_init(&h, seed);
+    hash64_update_str(&h, path);
+    if (stat(path, &sb) == 0) {
+        hash64_update_u64(&h, (uint64_t)sb.st_size);
+        hash64_update_u64(&h, (uint64_t)sb.st_mtime);
+    }
+    return hash64_final(&h);
+}
+
+/* Labels per row: a class index (I64), a 0/1 vector over the classes or a number (F32). */
+static graft_status make_labels(const text_table *t, dataset_shared *sh, void **labels,
+                                graft_err *e) {
+    int64_t n = text_table_count(t);
+    text_label_mode mode = text_table_label_mode(t);
+    sh->label_dtype = mode == TEXT_LABEL_CLASS ? GRAFT_DTYPE_I64 : GRAFT_DTYPE_F32;
+    sh->label_width = mode == TEXT_LABEL_MULTI ? text_table_class_count(t) : 1;
+    *labels = malloc(dataset_label_size(sh) * (size_t)(n ? n : 1));
+    if (!*labels) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory for labels");
+    for (int64_t i = 0; i < n; i++) {
+        if (mode == TEXT_LABEL_CLASS) ((int64_t *)*labels)[i] = text_table_label(t, i);
+        else if (mode == TEXT_LABEL_MULTI)
+            text_table_label_vector(t, i, (float *)*labels + i * sh->label_width);
+        else ((float *)*labels)[i] = (float)text_table_target(t, i);
+    }
+    return GRAFT_OK;
+}
+
+/* Wrap a loaded table (and tokenizer) as a data set. Takes ownership of d. */
+static graft_status wrap(graft_ctx *ctx, text_data *d, graft_dataset **out, graft_err *e) {
+    const text_table *t = d->table;
+    int64_t n = text_table_count(t);
+    int n_classes = text_table_class_count(t);
+    char **classes = calloc((size_t)n_classes + 1, sizeof *classes);
+    int64_t *items = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    if (!classes || !items) {
+        free(classes), free(items), free_text(d);
+        return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    }
+    for (int c = 0; c < n_classes; c++) classes[c] = strdup(text_table_class_name(t, c));
+    for (int64_t i = 0; i < n; i++) items[i] = i;
+    graft_status st = dataset_create(ctx, &text_kind, d, classes, n_classes, n, items, NULL, out, e);
+    if (st != GRAFT_OK) {
+        for (int c = 0; c < n_classes; c++) free(classes[c]);
+        free(classes), free(items), free_text(d);
+        return st;
+    }
+    dataset_shared *sh = (*out)->sh;
+    static const char *const names[3] = {"input_ids", "attention_mask", "token_type_ids"};
+    sh->n_inputs = 3;
+    for (int k = 0; k < 3; k++) {
+        snprintf(sh->input_names[k], sizeof sh->input_names[k], "%s", names[k]);
+        sh->input_dtype[k] = GRAFT_DTYPE_I64;
+        sh->input_ndim[k] = 1;
+        sh->input_dims[k][0] = d->o.max_len;
+    }
+    for (int64_t i = 0; i < text_table_skipped_count(t); i++) {
+        const text_skip *s = text_table_skipped(t, i);
+        char where[4200];
+        snprintf(where, sizeof where, s->line ? "%s:%lld" : "%s", s->path, (long long)s->line);
+        dataset_skip(sh, where, s->reason);
+    }
+    snprintf(sh->identity, sizeof sh->identity,
+             "text:%016llx;vocab=%016llx;cased=%d;max_len=%d;columns=%s,%s,%s;sep=%d;reg=%d",
+             (unsigned long long)file_stamp(d->path, 1), (unsigned long long)file_stamp(d->vocab_path, 2),
+             d->o.cased, d->o.max_len, d->o.text_column ? d->o.text_column : "",
+             d->o.text_pair_column ? d->o.text_pair_column : "",
+             d->o.label_column ? d->o.label_column : "", d->o.label_separator, d->o.regression);
+    return make_labels(t, sh, &(*out)->labels, e);
+}
+
+static text_table_options table_options(const graft_text_options *o) {
+    text_table_options t = TEXT_TABLE_OPTIONS_INIT;
+    t.text_column = o->text_column ? o->text_column : "text";
+    t.text_pair_column = o->text_pair_column;
+    t.label_column = o->label_column ? o->label_column : "label";
+    t.label_mode = o->regression ? TEXT_LABEL_REGRESSION
+                   : o->label_separator ? TEXT_LABEL_MULTI : TEXT_LABEL_CLASS;
+    t.label_separator = o->label_separator;
+    return t;
+}
+
+static text_data *new_text_data(const graft_text_options *o, const char *path) {
+    text_data *d = calloc(1, sizeof *d);
+    if (!d) return NULL;
+    d->o = *o;
+    d->vocab_path = strdup(o->vocab_path);
+    d->path = strdup(path);
+    if (!d->vocab_path || !d->path) {
+        free_text(d);
+        return NULL;
+    }
+    return d;
+}
+
+graft_status graft_dataset_open_text(graft_ctx *ctx, const char *path,
+                                     const graft_text_options *options, graft_dataset **out) {
+    if (!ctx) return GRAFT_E_INVALID_ARGUMENT;
+    graft_err *e = &ctx->err;
+    err_clear(e);
+    if (!path || !out || !options || !options->vocab_path)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "open_text needs a path and a vocab_path");
+    if (options->max_len < 3 || options->max_len > 8192)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "max_len must be 3..8192 (got %d)",
+                       options->max_len);
+    text_data *d = new_text_data(options, path);
+    if (!d) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    text_table_options to = table_options(options);
+    graft_status st = wordpiece_load(&d->wp, options->vocab_path, !options->cased, e);
+    if (st == GRAFT_OK) st = text_table_load(&d->table, path, &to, e);
+    if (st != GRAFT_OK) {
+        free_text(d);
+        return st;
+    }
+    return wrap(ctx, d, out, e);
+}
+
+static graft_status open_text_like(const graft_dataset *like, const char *path,
+                                   graft_dataset **out) {
+    graft_err *e = &like->ctx->err;
+    const text_data *ld = like->sh->impl;
+    text_data *d = new_text_data(&ld->o, path);
+    if (!d) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    text_table_options to = table_options(&ld->o);
+    graft_status st = wordpiece_load(&d->wp, ld->vocab_path, !ld->o.cased, e);
+    if (st == GRAFT_OK) st = text_table_load_like(&d->table, ld->table, path, &to, e);
+    if (st != GRAFT_OK) {
+        free_text(d);
+        return st;
+    }
+    return wrap(like->ctx, d, out, e);
+}
+
+static const dataset_kind text_kind = {"text", load_text, text_path, open_text_like, free_text};

@@ -1,0 +1,114 @@
+/* test_text_dataset.c: text data sets through the public data API: a CSV with quoted fields and
+ * bad rows and a class folder become BERT's three inputs (ids equal to the tokenizer's own
+ * encoding, padded to max_len), labels per mode (class, multi-label), bad rows reported, and a
+ * validation file with an unknown label has that row skipped. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/data/wordpiece.h"
+#include "graft.h"
+#include "test_util.h"
+
+enum { MAX_LEN = 16 };
+
+static const char *data_dir = "tests/data";
+
+static void csv_classes(graft_ctx *ctx, const char *vocab) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/text/basic.csv", data_dir);
+    graft_text_options o = GRAFT_TEXT_OPTIONS_INIT;
+    o.vocab_path = vocab, o.max_len = MAX_LEN;
+    graft_dataset *ds = NULL;
+    graft_status st = graft_dataset_open_text(ctx, path, &o, &ds);
+    CHECK("text_csv_open", st == GRAFT_OK && graft_dataset_size(ds) > 0 &&
+          graft_dataset_class_count(ds) >= 2, "%s", graft_last_error(ctx));
+    if (st != GRAFT_OK) return;
+    printf("  %lld rows, %d classes, %lld skipped\n", (long long)graft_dataset_size(ds),
+           graft_dataset_class_count(ds), (long long)graft_dataset_skipped_count(ds));
+    for (int64_t i = 0; i < graft_dataset_skipped_count(ds); i++) {
+        const char *p, *why;
+        graft_dataset_skipped(ds, i, &p, &why);
+        printf("  skipped %s: %s\n", p, why);
+    }
+    graft_batch_source src;
+    graft_dataset_source(ds, 2, 2, 0, &src);
+    graft_named_tensor in[3];
+    graft_tensor labels;
+    unsigned char kept[64];
+    int64_t n = src.n_samples < 64 ? src.n_samples : 64;
+    st = src.read(src.user, 0, n, in, &labels, kept);
+    int ok = st == GRAFT_OK && src.n_inputs == 3 && labels.dtype == GRAFT_DTYPE_I64;
+    for (int k = 0; ok && k < 3; k++)
+        ok = in[k].tensor.dtype == GRAFT_DTYPE_I64 && in[k].tensor.ndim == 2 &&
+             in[k].tensor.dims[1] == MAX_LEN;
+    CHECK("text_csv_batches", ok && !strcmp(in[0].name, "input_ids") &&
+          !strcmp(in[1].name, "attention_mask") && !strcmp(in[2].name, "token_type_ids"),
+          "status %d", st);
+    /* The first row's text is "plain text": compare with the tokenizer itself. */
+    wordpiece *wp;
+    graft_err e = {0};
+    int64_t ids[MAX_LEN], types[MAX_LEN], mask[MAX_LEN];
+    size_t len;
+    if (ok && wordpiece_load(&wp, vocab, true, &e) == GRAFT_OK) {
+        wordpiece_encode(wp, "plain text", NULL, MAX_LEN, true, ids, types, mask, MAX_LEN, &len, &e);
+        CHECK("text_ids_equal_tokenizer", !memcmp(ids, in[0].tensor.data, sizeof ids) &&
+              !memcmp(mask, in[1].tensor.data, sizeof mask) &&
+              !memcmp(types, in[2].tensor.data, sizeof types), "%s", "row 0 differs");
+        wordpiece_free(wp);
+    }
+    graft_dataset_free(ds);
+}
+
+static void folder_and_multi(graft_ctx *ctx, const char *vocab) {
+    char path[1024];
+    graft_text_options o = GRAFT_TEXT_OPTIONS_INIT;
+    o.vocab_path = vocab, o.max_len = MAX_LEN, o.label_column = "tags", o.label_separator = '|';
+    snprintf(path, sizeof path, "%s/text/multi.csv", data_dir);
+    graft_dataset *ds = NULL;
+    graft_status st = graft_dataset_open_text(ctx, path, &o, &ds);
+    graft_batch_source src;
+    graft_named_tensor in[3];
+    graft_tensor labels = {0};
+    unsigned char kept[64];
+    if (st == GRAFT_OK) st = graft_dataset_source(ds, 1, 2, 0, &src);
+    if (st == GRAFT_OK) st = src.read(src.user, 0, src.n_samples, in, &labels, kept);
+    CHECK("text_multi_label_vectors", st == GRAFT_OK && labels.dtype == GRAFT_DTYPE_F32 &&
+          labels.ndim == 2 && labels.dims[1] == graft_dataset_class_count(ds), "status %d: %s",
+          st, graft_last_error(ctx));
+    graft_dataset_free(ds);
+    ds = NULL;
+    graft_text_options fo = GRAFT_TEXT_OPTIONS_INIT;
+    fo.vocab_path = vocab, fo.max_len = MAX_LEN;
+    snprintf(path, sizeof path, "%s/text/folder/empty_class", data_dir);
+    st = graft_dataset_open_text(ctx, path, &fo, &ds);
+    CHECK("text_folder_empty_class_is_an_error", st != GRAFT_OK && strstr(graft_last_error(ctx), "empty"),
+          "status %d: %s", st, graft_last_error(ctx));
+    snprintf(path, sizeof path, "%s/text/folder/train", data_dir);
+    st = graft_dataset_open_text(ctx, path, &fo, &ds);
+    CHECK("text_folder_opens", st == GRAFT_OK && graft_dataset_size(ds) > 0, "status %d: %s", st,
+          graft_last_error(ctx));
+    graft_dataset *val = NULL;
+    snprintf(path, sizeof path, "%s/text/folder/val_unknown", data_dir);
+    graft_status vs = st == GRAFT_OK ? graft_dataset_open_like(ds, path, &val) : GRAFT_E_INTERNAL;
+    CHECK("text_folder_validation_unknown_class", vs != GRAFT_OK, "status %d", vs);
+    graft_dataset_free(val);
+    graft_dataset_free(ds);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) data_dir = argv[1];
+    char vocab[1024];
+    snprintf(vocab, sizeof vocab, "%s/tokenizer/vocab.txt", data_dir);
+    graft_ctx *ctx;
+    graft_ctx_create(NULL, &ctx);
+    csv_classes(ctx, vocab);
+    folder_and_multi(ctx, vocab);
+    graft_text_options o = GRAFT_TEXT_OPTIONS_INIT;
+    graft_dataset *ds = NULL;
+    o.vocab_path = "/nonexistent/vocab.txt";
+    graft_status st = graft_dataset_open_text(ctx, "tests/data/text/basic.csv", &o, &ds);
+    CHECK("text_missing_vocab", st != GRAFT_OK && strstr(graft_last_error(ctx), "vocab"),
+          "status %d: %s", st, graft_last_error(ctx));
+    graft_ctx_free(ctx);
+    return test_failures ? 1 : 0;
+}
