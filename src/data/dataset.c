@@ -32,6 +32,7 @@ void dataset_skip(dataset_shared *sh, const char *path, const char *reason) {
         skipped_entry *n = realloc(sh->skipped, sizeof *n * (size_t)cap);
         if (n) sh->skipped = n, sh->cap_skipped = cap;
     }
+    if (sh->ctx) ctx_log(sh->ctx, GRAFT_LOG_WARN, "skipping %s: %s", path ? path : "?", reason);
     if (sh->n_skipped < sh->cap_skipped) {
         sh->skipped[sh->n_skipped].path = strdup(path ? path : "?");
         sh->skipped[sh->n_skipped].reason = strdup(reason ? reason : "?");
@@ -57,6 +58,7 @@ graft_status dataset_create(graft_ctx *ctx, const dataset_kind *kind, void *impl
         return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
     }
     sh->refs = 1;
+    sh->ctx = ctx;
     sh->kind = kind;
     sh->impl = impl;
     sh->class_names = class_names;

@@ -32,6 +32,7 @@ typedef struct skipped_entry {
 /* What the views of one data set share (reference-counted). */
 typedef struct dataset_shared {
     int refs;
+    graft_ctx *ctx; /* for warnings about skipped files */
     const dataset_kind *kind;
     void *impl;
     int n_classes;
