@@ -359,20 +359,22 @@ GRAFT_API graft_status graft_trainer_attach(graft_trainer *trainer, int softmax)
 
 /* How images become input tensors (torchvision's semantics). */
 typedef struct graft_image_options {
-    int resize;         /* shorter side resized to this (0: no resize) */
-    int crop;           /* center crop to crop x crop (0: none); training with augment uses a
-                           random-resized-crop of this size instead */
-    int augment;        /* random-resized-crop + horizontal flip (training) */
+    int resize;  /* shorter side resized to this (0: no resize) */
+    int crop;    /* center crop to crop x crop (0: none); training with augment uses a
+                    random-resized-crop of this size instead */
+    int augment; /* random-resized-crop + horizontal flip (training) */
     float scale_min, scale_max, ratio_min, ratio_max; /* random-resized-crop ranges */
-    float mean[3], std[3]; /* normalisation of pixel / 255 */
-    int nhwc;              /* 1: (N, H, W, 3); 0: (N, 3, H, W) */
-    graft_dtype dtype;     /* F32 or F16 */
-    int64_t max_pixels;    /* larger images are skipped (decompression bombs); 0: 178956970 */
+    float mean[3], std[3];                            /* normalisation of pixel / 255 */
+    int nhwc;                                         /* 1: (N, H, W, 3); 0: (N, 3, H, W) */
+    graft_dtype dtype;                                /* F32 or F16 */
+    int64_t max_pixels;     /* larger images are skipped (decompression bombs); 0: 178956970 */
     const char *input_name; /* the model input the images feed (default "input") */
 } graft_image_options;
 #define GRAFT_IMAGE_OPTIONS_INIT                                                                   \
-    {256, 224, 0, 0.08f, 1.0f, 0.75f, 4.0f / 3.0f, {0.485f, 0.456f, 0.406f},                       \
-     {0.229f, 0.224f, 0.225f}, 0, GRAFT_DTYPE_F32, 0, "input"}
+    {                                                                                              \
+        256, 224, 0, 0.08f, 1.0f, 0.75f, 4.0f / 3.0f, {0.485f, 0.456f, 0.406f},                    \
+            {0.229f, 0.224f, 0.225f}, 0, GRAFT_DTYPE_F32, 0, "input"                               \
+    }
 
 /* How text becomes token ids (BERT's inputs). */
 typedef struct graft_text_options {
@@ -383,7 +385,23 @@ typedef struct graft_text_options {
     char label_separator; /* several labels in one field (multi-label); 0: one label */
     int regression;       /* the label column holds numbers */
 } graft_text_options;
-#define GRAFT_TEXT_OPTIONS_INIT {NULL, 0, 128, "text", NULL, "label", 0, 0}
+#define GRAFT_TEXT_OPTIONS_INIT                                                                    \
+    { NULL, 0, 128, "text", NULL, "label", 0, 0 }
+
+/* BERT's WordPiece tokenizer over a vocab.txt, as Hugging Face's BertTokenizer (fast) encodes:
+ * "[CLS] a [SEP]" or "[CLS] a [SEP] b [SEP]" (b NULL or "" for single texts), truncated to
+ * max_len tokens (0: no limit; pairs cut 'longest_first'), padded to max_len when pad is set.
+ * ids, type_ids and mask are caller buffers of cap entries; *len gets the length before
+ * padding. Invalid UTF-8 is GRAFT_E_INVALID_ARGUMENT naming the byte offset. A loaded tokenizer
+ * is read-only: threads may share it. */
+typedef struct graft_tokenizer graft_tokenizer;
+GRAFT_API graft_status graft_tokenizer_load(graft_ctx *ctx, const char *vocab_path, int cased,
+                                            graft_tokenizer **out);
+GRAFT_API graft_status graft_tokenizer_encode(graft_ctx *ctx, const graft_tokenizer *tok,
+                                              const char *a, const char *b, int max_len, int pad,
+                                              int64_t *ids, int64_t *type_ids, int64_t *mask,
+                                              size_t cap, size_t *len);
+GRAFT_API void graft_tokenizer_free(graft_tokenizer *tok);
 
 /* A labelled data set: an image folder (DIR/<class>/<image>), a text folder (DIR/<class>/<n>.txt)
  * or a CSV/TSV file with text and label columns. Classes are sorted by name. Files that cannot

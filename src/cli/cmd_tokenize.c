@@ -6,19 +6,21 @@
 #include <string.h>
 
 #include "commands.h"
-#include "data/wordpiece.h"
+#include "graft.h"
 
 static void tokenize_usage(FILE *f) {
-    fprintf(f, "usage: graft tokenize --vocab VOCAB.txt [--cased] [--max-len N] [--pad] [--pair] [FILE]\n"
-               "\n"
-               "Prints, for each line of FILE (standard input without FILE), one JSON line\n"
-               "{\"input_ids\": [...], \"token_type_ids\": [...], \"attention_mask\": [...]}\n"
-               "as BERT's tokenizer makes them: [CLS] text [SEP].\n"
-               "  --vocab FILE   the model's vocab.txt (required)\n"
-               "  --cased        keep case and accents (cased vocabularies); default: uncased\n"
-               "  --max-len N    truncate to N tokens, [CLS] and [SEP] included\n"
-               "  --pad          pad with [PAD] up to --max-len\n"
-               "  --pair         a tab splits each line into two texts: [CLS] a [SEP] b [SEP]\n");
+    fprintf(
+        f,
+        "usage: graft tokenize --vocab VOCAB.txt [--cased] [--max-len N] [--pad] [--pair] [FILE]\n"
+        "\n"
+        "Prints, for each line of FILE (standard input without FILE), one JSON line\n"
+        "{\"input_ids\": [...], \"token_type_ids\": [...], \"attention_mask\": [...]}\n"
+        "as BERT's tokenizer makes them: [CLS] text [SEP].\n"
+        "  --vocab FILE   the model's vocab.txt (required)\n"
+        "  --cased        keep case and accents (cased vocabularies); default: uncased\n"
+        "  --max-len N    truncate to N tokens, [CLS] and [SEP] included\n"
+        "  --pad          pad with [PAD] up to --max-len\n"
+        "  --pair         a tab splits each line into two texts: [CLS] a [SEP] b [SEP]\n");
 }
 
 typedef struct tokenize_args {
@@ -41,7 +43,8 @@ static int parse_args(int argc, char **argv, tokenize_args *a) {
             errno = 0;
             long v = strtol(argv[++i], &end, 10);
             if (errno || *end || end == argv[i] || v < 1 || v > 1 << 20) {
-                fprintf(stderr, "graft tokenize: --max-len wants a positive integer, not '%s'\n", argv[i]);
+                fprintf(stderr, "graft tokenize: --max-len wants a positive integer, not '%s'\n",
+                        argv[i]);
                 return -1;
             }
             a->max_len = (int)v;
@@ -70,7 +73,8 @@ static int parse_args(int argc, char **argv, tokenize_args *a) {
         return -1;
     }
     if (a->max_len > 0 && a->max_len < (a->pair ? 3 : 2)) {
-        fprintf(stderr, "graft tokenize: --max-len %d leaves no room for [CLS] and [SEP]\n", a->max_len);
+        fprintf(stderr, "graft tokenize: --max-len %d leaves no room for [CLS] and [SEP]\n",
+                a->max_len);
         return -1;
     }
     return 0;
@@ -83,20 +87,20 @@ static void print_array(const char *key, const int64_t *v, size_t n, const char 
 }
 
 /* Encode one line (without its newline) and print it; returns 0, or -1 after a warning. */
-static int tokenize_line(const wordpiece *wp, const tokenize_args *a, char *line, const char *name,
-                         long line_no, int64_t *buf, size_t cap) {
+static int tokenize_line(graft_ctx *ctx, const graft_tokenizer *tok, const tokenize_args *a,
+                         char *line, const char *name, long line_no, int64_t *buf, size_t cap) {
     char *b = NULL;
     if (a->pair) {
         char *tab = strchr(line, '\t');
         b = tab ? tab + 1 : line + strlen(line);
         if (tab) *tab = 0;
     }
-    graft_err e = {0};
     size_t n = 0;
-    graft_status st = wordpiece_encode(wp, line, b, a->max_len, a->pad, buf, buf + cap,
-                                       buf + 2 * cap, cap, &n, &e);
+    graft_status st = graft_tokenizer_encode(ctx, tok, line, b, a->max_len, a->pad, buf, buf + cap,
+                                             buf + 2 * cap, cap, &n);
     if (st != GRAFT_OK) {
-        fprintf(stderr, "graft tokenize: %s:%ld: %s (line skipped)\n", name, line_no, e.msg);
+        fprintf(stderr, "graft tokenize: %s:%ld: %s (line skipped)\n", name, line_no,
+                graft_last_error(ctx));
         return -1;
     }
     if (a->pad) n = (size_t)a->max_len;
@@ -117,10 +121,12 @@ int cmd_tokenize(int argc, char **argv) {
         fprintf(stderr, "graft tokenize: %s: %s\n", a.file, strerror(errno));
         return 1;
     }
-    wordpiece *wp = NULL;
-    graft_err e = {0};
-    if (wordpiece_load(&wp, a.vocab, !a.cased, &e) != GRAFT_OK) {
-        fprintf(stderr, "graft tokenize: %s\n", e.msg);
+    graft_ctx *ctx = NULL;
+    graft_tokenizer *tok = NULL;
+    if (graft_ctx_create(NULL, &ctx) != GRAFT_OK ||
+        graft_tokenizer_load(ctx, a.vocab, a.cased, &tok) != GRAFT_OK) {
+        fprintf(stderr, "graft tokenize: %s\n", ctx ? graft_last_error(ctx) : "out of memory");
+        graft_ctx_free(ctx);
         if (a.file) fclose(in);
         return 1;
     }
@@ -145,7 +151,7 @@ int cmd_tokenize(int argc, char **argv) {
                 break;
             }
         }
-        if (tokenize_line(wp, &a, line, name, line_no, buf, cap)) failed = 1;
+        if (tokenize_line(ctx, tok, &a, line, name, line_no, buf, cap)) failed = 1;
     }
     if (ferror(in)) {
         fprintf(stderr, "graft tokenize: %s: read error\n", name);
@@ -153,7 +159,8 @@ int cmd_tokenize(int argc, char **argv) {
     }
     free(buf);
     free(line);
-    wordpiece_free(wp);
+    graft_tokenizer_free(tok);
+    graft_ctx_free(ctx);
     if (a.file) fclose(in);
     return failed;
 }
