@@ -158,6 +158,9 @@ GRAFT_API graft_status graft_model_opset(const graft_model *model, int index, co
 GRAFT_API int graft_model_metadata_count(const graft_model *model);
 GRAFT_API graft_status graft_model_metadata(const graft_model *model, int index, const char **key,
                                             const char **value);
+/* Set (or replace) a metadata_props entry; exports carry it. */
+GRAFT_API graft_status graft_model_set_metadata(graft_model *model, const char *key,
+                                                const char *value);
 /* The tensor the `auto` cut would pick: a CNN's pooled features (the input of its final
  * classifier), a BERT-family encoder's [CLS] hidden state. GRAFT_E_NOT_FOUND when neither fits. */
 GRAFT_API graft_status graft_model_auto_cut(const graft_model *model, const char **tensor_name,
@@ -376,6 +379,15 @@ typedef struct graft_image_options {
             {0.229f, 0.224f, 0.225f}, 0, GRAFT_DTYPE_F32, 0, "input"                               \
     }
 
+/* Preprocessing a model asks for in its metadata_props, over the defaults in *options:
+ * "graft.image.resize", "graft.image.crop" (integers), "graft.image.mean", "graft.image.std"
+ * (three comma-separated numbers each); graft_image_options_to_model writes them, so an
+ * exported model remembers how its inputs were made. A malformed entry is an error naming it. */
+GRAFT_API graft_status graft_image_options_from_model(const graft_model *model,
+                                                      graft_image_options *options);
+GRAFT_API graft_status graft_image_options_to_model(graft_model *model,
+                                                    const graft_image_options *options);
+
 /* How text becomes token ids (BERT's inputs). */
 typedef struct graft_text_options {
     const char *vocab_path; /* BERT vocab.txt */
@@ -384,9 +396,10 @@ typedef struct graft_text_options {
     const char *text_column, *text_pair_column, *label_column; /* CSV/TSV columns */
     char label_separator; /* several labels in one field (multi-label); 0: one label */
     int regression;       /* the label column holds numbers */
+    int pad_to_longest;   /* 1: pad each batch to its longest text, not to max_len */
 } graft_text_options;
 #define GRAFT_TEXT_OPTIONS_INIT                                                                    \
-    { NULL, 0, 128, "text", NULL, "label", 0, 0 }
+    { NULL, 0, 128, "text", NULL, "label", 0, 0, 0 }
 
 /* BERT's WordPiece tokenizer over a vocab.txt, as Hugging Face's BertTokenizer (fast) encodes:
  * "[CLS] a [SEP]" or "[CLS] a [SEP] b [SEP]" (b NULL or "" for single texts), truncated to
@@ -430,6 +443,12 @@ GRAFT_API graft_status graft_dataset_split(graft_dataset *ds, double val_fractio
  * `like` lacks is an error. */
 GRAFT_API graft_status graft_dataset_open_like(const graft_dataset *like, const char *path,
                                                graft_dataset **out);
+/* Batch buffers from the caller's allocator (e.g. pinned host memory for GPU transfers) instead
+ * of malloc; applies to sources made after the call. NULL functions restore malloc/free. */
+GRAFT_API graft_status graft_dataset_set_allocator(graft_dataset *ds,
+                                                   void *(*alloc)(void *user, size_t bytes),
+                                                   void (*release)(void *user, void *ptr),
+                                                   void *user);
 /* A batch source over the data set for the trainer: `threads` decoding threads (0: all cores),
  * `prefetch` batches ready ahead; augmentation draws from `seed`. The source stays valid while
  * ds lives; a source's samples come out in the data set's order whatever the thread count. */

@@ -20,8 +20,9 @@ static void csv_classes(graft_ctx *ctx, const char *vocab) {
     o.vocab_path = vocab, o.max_len = MAX_LEN;
     graft_dataset *ds = NULL;
     graft_status st = graft_dataset_open_text(ctx, path, &o, &ds);
-    CHECK("text_csv_open", st == GRAFT_OK && graft_dataset_size(ds) > 0 &&
-          graft_dataset_class_count(ds) >= 2, "%s", graft_last_error(ctx));
+    CHECK("text_csv_open",
+          st == GRAFT_OK && graft_dataset_size(ds) > 0 && graft_dataset_class_count(ds) >= 2, "%s",
+          graft_last_error(ctx));
     if (st != GRAFT_OK) return;
     printf("  %lld rows, %d classes, %lld skipped\n", (long long)graft_dataset_size(ds),
            graft_dataset_class_count(ds), (long long)graft_dataset_skipped_count(ds));
@@ -41,8 +42,9 @@ static void csv_classes(graft_ctx *ctx, const char *vocab) {
     for (int k = 0; ok && k < 3; k++)
         ok = in[k].tensor.dtype == GRAFT_DTYPE_I64 && in[k].tensor.ndim == 2 &&
              in[k].tensor.dims[1] == MAX_LEN;
-    CHECK("text_csv_batches", ok && !strcmp(in[0].name, "input_ids") &&
-          !strcmp(in[1].name, "attention_mask") && !strcmp(in[2].name, "token_type_ids"),
+    CHECK("text_csv_batches",
+          ok && !strcmp(in[0].name, "input_ids") && !strcmp(in[1].name, "attention_mask") &&
+              !strcmp(in[2].name, "token_type_ids"),
           "status %d", st);
     /* The first row's text is "plain text": compare with the tokenizer itself. */
     wordpiece *wp;
@@ -50,13 +52,49 @@ static void csv_classes(graft_ctx *ctx, const char *vocab) {
     int64_t ids[MAX_LEN], types[MAX_LEN], mask[MAX_LEN];
     size_t len;
     if (ok && wordpiece_load(&wp, vocab, true, &e) == GRAFT_OK) {
-        wordpiece_encode(wp, "plain text", NULL, MAX_LEN, true, ids, types, mask, MAX_LEN, &len, &e);
-        CHECK("text_ids_equal_tokenizer", !memcmp(ids, in[0].tensor.data, sizeof ids) &&
-              !memcmp(mask, in[1].tensor.data, sizeof mask) &&
-              !memcmp(types, in[2].tensor.data, sizeof types), "%s", "row 0 differs");
+        wordpiece_encode(wp, "plain text", NULL, MAX_LEN, true, ids, types, mask, MAX_LEN, &len,
+                         &e);
+        CHECK("text_ids_equal_tokenizer",
+              !memcmp(ids, in[0].tensor.data, sizeof ids) &&
+                  !memcmp(mask, in[1].tensor.data, sizeof mask) &&
+                  !memcmp(types, in[2].tensor.data, sizeof types),
+              "%s", "row 0 differs");
         wordpiece_free(wp);
     }
     graft_dataset_free(ds);
+}
+
+/* pad_to_longest: each batch is as long as its longest text, rows equal the padded version's. */
+static void longest(graft_ctx *ctx, const char *vocab) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/text/basic.csv", data_dir);
+    graft_text_options o = GRAFT_TEXT_OPTIONS_INIT;
+    o.vocab_path = vocab, o.max_len = MAX_LEN;
+    graft_dataset *full = NULL, *cut = NULL;
+    graft_status st = graft_dataset_open_text(ctx, path, &o, &full);
+    o.pad_to_longest = 1;
+    if (st == GRAFT_OK) st = graft_dataset_open_text(ctx, path, &o, &cut);
+    graft_batch_source a, b;
+    graft_named_tensor ia[3], ib[3];
+    graft_tensor la, lb;
+    unsigned char kept[64];
+    if (st == GRAFT_OK) st = graft_dataset_source(full, 1, 2, 0, &a);
+    if (st == GRAFT_OK) st = graft_dataset_source(cut, 1, 2, 0, &b);
+    if (st == GRAFT_OK) st = a.read(a.user, 0, 4, ia, &la, kept);
+    if (st == GRAFT_OK) st = b.read(b.user, 0, 4, ib, &lb, kept);
+    int ok = st == GRAFT_OK && ib[0].tensor.dims[1] < MAX_LEN && ib[0].tensor.dims[0] == 4;
+    int64_t len = ok ? ib[0].tensor.dims[1] : 0;
+    int longest_seen = 0;
+    for (int k = 0; ok && k < 3; k++)
+        for (int64_t r = 0; r < 4; r++) {
+            const int64_t *pa = (const int64_t *)ia[k].tensor.data + r * MAX_LEN;
+            const int64_t *pb = (const int64_t *)ib[k].tensor.data + r * len;
+            ok &= !memcmp(pa, pb, sizeof(int64_t) * (size_t)len);
+            for (int64_t j = len; k == 1 && j < MAX_LEN; j++) ok &= pa[j] == 0;
+            if (k == 1 && pb[len - 1]) longest_seen = 1;
+        }
+    CHECK("text_pad_to_longest", ok && longest_seen, "status %d, length %lld", st, (long long)len);
+    graft_dataset_free(full), graft_dataset_free(cut);
 }
 
 static void folder_and_multi(graft_ctx *ctx, const char *vocab) {
@@ -72,17 +110,19 @@ static void folder_and_multi(graft_ctx *ctx, const char *vocab) {
     unsigned char kept[64];
     if (st == GRAFT_OK) st = graft_dataset_source(ds, 1, 2, 0, &src);
     if (st == GRAFT_OK) st = src.read(src.user, 0, src.n_samples, in, &labels, kept);
-    CHECK("text_multi_label_vectors", st == GRAFT_OK && labels.dtype == GRAFT_DTYPE_F32 &&
-          labels.ndim == 2 && labels.dims[1] == graft_dataset_class_count(ds), "status %d: %s",
-          st, graft_last_error(ctx));
+    CHECK("text_multi_label_vectors",
+          st == GRAFT_OK && labels.dtype == GRAFT_DTYPE_F32 && labels.ndim == 2 &&
+              labels.dims[1] == graft_dataset_class_count(ds),
+          "status %d: %s", st, graft_last_error(ctx));
     graft_dataset_free(ds);
     ds = NULL;
     graft_text_options fo = GRAFT_TEXT_OPTIONS_INIT;
     fo.vocab_path = vocab, fo.max_len = MAX_LEN;
     snprintf(path, sizeof path, "%s/text/folder/empty_class", data_dir);
     st = graft_dataset_open_text(ctx, path, &fo, &ds);
-    CHECK("text_folder_empty_class_is_an_error", st != GRAFT_OK && strstr(graft_last_error(ctx), "empty"),
-          "status %d: %s", st, graft_last_error(ctx));
+    CHECK("text_folder_empty_class_is_an_error",
+          st != GRAFT_OK && strstr(graft_last_error(ctx), "empty"), "status %d: %s", st,
+          graft_last_error(ctx));
     snprintf(path, sizeof path, "%s/text/folder/train", data_dir);
     st = graft_dataset_open_text(ctx, path, &fo, &ds);
     CHECK("text_folder_opens", st == GRAFT_OK && graft_dataset_size(ds) > 0, "status %d: %s", st,
@@ -103,6 +143,7 @@ int main(int argc, char **argv) {
     graft_ctx_create(NULL, &ctx);
     csv_classes(ctx, vocab);
     folder_and_multi(ctx, vocab);
+    longest(ctx, vocab);
     graft_text_options o = GRAFT_TEXT_OPTIONS_INIT;
     graft_dataset *ds = NULL;
     o.vocab_path = "/nonexistent/vocab.txt";

@@ -81,7 +81,7 @@ if setup_build build/release --buildtype=release; then
     run_suite digits_data python3 tools/export_digits.py build/test-logs/digits
     rm -rf build/test-logs/images
     run_suite image_folder_data python3 tools/make_image_folder.py build/test-logs/images
-    run_suite dataset $R/tests/test_dataset build/test-logs/images
+    run_suite dataset $R/tests/test_dataset build/test-logs/images "$GEN/bad/valid_small.onnx"
     run_suite text_dataset $R/tests/test_text_dataset tests/data
     rm -rf build/test-logs/grafted && mkdir -p build/test-logs/grafted
     run_suite transfer $R/tests/test_transfer models/digits_cnn.onnx build/test-logs/digits \
@@ -116,7 +116,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Db_sanitize=address
     run_suite asan_cut $A/tests/test_cut "$GEN"
     run_suite asan_trainer $A/tests/test_trainer tests/data/trainer_fixtures.txt
     run_suite asan_fit $A/tests/test_fit "$GEN"
-    run_suite asan_dataset $A/tests/test_dataset build/test-logs/images
+    run_suite asan_dataset $A/tests/test_dataset build/test-logs/images "$GEN/bad/valid_small.onnx"
     run_suite asan_text_dataset $A/tests/test_text_dataset tests/data
     rm -rf build/test-logs/export-asan
     run_suite asan_export $A/tests/test_export "$GEN" build/test-logs/export-asan

@@ -78,7 +78,8 @@ static void shared_release(dataset_shared *sh) {
     if (sh->kind && sh->kind->free) sh->kind->free(sh->impl);
     for (int i = 0; i < sh->n_classes; i++) free(sh->class_names[i]);
     free(sh->class_names);
-    for (int64_t i = 0; i < sh->n_skipped; i++) free(sh->skipped[i].path), free(sh->skipped[i].reason);
+    for (int64_t i = 0; i < sh->n_skipped; i++)
+        free(sh->skipped[i].path), free(sh->skipped[i].reason);
     free(sh->skipped);
     pthread_mutex_destroy(&sh->skip_lock);
     free(sh);
@@ -93,8 +94,12 @@ void graft_dataset_free(graft_dataset *ds) {
     free(ds);
 }
 
-int64_t graft_dataset_size(const graft_dataset *ds) { return ds ? ds->n : 0; }
-int graft_dataset_class_count(const graft_dataset *ds) { return ds ? ds->sh->n_classes : 0; }
+int64_t graft_dataset_size(const graft_dataset *ds) {
+    return ds ? ds->n : 0;
+}
+int graft_dataset_class_count(const graft_dataset *ds) {
+    return ds ? ds->sh->n_classes : 0;
+}
 
 const char *graft_dataset_class_name(const graft_dataset *ds, int index) {
     return ds && index >= 0 && index < ds->sh->n_classes ? ds->sh->class_names[index] : NULL;
@@ -155,8 +160,10 @@ graft_status graft_dataset_split(graft_dataset *ds, double val_fraction, uint64_
     graft_err *e = &ds->ctx->err;
     err_clear(e);
     if (!(val_fraction > 0.0 && val_fraction < 1.0))
-        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "the validation fraction must be in (0, 1), "
-                       "got %g", val_fraction);
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "the validation fraction must be in (0, 1), "
+                       "got %g",
+                       val_fraction);
     int64_t n = ds->n, n_strata = ds->sh->label_dtype == GRAFT_DTYPE_I64 ? ds->sh->n_classes : 1;
     int64_t *order = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
     int64_t *tr = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
@@ -176,8 +183,10 @@ graft_status graft_dataset_split(graft_dataset *ds, double val_fraction, uint64_
         int64_t k = (int64_t)(val_fraction * (double)m + 0.5);
         if (k == m && m > 1) k = m - 1;
         for (int64_t i = 0; i < m; i++) {
-            if (i < k) va[nv++] = order[i];
-            else tr[nt++] = order[i];
+            if (i < k)
+                va[nv++] = order[i];
+            else
+                tr[nt++] = order[i];
         }
     }
     graft_status st = make_view(ds, tr, nt, train, e);
@@ -207,5 +216,18 @@ graft_status graft_dataset_source(graft_dataset *ds, int threads, int prefetch, 
     TRY(pipeline_create(&ds->pl, ds, threads, prefetch, seed, e));
     if (!ds->identity[0]) view_identity(ds);
     *out = (graft_batch_source){ds->n, ds->sh->n_inputs, pipeline_read, ds->pl, ds->identity};
+    return GRAFT_OK;
+}
+
+graft_status graft_dataset_set_allocator(graft_dataset *ds, void *(*alloc)(void *, size_t),
+                                         void (*release)(void *, void *), void *user) {
+    if (!ds) return GRAFT_E_INVALID_ARGUMENT;
+    err_clear(&ds->ctx->err);
+    if (!alloc != !release)
+        return err_set(&ds->ctx->err, GRAFT_E_INVALID_ARGUMENT,
+                       "give both an allocation and a release function, or neither");
+    ds->alloc = alloc;
+    ds->release = release;
+    ds->alloc_user = user;
     return GRAFT_OK;
 }

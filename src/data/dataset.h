@@ -45,6 +45,10 @@ typedef struct dataset_shared {
     graft_dtype label_dtype; /* I64 (class index) or F32 (multi-label / regression) */
     int label_width;         /* 1 for a class index, else floats per sample */
     char identity[512];      /* the data and its preprocessing, for the feature cache */
+    /* Text: cut each batch's 1-D inputs to the longest sample in it, measured by the count of
+     * ones in input `mask_input` (the attention mask). */
+    bool pad_to_longest;
+    int mask_input;
     pthread_mutex_t skip_lock;
     skipped_entry *skipped;
     int64_t n_skipped, cap_skipped;
@@ -60,6 +64,9 @@ struct graft_dataset {
     void *labels;   /* per sample: label_width values of label_dtype */
     char identity[600];
     pipeline *pl;
+    void *(*alloc)(void *user, size_t bytes); /* batch buffers; NULL: malloc */
+    void (*release)(void *user, void *ptr);
+    void *alloc_user;
 };
 
 /* A new data set over the kind's items; takes ownership of impl, class names, items, labels. */

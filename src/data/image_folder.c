@@ -48,8 +48,10 @@ static graft_status list_dir(const char *dir, bool want_dirs, char ***names, int
         if (count == cap) {
             cap = cap ? cap * 2 : 64;
             char **nv = realloc(v, sizeof *nv * (size_t)cap);
-            if (!nv) st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory listing '%s'", dir);
-            else v = nv;
+            if (!nv)
+                st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory listing '%s'", dir);
+            else
+                v = nv;
         }
         if (st == GRAFT_OK && !(v[count++] = strdup(ent->d_name)))
             st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory listing '%s'", dir);
@@ -75,7 +77,8 @@ static graft_status check_options(const graft_image_options *o, graft_err *e) {
     if (o->crop < 1 || o->resize < 0 || o->crop > 16384 || o->resize > 16384)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                        "image options: crop must be 1..16384 (a batch needs one size) and resize "
-                       "0..16384 (got crop %d, resize %d)", o->crop, o->resize);
+                       "0..16384 (got crop %d, resize %d)",
+                       o->crop, o->resize);
     if (o->dtype != GRAFT_DTYPE_F32 && o->dtype != GRAFT_DTYPE_F16)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT, "image options: dtype must be F32 or F16");
     for (int c = 0; c < 3; c++)
@@ -194,9 +197,9 @@ static void set_identity(dataset_shared *sh, const image_folder *f) {
              "images:%016llx;resize=%d;crop=%d;augment=%d;scale=%g,%g;ratio=%g,%g;mean=%g,%g,%g;"
              "std=%g,%g,%g;nhwc=%d;dtype=%d",
              (unsigned long long)hash64_final(&h), o->resize, o->crop, o->augment,
-             (double)o->scale_min, (double)o->scale_max, (double)o->ratio_min,
-             (double)o->ratio_max, (double)o->mean[0], (double)o->mean[1], (double)o->mean[2],
-             (double)o->std[0], (double)o->std[1], (double)o->std[2], o->nhwc, (int)o->dtype);
+             (double)o->scale_min, (double)o->scale_max, (double)o->ratio_min, (double)o->ratio_max,
+             (double)o->mean[0], (double)o->mean[1], (double)o->mean[2], (double)o->std[0],
+             (double)o->std[1], (double)o->std[2], o->nhwc, (int)o->dtype);
 }
 
 /* Build the data set over root for the given classes (owned by the call). */
@@ -209,7 +212,8 @@ static graft_status open_with(graft_ctx *ctx, const char *root, const graft_imag
     if (st == GRAFT_OK) {
         f->o = *o;
         if (!f->o.max_pixels) f->o.max_pixels = DEFAULT_MAX_PIXELS;
-        snprintf(f->input_name, sizeof f->input_name, "%s", o->input_name ? o->input_name : "input");
+        snprintf(f->input_name, sizeof f->input_name, "%s",
+                 o->input_name ? o->input_name : "input");
         f->root = strdup(root);
         st = f->root ? scan(f, classes, n_classes, allow_missing, &labels, e)
                      : err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");

@@ -10,7 +10,8 @@
 
 typedef struct batch_slot {
     int64_t start, count, got;
-    int state; /* 0 free, 1 being filled, 2 ready, 3 held by the reader */
+    int64_t length; /* per-sample length of 1-D inputs after pad_to_longest, else 0 */
+    int state;      /* 0 free, 1 being filled, 2 ready, 3 held by the reader */
     void *inputs[DATASET_MAX_INPUTS];
     void *labels;
     unsigned char *kept;
@@ -22,19 +23,54 @@ struct pipeline {
     graft_dataset *ds;
     int threads, depth;
     uint64_t seed;
-    int64_t batch;      /* samples per batch: fixed by the first read */
-    batch_slot *slots;  /* depth of them, reused in a ring */
-    int64_t fill_start; /* the next batch the producer fills */
+    int64_t batch;                  /* samples per batch: fixed by the first read */
+    batch_slot *slots;              /* depth of them, reused in a ring */
+    int64_t fill_start;             /* the next batch the producer fills */
     int fill_slot, read_slot, held; /* held: the slot the last read returned, or -1 */
     bool running, stop;
     pthread_t producer;
     pthread_mutex_t lock;
     pthread_cond_t changed;
+    void *(*alloc)(void *user, size_t bytes);
+    void (*release)(void *user, void *ptr);
+    void *alloc_user;
 };
+
+static void *buffer_alloc(pipeline *p, size_t bytes) {
+    return p->alloc ? p->alloc(p->alloc_user, bytes) : malloc(bytes);
+}
+
+static void buffer_free(pipeline *p, void *ptr) {
+    if (!ptr) return;
+    if (p->release)
+        p->release(p->alloc_user, ptr);
+    else
+        free(ptr);
+}
 
 static uint64_t sample_seed(uint64_t seed, int64_t item) {
     uint64_t s = seed ^ ((uint64_t)item * 0x9e3779b97f4a7c15ull);
     return rng_next(&s);
+}
+
+/* Cut every 1-D input of the batch to the longest sample's length (padding after it is all the
+ * batch then needs): rows move down in place. */
+static void shorten(const dataset_shared *sh, batch_slot *b) {
+    int64_t full = sh->input_dims[sh->mask_input][0], longest = 1;
+    const int64_t *mask = b->inputs[sh->mask_input];
+    for (int64_t r = 0; r < b->got; r++) {
+        int64_t n = 0;
+        for (int64_t j = 0; j < full; j++) n += mask[r * full + j] != 0;
+        if (n > longest) longest = n;
+    }
+    for (int k = 0; k < sh->n_inputs; k++) {
+        size_t es = graft_dtype_size(sh->input_dtype[k]);
+        char *base = b->inputs[k];
+        for (int64_t r = 1; r < b->got; r++)
+            memmove(base + (size_t)(r * longest) * es, base + (size_t)(r * full) * es,
+                    (size_t)longest * es);
+    }
+    b->length = longest;
 }
 
 /* Decode samples [start, start+count) into the slot, then pack the delivered rows. */
@@ -52,7 +88,8 @@ static void fill(pipeline *p, batch_slot *b) {
         graft_err e = {0};
         if (sh->kind->load(sh->impl, item, dst, sample_seed(p->seed, s), &e) == GRAFT_OK)
             b->kept[i] = 1;
-        else dataset_skip(sh, sh->kind->item_path(sh->impl, item), e.msg);
+        else
+            dataset_skip(sh, sh->kind->item_path(sh->impl, item), e.msg);
     }
     size_t ls = dataset_label_size(sh);
     int64_t got = 0;
@@ -63,11 +100,13 @@ static void fill(pipeline *p, batch_slot *b) {
             memmove((char *)b->inputs[k] + (size_t)got * rb, (char *)b->inputs[k] + (size_t)i * rb,
                     rb);
         }
-        memcpy((char *)b->labels + (size_t)got * ls, (char *)ds->labels + (size_t)(b->start + i) * ls,
-               ls);
+        memcpy((char *)b->labels + (size_t)got * ls,
+               (char *)ds->labels + (size_t)(b->start + i) * ls, ls);
         got++;
     }
     b->got = got;
+    b->length = 0;
+    if (sh->pad_to_longest) shorten(sh, b);
     b->status = GRAFT_OK;
 }
 
@@ -108,8 +147,8 @@ static void stop_producer(pipeline *p) {
 
 static void free_slots(pipeline *p) {
     for (int s = 0; p->slots && s < p->depth; s++) {
-        for (int k = 0; k < DATASET_MAX_INPUTS; k++) free(p->slots[s].inputs[k]);
-        free(p->slots[s].labels);
+        for (int k = 0; k < DATASET_MAX_INPUTS; k++) buffer_free(p, p->slots[s].inputs[k]);
+        buffer_free(p, p->slots[s].labels);
         free(p->slots[s].kept);
     }
     free(p->slots);
@@ -129,8 +168,9 @@ static graft_status restart(pipeline *p, int64_t start, int64_t count, graft_err
             batch_slot *b = &p->slots[s];
             bool ok = true;
             for (int k = 0; k < sh->n_inputs; k++)
-                ok &= (b->inputs[k] = malloc(dataset_row_bytes(sh, k) * (size_t)count)) != NULL;
-            b->labels = malloc(dataset_label_size(sh) * (size_t)count);
+                ok &= (b->inputs[k] = buffer_alloc(p, dataset_row_bytes(sh, k) * (size_t)count)) !=
+                      NULL;
+            b->labels = buffer_alloc(p, dataset_label_size(sh) * (size_t)count);
             b->kept = malloc((size_t)count);
             if (!ok || !b->labels || !b->kept)
                 return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory for batch buffers");
@@ -155,6 +195,9 @@ graft_status pipeline_create(pipeline **out, graft_dataset *ds, int threads, int
     p->threads = threads > 0 ? threads : (cpus > 0 ? (int)cpus : 1);
     p->depth = (prefetch > 0 ? prefetch : 2) + 1; /* the batch being read plus those ahead */
     p->seed = seed;
+    p->alloc = ds->alloc;
+    p->release = ds->release;
+    p->alloc_user = ds->alloc_user;
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->changed, NULL);
     *out = p;
@@ -207,10 +250,13 @@ graft_status pipeline_read(void *user, int64_t start, int64_t count, graft_named
         inputs[k].tensor.dims[0] = b->got;
         for (int d = 0; d < sh->input_ndim[k]; d++)
             inputs[k].tensor.dims[d + 1] = sh->input_dims[k][d];
+        if (b->length) inputs[k].tensor.dims[1] = b->length;
         inputs[k].tensor.data = b->inputs[k];
     }
-    *labels = (graft_tensor){sh->label_dtype, sh->label_width == 1 && sh->label_dtype == GRAFT_DTYPE_I64 ? 1 : 2,
-                             {b->got, sh->label_width}, b->labels};
+    *labels = (graft_tensor){sh->label_dtype,
+                             sh->label_width == 1 && sh->label_dtype == GRAFT_DTYPE_I64 ? 1 : 2,
+                             {b->got, sh->label_width},
+                             b->labels};
     memcpy(kept, b->kept, (size_t)count);
     /* This batch stays valid until the next read, which frees its slot for the producer. */
     pthread_mutex_lock(&p->lock);

@@ -15,10 +15,10 @@
 /* The weights of one 1-D pass: for each output index, the first input index it reads, how many
  * it reads, and that many fixed-point weights (stride `taps`). */
 typedef struct pass_coeffs {
-    int taps;       /* longest kernel: 2 * ceil(support) + 1 */
-    int *first;     /* (out_size) */
-    int *count;     /* (out_size) */
-    int32_t *w;     /* (out_size, taps) */
+    int taps;   /* longest kernel: 2 * ceil(support) + 1 */
+    int *first; /* (out_size) */
+    int *count; /* (out_size) */
+    int32_t *w; /* (out_size, taps) */
 } pass_coeffs;
 
 static void coeffs_free(pass_coeffs *c) {
@@ -145,8 +145,9 @@ static bool vertical_first(int in_w, int in_h, int out_w, int out_h) {
     return out_h < in_h && (int64_t)(in_h - out_h) > 2 * ((int64_t)in_w - out_w);
 }
 
-/* PIL's order (see vertical_first for the exception): a horizontal pass (only over the rows the vertical pass will read), rounded to
- * bytes, then a vertical pass; a pass whose size does not change is skipped. */
+/* PIL's order (see vertical_first for the exception): a horizontal pass (only over the rows the
+ * vertical pass will read), rounded to bytes, then a vertical pass; a pass whose size does not
+ * change is skipped. */
 graft_status transform_resize(image_u8 *out, const image_u8 *in, int width, int height,
                               graft_err *e) {
     memset(out, 0, sizeof *out);

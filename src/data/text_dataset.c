@@ -67,10 +67,12 @@ static graft_status make_labels(const text_table *t, dataset_shared *sh, void **
     *labels = malloc(dataset_label_size(sh) * (size_t)(n ? n : 1));
     if (!*labels) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory for labels");
     for (int64_t i = 0; i < n; i++) {
-        if (mode == TEXT_LABEL_CLASS) ((int64_t *)*labels)[i] = text_table_label(t, i);
+        if (mode == TEXT_LABEL_CLASS)
+            ((int64_t *)*labels)[i] = text_table_label(t, i);
         else if (mode == TEXT_LABEL_MULTI)
             text_table_label_vector(t, i, (float *)*labels + i * sh->label_width);
-        else ((float *)*labels)[i] = (float)text_table_target(t, i);
+        else
+            ((float *)*labels)[i] = (float)text_table_target(t, i);
     }
     return GRAFT_OK;
 }
@@ -88,7 +90,8 @@ static graft_status wrap(graft_ctx *ctx, text_data *d, graft_dataset **out, graf
     }
     for (int c = 0; c < n_classes; c++) classes[c] = strdup(text_table_class_name(t, c));
     for (int64_t i = 0; i < n; i++) items[i] = i;
-    graft_status st = dataset_create(ctx, &text_kind, d, classes, n_classes, n, items, NULL, out, e);
+    graft_status st =
+        dataset_create(ctx, &text_kind, d, classes, n_classes, n, items, NULL, out, e);
     if (st != GRAFT_OK) {
         for (int c = 0; c < n_classes; c++) free(classes[c]);
         free(classes), free(items), free_text(d);
@@ -103,18 +106,22 @@ static graft_status wrap(graft_ctx *ctx, text_data *d, graft_dataset **out, graf
         sh->input_ndim[k] = 1;
         sh->input_dims[k][0] = d->o.max_len;
     }
+    sh->pad_to_longest = d->o.pad_to_longest != 0;
+    sh->mask_input = 1;
     for (int64_t i = 0; i < text_table_skipped_count(t); i++) {
         const text_skip *s = text_table_skipped(t, i);
         char where[4200];
         snprintf(where, sizeof where, s->line ? "%s:%lld" : "%s", s->path, (long long)s->line);
         dataset_skip(sh, where, s->reason);
     }
-    snprintf(sh->identity, sizeof sh->identity,
-             "text:%016llx;vocab=%016llx;cased=%d;max_len=%d;columns=%s,%s,%s;sep=%d;reg=%d",
-             (unsigned long long)file_stamp(d->path, 1), (unsigned long long)file_stamp(d->vocab_path, 2),
-             d->o.cased, d->o.max_len, d->o.text_column ? d->o.text_column : "",
-             d->o.text_pair_column ? d->o.text_pair_column : "",
-             d->o.label_column ? d->o.label_column : "", d->o.label_separator, d->o.regression);
+    snprintf(
+        sh->identity, sizeof sh->identity,
+        "text:%016llx;vocab=%016llx;cased=%d;max_len=%d;longest=%d;columns=%s,%s,%s;sep=%d;reg=%d",
+        (unsigned long long)file_stamp(d->path, 1),
+        (unsigned long long)file_stamp(d->vocab_path, 2), d->o.cased, d->o.max_len,
+        d->o.pad_to_longest, d->o.text_column ? d->o.text_column : "",
+        d->o.text_pair_column ? d->o.text_pair_column : "",
+        d->o.label_column ? d->o.label_column : "", d->o.label_separator, d->o.regression);
     return make_labels(t, sh, &(*out)->labels, e);
 }
 
@@ -123,8 +130,9 @@ static text_table_options table_options(const graft_text_options *o) {
     t.text_column = o->text_column ? o->text_column : "text";
     t.text_pair_column = o->text_pair_column;
     t.label_column = o->label_column ? o->label_column : "label";
-    t.label_mode = o->regression ? TEXT_LABEL_REGRESSION
-                   : o->label_separator ? TEXT_LABEL_MULTI : TEXT_LABEL_CLASS;
+    t.label_mode = o->regression        ? TEXT_LABEL_REGRESSION
+                   : o->label_separator ? TEXT_LABEL_MULTI
+                                        : TEXT_LABEL_CLASS;
     t.label_separator = o->label_separator;
     return t;
 }

@@ -55,8 +55,7 @@ static graft_status crop_box(image_u8 *out, const image_u8 *in, int x, int y, in
         int64_t sy = (int64_t)y + r;
         if (sy < 0 || sy >= in->height) continue;
         memcpy(dst + ((size_t)r * w + (size_t)c0) * 3,
-               in->pixels + ((size_t)sy * in->width + (size_t)(x + c0)) * 3,
-               (size_t)(c1 - c0) * 3);
+               in->pixels + ((size_t)sy * in->width + (size_t)(x + c0)) * 3, (size_t)(c1 - c0) * 3);
     }
     out->width = w;
     out->height = h;
@@ -148,14 +147,14 @@ graft_status transform_to_tensor(void *dst, graft_dtype dtype, bool nhwc, const 
                        (int)dtype);
     for (int c = 0; c < 3; c++)
         if (!(std[c] != 0.0f))
-            return err_set(e, GRAFT_E_INVALID_ARGUMENT,
-                           "transforms: normalisation std[%d] is %g", c, (double)std[c]);
+            return err_set(e, GRAFT_E_INVALID_ARGUMENT, "transforms: normalisation std[%d] is %g",
+                           c, (double)std[c]);
     float lut[3][256];
     for (int c = 0; c < 3; c++)
         for (int v = 0; v < 256; v++) lut[c][v] = ((float)v / 255.0f - mean[c]) / std[c];
     size_t plane = (size_t)img->width * img->height;
-    float *f32 = dtype == GRAFT_DTYPE_F32 ? dst : NULL;      // (3, H, W) or (H, W, 3)
-    uint16_t *f16 = dtype == GRAFT_DTYPE_F16 ? dst : NULL;   // (3, H, W) or (H, W, 3)
+    float *f32 = dtype == GRAFT_DTYPE_F32 ? dst : NULL;    // (3, H, W) or (H, W, 3)
+    uint16_t *f16 = dtype == GRAFT_DTYPE_F16 ? dst : NULL; // (3, H, W) or (H, W, 3)
     for (size_t i = 0; i < plane; i++) {
         for (int c = 0; c < 3; c++) {
             float v = lut[c][img->pixels[i * 3 + (size_t)c]];

@@ -12,10 +12,14 @@ int utf8_decode(const char *str, size_t n, size_t *pos, uint32_t *cp) {
     }
     int len;
     uint32_t v, min;
-    if (c >= 0xC2 && c <= 0xDF) len = 2, v = c & 0x1F, min = 0x80;
-    else if (c >= 0xE0 && c <= 0xEF) len = 3, v = c & 0x0F, min = 0x800;
-    else if (c >= 0xF0 && c <= 0xF4) len = 4, v = c & 0x07, min = 0x10000;
-    else return -1;
+    if (c >= 0xC2 && c <= 0xDF)
+        len = 2, v = c & 0x1F, min = 0x80;
+    else if (c >= 0xE0 && c <= 0xEF)
+        len = 3, v = c & 0x0F, min = 0x800;
+    else if (c >= 0xF0 && c <= 0xF4)
+        len = 4, v = c & 0x07, min = 0x10000;
+    else
+        return -1;
     if (i + (size_t)len > n) return -1;
     for (int k = 1; k < len; k++) {
         unsigned b = s[i + (size_t)k];
@@ -70,9 +74,12 @@ static uint32_t table_class(uint32_t cp) {
     int lo = 0, hi = uni_class_range_count - 1;
     while (lo <= hi) {
         int mid = (lo + hi) / 2;
-        if (cp < uni_class_ranges[mid].lo) hi = mid - 1;
-        else if (cp > uni_class_ranges[mid].hi) lo = mid + 1;
-        else return uni_class_ranges[mid].klass;
+        if (cp < uni_class_ranges[mid].lo)
+            hi = mid - 1;
+        else if (cp > uni_class_ranges[mid].hi)
+            lo = mid + 1;
+        else
+            return uni_class_ranges[mid].klass;
     }
     return 0;
 }
@@ -95,8 +102,10 @@ int uni_lower(uint32_t cp, uint32_t out[2]) {
     int lo = 0, hi = uni_lower_count - 1;
     while (lo <= hi) {
         int mid = (lo + hi) / 2;
-        if (cp < uni_lower_table[mid].cp) hi = mid - 1;
-        else if (cp > uni_lower_table[mid].cp) lo = mid + 1;
+        if (cp < uni_lower_table[mid].cp)
+            hi = mid - 1;
+        else if (cp > uni_lower_table[mid].cp)
+            lo = mid + 1;
         else {
             out[0] = uni_lower_table[mid].to[0];
             out[1] = uni_lower_table[mid].to[1];
@@ -123,10 +132,13 @@ int uni_strip_accents(uint32_t cp, uint32_t out[3]) {
     int lo = 0, hi = uni_strip_count - 1;
     while (lo <= hi) {
         int mid = (lo + hi) / 2;
-        if (cp < uni_strip_table[mid].cp) hi = mid - 1;
-        else if (cp > uni_strip_table[mid].cp) lo = mid + 1;
+        if (cp < uni_strip_table[mid].cp)
+            hi = mid - 1;
+        else if (cp > uni_strip_table[mid].cp)
+            lo = mid + 1;
         else {
-            for (uint32_t k = 0; k < uni_strip_table[mid].n; k++) out[k] = uni_strip_table[mid].to[k];
+            for (uint32_t k = 0; k < uni_strip_table[mid].n; k++)
+                out[k] = uni_strip_table[mid].to[k];
             return (int)uni_strip_table[mid].n;
         }
     }

@@ -1,4 +1,5 @@
-/* wordpiece.c: BERT's tokenizer: text cleaning, CJK and punctuation splitting, (un)cased normalisation, greedy WordPiece, [CLS]/[SEP] encoding. */
+/* wordpiece.c: BERT's tokenizer: text cleaning, CJK and punctuation splitting, (un)cased
+ * normalisation, greedy WordPiece, [CLS]/[SEP] encoding. */
 #include "data/wordpiece.h"
 
 #include <errno.h>
@@ -16,12 +17,12 @@ static const char *const SPECIALS[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MAS
 enum { N_SPECIALS = 5 };
 
 struct wordpiece {
-    char *pool;         /* every token, NUL-terminated, in id order */
-    size_t *offsets;    /* (n_tokens,) start of each token in pool */
-    uint32_t *lens;     /* (n_tokens,) byte length of each token */
+    char *pool;      /* every token, NUL-terminated, in id order */
+    size_t *offsets; /* (n_tokens,) start of each token in pool */
+    uint32_t *lens;  /* (n_tokens,) byte length of each token */
     int n_tokens;
-    int32_t *slots;     /* (n_slots,) open-addressing hash table of ids, -1 when empty */
-    size_t n_slots;     /* a power of two, at least twice n_tokens */
+    int32_t *slots; /* (n_slots,) open-addressing hash table of ids, -1 when empty */
+    size_t n_slots; /* a power of two, at least twice n_tokens */
     size_t max_token_bytes;
     bool lowercase;
     int64_t special_ids[N_SPECIALS]; /* -1 where the vocabulary lacks it */
@@ -85,13 +86,17 @@ int64_t wordpiece_token_id(const wordpiece *wp, const char *token, size_t len) {
     return lookup(wp, false, token, len);
 }
 
-int wordpiece_vocab_size(const wordpiece *wp) { return wp->n_tokens; }
+int wordpiece_vocab_size(const wordpiece *wp) {
+    return wp->n_tokens;
+}
 
 const char *wordpiece_token(const wordpiece *wp, int64_t id) {
     return id >= 0 && id < wp->n_tokens ? wp->pool + wp->offsets[id] : NULL;
 }
 
-int64_t wordpiece_pad_id(const wordpiece *wp) { return wp->pad; }
+int64_t wordpiece_pad_id(const wordpiece *wp) {
+    return wp->pad;
+}
 
 void wordpiece_free(wordpiece *wp) {
     if (!wp) return;
@@ -117,7 +122,8 @@ static graft_status read_file(const char *path, char **out, size_t *size, graft_
     }
     int bad = ferror(f);
     fclose(f);
-    if (!buf) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "%s: out of memory reading vocabulary", path);
+    if (!buf)
+        return err_set(e, GRAFT_E_OUT_OF_MEMORY, "%s: out of memory reading vocabulary", path);
     if (bad) {
         free(buf);
         return err_set(e, GRAFT_E_IO, "%s: read error", path);
@@ -215,8 +221,8 @@ static int normalize_cp(const wordpiece *wp, uint32_t cp, u32vec *norm) {
 }
 
 /* Greedy longest-match-first WordPiece of one word (w[0..m) code points), appending ids. */
-static int wordpiece_word(const wordpiece *wp, const uint32_t *w, size_t m, char *bytes,
-                          size_t *bo, int64_t **ids, size_t *n, size_t *cap) {
+static int wordpiece_word(const wordpiece *wp, const uint32_t *w, size_t m, char *bytes, size_t *bo,
+                          int64_t **ids, size_t *n, size_t *cap) {
     if (m > MAX_WORD_CHARS) return ids_push(ids, n, cap, wp->unk);
     bo[0] = 0;
     for (size_t i = 0; i < m; i++) bo[i + 1] = bo[i] + (size_t)utf8_encode(w[i], bytes + bo[i]);
@@ -345,13 +351,15 @@ graft_status wordpiece_encode(const wordpiece *wp, const char *a, const char *b,
     if (st == GRAFT_OK && b) st = tokenize_str(wp, b, &ib, &nb, &cb, "second", e);
     if (st == GRAFT_OK && max_len > 0) {
         size_t room = (size_t)max_len - specials;
-        if (b) truncate_pair(&na, &nb, room);
-        else if (na > room) na = room;
+        if (b)
+            truncate_pair(&na, &nb, room);
+        else if (na > room)
+            na = room;
     }
     size_t total = na + nb + specials, padded = pad ? (size_t)max_len : total;
     if (st == GRAFT_OK && padded > cap)
-        st = err_set(e, GRAFT_E_INVALID_ARGUMENT, "encoding of %zu tokens exceeds the buffer of %zu",
-                     padded, cap);
+        st = err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                     "encoding of %zu tokens exceeds the buffer of %zu", padded, cap);
     if (st == GRAFT_OK) {
         size_t p = 0;
         input_ids[p++] = wp->cls;

@@ -151,3 +151,31 @@ graft_status graft_model_auto_cut(const graft_model *m, const char **tensor_name
             "no cut point found: neither a pooled CNN classifier nor an encoder's hidden state");
     return GRAFT_E_NOT_FOUND;
 }
+
+graft_status graft_model_set_metadata(graft_model *m, const char *key, const char *value) {
+    if (!m) return GRAFT_E_INVALID_ARGUMENT;
+    graft_err *e = &m->ctx->err;
+    err_clear(e);
+    if (!key || !key[0] || !value)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "metadata needs a key and a value");
+    ir_graph *g = &m->g;
+    for (int i = 0; i < g->n_metadata; i++)
+        if (strcmp(g->metadata[i].key, key) == 0) {
+            char *v = strdup(value);
+            if (!v) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+            free(g->metadata[i].value);
+            g->metadata[i].value = v;
+            return GRAFT_OK;
+        }
+    ir_kv *kv = realloc(g->metadata, sizeof *kv * (size_t)(g->n_metadata + 1));
+    if (!kv) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    g->metadata = kv;
+    kv[g->n_metadata].key = strdup(key);
+    kv[g->n_metadata].value = strdup(value);
+    if (!kv[g->n_metadata].key || !kv[g->n_metadata].value) {
+        free(kv[g->n_metadata].key), free(kv[g->n_metadata].value);
+        return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    }
+    g->n_metadata++;
+    return GRAFT_OK;
+}
