@@ -372,15 +372,24 @@ typedef struct graft_image_options {
     graft_dtype dtype;                                /* F32 or F16 */
     int64_t max_pixels;     /* larger images are skipped (decompression bombs); 0: 178956970 */
     const char *input_name; /* the model input the images feed (default "input") */
+    int grayscale; /* 1: one channel, PIL's convert("L"), normalised with mean[0], std[0] */
 } graft_image_options;
-#define GRAFT_IMAGE_OPTIONS_INIT                                                                   \
-    {                                                                                              \
-        256, 224, 0, 0.08f, 1.0f, 0.75f, 4.0f / 3.0f, {0.485f, 0.456f, 0.406f},                    \
-            {0.229f, 0.224f, 0.225f}, 0, GRAFT_DTYPE_F32, 0, "input"                               \
-    }
+/* clang-format off */
+#define GRAFT_IMAGE_OPTIONS_INIT \
+    {256, 224, 0, 0.08f, 1.0f, 0.75f, 4.0f / 3.0f, {0.485f, 0.456f, 0.406f}, \
+     {0.229f, 0.224f, 0.225f}, 0, GRAFT_DTYPE_F32, 0, "input", 0}
+/* clang-format on */
+
+/* One image file as a model input: decoded, resized, center-cropped and normalised as the
+ * options say (no augmentation), into dst: (3 or 1, crop, crop) of options->dtype, or HWC with
+ * nhwc. dst_bytes is dst's size. */
+GRAFT_API graft_status graft_image_load(graft_ctx *ctx, const char *path,
+                                        const graft_image_options *options, void *dst,
+                                        size_t dst_bytes);
 
 /* Preprocessing a model asks for in its metadata_props, over the defaults in *options:
- * "graft.image.resize", "graft.image.crop" (integers), "graft.image.mean", "graft.image.std"
+ * "graft.image.resize", "graft.image.crop", "graft.image.grayscale" (integers),
+ * "graft.image.mean", "graft.image.std"
  * (three comma-separated numbers each); graft_image_options_to_model writes them, so an
  * exported model remembers how its inputs were made. A malformed entry is an error naming it. */
 GRAFT_API graft_status graft_image_options_from_model(const graft_model *model,

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "../core/hash.h"
+#include "../core/half.h"
 #include "../core/rng.h"
 #include "dataset.h"
 #include "transforms.h"
@@ -139,13 +140,39 @@ static graft_status scan(image_folder *f, char **classes, int n_classes, bool al
     return GRAFT_OK;
 }
 
-static graft_status load_image(void *impl, int64_t item, void *const *dst, uint64_t seed,
-                               graft_err *e) {
-    image_folder *f = impl;
-    const graft_image_options *o = &f->o;
+/* PIL's convert("L") (ITU-R 601-2 luma, rounded), written back to all three channels so the
+ * RGB transforms resample it exactly as PIL resamples an L image. */
+static void to_gray(image_u8 *img) {
+    uint8_t *p = img->pixels;
+    for (int64_t i = 0; i < (int64_t)img->width * img->height; i++, p += 3) {
+        uint32_t l = (p[0] * 19595u + p[1] * 38470u + p[2] * 7471u + 0x8000u) >> 16;
+        p[0] = p[1] = p[2] = (uint8_t)l;
+    }
+}
+
+/* Write channel 0 of an RGB image (gray replicated) as one normalised channel. */
+static graft_status gray_to_tensor(void *dst, const graft_image_options *o, const image_u8 *img,
+                                   graft_err *e) {
+    int64_t n = (int64_t)img->width * img->height;
+    float scale = 1.0f / (255.0f * o->std[0]), shift = o->mean[0] / o->std[0];
+    for (int64_t i = 0; i < n; i++) {
+        float v = (float)img->pixels[3 * i] * scale - shift;
+        if (o->dtype == GRAFT_DTYPE_F32)
+            ((float *)dst)[i] = v;
+        else if (o->dtype == GRAFT_DTYPE_F16)
+            ((uint16_t *)dst)[i] = f32_to_f16(v);
+        else
+            return err_set(e, GRAFT_E_INVALID_ARGUMENT, "image dtype must be F32 or F16");
+    }
+    return GRAFT_OK;
+}
+
+graft_status image_prepare(const char *path, const graft_image_options *o, void *dst, uint64_t seed,
+                           graft_err *e) {
     image_u8 img = {0}, a = {0}, b = {0};
     int min_side = o->augment ? o->crop : (o->resize ? o->resize : o->crop);
-    graft_status st = image_decode_file(f->paths[item], min_side, o->max_pixels, &img, e);
+    graft_status st = image_decode_file(path, min_side, o->max_pixels, &img, e);
+    if (st == GRAFT_OK && o->grayscale) to_gray(&img);
     if (st == GRAFT_OK && o->augment) {
         int x, y, w, h;
         uint64_t rng = seed;
@@ -161,10 +188,37 @@ static graft_status load_image(void *impl, int64_t item, void *const *dst, uint6
         }
         if (st == GRAFT_OK) st = transform_center_crop(&b, src, o->crop, o->crop, e);
     }
-    if (st == GRAFT_OK)
-        st = transform_to_tensor(dst[0], o->dtype, o->nhwc != 0, &b, o->mean, o->std, e);
+    if (st == GRAFT_OK && o->grayscale)
+        st = gray_to_tensor(dst, o, &b, e);
+    else if (st == GRAFT_OK)
+        st = transform_to_tensor(dst, o->dtype, o->nhwc != 0, &b, o->mean, o->std, e);
     image_free(&img), image_free(&a), image_free(&b);
     return st;
+}
+
+static graft_status load_image(void *impl, int64_t item, void *const *dst, uint64_t seed,
+                               graft_err *e) {
+    image_folder *f = impl;
+    return image_prepare(f->paths[item], &f->o, dst[0], seed, e);
+}
+
+graft_status graft_image_load(graft_ctx *ctx, const char *path, const graft_image_options *options,
+                              void *dst, size_t dst_bytes) {
+    if (!ctx) return GRAFT_E_INVALID_ARGUMENT;
+    graft_err *e = &ctx->err;
+    err_clear(e);
+    graft_image_options defaults = GRAFT_IMAGE_OPTIONS_INIT;
+    graft_image_options o = options ? *options : defaults;
+    if (!path || !dst) return err_set(e, GRAFT_E_INVALID_ARGUMENT, "no image path or buffer");
+    TRY(check_options(&o, e));
+    o.augment = 0;
+    if (!o.max_pixels) o.max_pixels = DEFAULT_MAX_PIXELS;
+    size_t need =
+        (size_t)(o.grayscale ? 1 : 3) * (size_t)o.crop * (size_t)o.crop * graft_dtype_size(o.dtype);
+    if (dst_bytes < need)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "the buffer holds %zu bytes, the image needs %zu", dst_bytes, need);
+    return image_prepare(path, &o, dst, 0, e);
 }
 
 static const char *image_path(void *impl, int64_t item) {
@@ -195,11 +249,11 @@ static void set_identity(dataset_shared *sh, const image_folder *f) {
     const graft_image_options *o = &f->o;
     snprintf(sh->identity, sizeof sh->identity,
              "images:%016llx;resize=%d;crop=%d;augment=%d;scale=%g,%g;ratio=%g,%g;mean=%g,%g,%g;"
-             "std=%g,%g,%g;nhwc=%d;dtype=%d",
+             "std=%g,%g,%g;nhwc=%d;dtype=%d;gray=%d",
              (unsigned long long)hash64_final(&h), o->resize, o->crop, o->augment,
              (double)o->scale_min, (double)o->scale_max, (double)o->ratio_min, (double)o->ratio_max,
              (double)o->mean[0], (double)o->mean[1], (double)o->mean[2], (double)o->std[0],
-             (double)o->std[1], (double)o->std[2], o->nhwc, (int)o->dtype);
+             (double)o->std[1], (double)o->std[2], o->nhwc, (int)o->dtype, o->grayscale);
 }
 
 /* Build the data set over root for the given classes (owned by the call). */
@@ -234,7 +288,8 @@ static graft_status open_with(graft_ctx *ctx, const char *root, const graft_imag
     snprintf(sh->input_names[0], sizeof sh->input_names[0], "%s", f->input_name);
     sh->input_dtype[0] = o->dtype;
     sh->input_ndim[0] = 3;
-    int64_t chw[3] = {3, o->crop, o->crop}, hwc[3] = {o->crop, o->crop, 3};
+    int64_t ch = o->grayscale ? 1 : 3;
+    int64_t chw[3] = {ch, o->crop, o->crop}, hwc[3] = {o->crop, o->crop, ch};
     memcpy(sh->input_dims[0], o->nhwc ? hwc : chw, sizeof chw);
     sh->label_dtype = GRAFT_DTYPE_I64;
     sh->label_width = 1;

@@ -45,6 +45,8 @@ graft_status graft_image_options_from_model(const graft_model *m, graft_image_op
     const char *v;
     if ((v = find(m, "graft.image.resize"))) TRY(parse_int("graft.image.resize", v, &r.resize, e));
     if ((v = find(m, "graft.image.crop"))) TRY(parse_int("graft.image.crop", v, &r.crop, e));
+    if ((v = find(m, "graft.image.grayscale")))
+        TRY(parse_int("graft.image.grayscale", v, &r.grayscale, e));
     if ((v = find(m, "graft.image.mean")))
         TRY(parse_three("graft.image.mean", v, r.mean, false, e));
     if ((v = find(m, "graft.image.std"))) TRY(parse_three("graft.image.std", v, r.std, true, e));
@@ -59,6 +61,8 @@ graft_status graft_image_options_to_model(graft_model *m, const graft_image_opti
     TRY(graft_model_set_metadata(m, "graft.image.resize", buf));
     snprintf(buf, sizeof buf, "%d", o->crop);
     TRY(graft_model_set_metadata(m, "graft.image.crop", buf));
+    snprintf(buf, sizeof buf, "%d", o->grayscale != 0);
+    TRY(graft_model_set_metadata(m, "graft.image.grayscale", buf));
     snprintf(buf, sizeof buf, "%.9g,%.9g,%.9g", (double)o->mean[0], (double)o->mean[1],
              (double)o->mean[2]);
     TRY(graft_model_set_metadata(m, "graft.image.mean", buf));
