@@ -97,6 +97,12 @@ if setup_build build/release --buildtype=release; then
     run_suite image_decode $R/tests/test_image_decode tests/data/images
     run_suite transforms $R/tests/test_transforms tests/data/transforms/fixtures.bin
     run_suite cli tests/test_cli.sh $R/graft "$GEN"
+    run_suite cli_finetune tests/test_cli_finetune.sh $R/graft
+    run_suite cli_tools tests/test_cli_tools.sh $R/graft "$GEN"
+    rm -rf build/test-logs/runlog
+    run_suite run_log $R/tests/test_run_log build/test-logs/runlog
+    run_suite tensorboard python3 tools/check_tensorboard.py build/test-logs/runlog
+    run_suite report_html tools/check_report.sh build/test-logs/runlog
     run_suite wordpiece $R/tests/test_wordpiece tests/data/tokenizer
     run_suite tokenize_cli tests/test_tokenize_cli.sh $R/graft tests/data/tokenizer
 else
@@ -130,6 +136,10 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Db_sanitize=address
         [ -x "$t" ] && run_suite "asan_$(basename "$t")" "$t"
     done
     run_suite asan_cli tests/test_cli.sh $A/graft "$GEN"
+    run_suite asan_cli_finetune tests/test_cli_finetune.sh $A/graft
+    run_suite asan_cli_tools tests/test_cli_tools.sh $A/graft "$GEN"
+    rm -rf build/test-logs/runlog-asan
+    run_suite asan_run_log $A/tests/test_run_log build/test-logs/runlog-asan
     run_suite asan_wordpiece $A/tests/test_wordpiece tests/data/tokenizer
     run_suite asan_tokenize_cli tests/test_tokenize_cli.sh $A/graft tests/data/tokenizer
 else

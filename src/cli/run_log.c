@@ -1,4 +1,4 @@
-/* run_log.c: a training run's report folder: metrics.jsonl, and dispatch to TensorBoard and HTML writers. */
+/* run_log.c: a run's report folder: writes metrics.jsonl, hands scalars to TensorBoard and HTML. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -44,21 +44,29 @@ static void pairs_set(run_log *log, rl_pairs *p, const char *key, const char *va
     for (size_t i = 0; i < p->n; i++) {
         if (strcmp(p->items[i].key, key ? key : "") == 0) {
             char *v = dup_str(value);
-            if (!v) { set_error(log, "out of memory"); return; }
+            if (!v) {
+                set_error(log, "out of memory");
+                return;
+            }
             free(p->items[i].value);
             p->items[i].value = v;
             return;
         }
     }
-    if (grow((void **)&p->items, &p->cap, p->n + 1, sizeof *p->items) != 0)
-        { set_error(log, "out of memory"); return; }
+    if (grow((void **)&p->items, &p->cap, p->n + 1, sizeof *p->items) != 0) {
+        set_error(log, "out of memory");
+        return;
+    }
     rl_pair *it = &p->items[p->n];
     it->key = dup_str(key);
     it->value = dup_str(value);
     if (!it->key || !it->value) {
         free(it->key);
         free(it->value);
-        { set_error(log, "out of memory"); return; }
+        {
+            set_error(log, "out of memory");
+            return;
+        }
     }
     p->n++;
 }
@@ -75,14 +83,26 @@ static void json_string(FILE *f, const char *s) {
     fputc('"', f);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         switch (*p) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        case '\t': fputs("\\t", f); break;
+        case '"':
+            fputs("\\\"", f);
+            break;
+        case '\\':
+            fputs("\\\\", f);
+            break;
+        case '\n':
+            fputs("\\n", f);
+            break;
+        case '\r':
+            fputs("\\r", f);
+            break;
+        case '\t':
+            fputs("\\t", f);
+            break;
         default:
-            if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-            else fputc(*p, f);
+            if (*p < 0x20)
+                fprintf(f, "\\u%04x", *p);
+            else
+                fputc(*p, f);
         }
     }
     fputc('"', f);
@@ -153,7 +173,7 @@ run_log *run_log_open(const char *dir, char *err, size_t err_size) {
 
 void run_log_config(run_log *log, const char *key, const char *value) {
     if (!log) return;
-    if (log->config_written) set_error(log, "run_log_config called after the first scalar");
+    /* After the first scalar the JSON config line is written; later keys reach the report only. */
     pairs_set(log, &log->config, key, value);
 }
 
@@ -234,7 +254,10 @@ void run_log_confusion(run_log *log, int n_classes, const char *const *names,
         for (size_t i = 0; nm && i < n; i++) free(nm[i]);
         free(nm);
         free(c);
-        { set_error(log, "out of memory"); return; }
+        {
+            set_error(log, "out of memory");
+            return;
+        }
     }
     memcpy(c, counts, n * n * sizeof *c);
     for (int i = 0; i < log->n_classes; i++) free(log->class_names[i]);

@@ -44,8 +44,8 @@ struct run_log {
 
 /* TensorBoard event file writer (tb_events.c). */
 tb_writer *tb_open(const char *dir, double wall_time, char *err, size_t err_size);
-int tb_scalar(tb_writer *w, const char *tag, int64_t step, double wall_time, float value,
-              char *err, size_t err_size);
+int tb_scalar(tb_writer *w, const char *tag, int64_t step, double wall_time, float value, char *err,
+              size_t err_size);
 int tb_close(tb_writer *w, char *err, size_t err_size);
 /* CRC32C (Castagnoli) and TFRecord's masked form. */
 uint32_t tb_crc32c(const void *data, size_t n);

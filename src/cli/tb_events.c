@@ -1,4 +1,4 @@
-/* tb_events.c: TensorBoard event files: Event protos (protobuf-c) in TFRecord framing with masked CRC32C. */
+/* tb_events.c: TensorBoard event files: Event protos in TFRecord framing with masked CRC32C. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,8 +106,8 @@ tb_writer *tb_open(const char *dir, double wall_time, char *err, size_t err_size
     return w;
 }
 
-int tb_scalar(tb_writer *w, const char *tag, int64_t step, double wall_time, float value,
-              char *err, size_t err_size) {
+int tb_scalar(tb_writer *w, const char *tag, int64_t step, double wall_time, float value, char *err,
+              size_t err_size) {
     GraftTb__Value v = GRAFT_TB__VALUE__INIT;
     GraftTb__Value *values[1] = {&v};
     GraftTb__Summary sum = GRAFT_TB__SUMMARY__INIT;

@@ -1,0 +1,57 @@
+/* cli_util.h: helpers shared by the eval, predict, devices and bench subcommands. */
+#ifndef GRAFT_CLI_UTIL_H
+#define GRAFT_CLI_UTIL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "graft.h"
+
+/* Print "graft CMD: MESSAGE" and a newline to stderr; returns 2 (usage errors). */
+int cli_error(const char *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* The value of option argv[*i] (advancing *i), or NULL after printing "OPT needs VALUE". */
+const char *cli_value(const char *cmd, int argc, char **argv, int *i, const char *what);
+
+/* Parse an integer option value in [min, max]; on failure print a one-line error, return -1. */
+int cli_int(const char *cmd, const char *opt, const char *text, long min, long max, long *out);
+
+/* A comma-separated list of integers in [min, max] (at most cap of them); returns the count, or
+ * -1 after printing an error. */
+int cli_int_list(const char *cmd, const char *opt, const char *text, long min, long max, long *out,
+                 int cap);
+
+/* The model's metadata value for key, or NULL. */
+const char *cli_metadata(const graft_model *m, const char *key);
+
+/* The model's class names from metadata "graft.classes" (a JSON list of strings): *names gets a
+ * malloc'ed array of malloc'ed strings, *n its length (0 and NULL when the model has none).
+ * Returns 0, or -1 after printing an error naming the malformed entry. */
+int cli_model_classes(const char *cmd, const graft_model *m, char ***names, int *n);
+void cli_free_classes(char **names, int n);
+
+/* Image preprocessing for the model's first input: the defaults, then the model's metadata, then
+ * what the input's declared shape fixes (channels, size, layout, dtype, input name). *sample gets
+ * the number of elements of one preprocessed image. Returns 0, or -1 after printing an error. */
+int cli_image_options(const char *cmd, graft_ctx *ctx, const graft_model *m, graft_image_options *o,
+                      int64_t *sample);
+
+/* Scores of output row r as probabilities: copied when the output already holds probabilities
+ * (its name is "probabilities", or every row is non-negative and sums to 1), else softmax. */
+int cli_output_is_probabilities(const char *name, const float *scores, int64_t rows, int64_t cols);
+void cli_row_probabilities(const float *row, int64_t cols, int is_probs, float *out);
+
+/* Indices of the k largest of v[0..n), best first (ties: lower index first). */
+void cli_top_k(const float *v, int64_t n, int k, int *out);
+
+/* s as a JSON string literal (quotes included). */
+void cli_json_string(FILE *f, const char *s);
+
+/* A context honouring --threads (0: all cores); prints an error and returns NULL on failure. */
+graft_ctx *cli_ctx(const char *cmd, int threads);
+
+#endif

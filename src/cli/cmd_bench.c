@@ -1,0 +1,253 @@
+/* cmd_bench.c: `graft bench MODEL`: latency and throughput per batch size on the CPU. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli_util.h"
+#include "commands.h"
+
+#define CMD "bench"
+#define MAX_BATCHES 32
+
+typedef struct {
+    const char *model;
+    long batches[MAX_BATCHES];
+    int n_batches;
+    long iters, warmup, threads, seq_len;
+    int json;
+} bench_args;
+
+typedef struct {
+    double median_ms, p90_ms, min_ms, samples_per_s;
+} bench_result;
+
+static const char *HELP =
+    "usage: graft bench MODEL [options]\n"
+    "\n"
+    "Times MODEL's forward pass on the CPU for each batch size and prints a table of latency\n"
+    "(median, 90th percentile and fastest run, in milliseconds per batch) and throughput\n"
+    "(samples per second over the timed runs). Inputs are made from the model's declared\n"
+    "inputs: float tensors get small pseudo-random values (seeded, the same every run),\n"
+    "integer tensors zeros (ones for inputs whose name contains \"mask\"). A symbolic first\n"
+    "dimension is the batch; every other symbolic dimension takes --seq-len. A model with a\n"
+    "fixed batch dimension is timed at that batch only (a note on stderr says so).\n"
+    "\n"
+    "options:\n"
+    "  --batch LIST     comma-separated batch sizes (default 1,8,32)\n"
+    "  --iters N        timed runs per batch size (default 20)\n"
+    "  --warmup N       untimed runs first (default 3)\n"
+    "  --threads N      compute threads (default 0: all cores)\n"
+    "  --seq-len N      size of symbolic dimensions other than the batch (default 128)\n"
+    "  --device cpu     where to run; cpu is the only device this build has (default cpu)\n"
+    "  --json           JSON lines, one per batch size: {batch, iters, median_ms, p90_ms,\n"
+    "                   min_ms, samples_per_s}\n"
+    "  --help           this text\n"
+    "\n"
+    "Output goes to stdout. exit status: 0 on success, 1 when the model cannot be loaded or\n"
+    "run, 2 for a usage error.\n"
+    "\n"
+    "examples:\n"
+    "  graft bench models/digits_cnn.onnx\n"
+    "  graft bench bert.onnx --batch 1,16 --seq-len 64 --iters 50 --threads 8\n";
+
+static int parse_option(bench_args *a, const char *o, const char *v) {
+    if (strcmp(o, "--batch") == 0)
+        return (a->n_batches = cli_int_list(CMD, o, v, 1, 65536, a->batches, MAX_BATCHES)) < 0;
+    if (strcmp(o, "--iters") == 0) return cli_int(CMD, o, v, 1, 1000000, &a->iters) != 0;
+    if (strcmp(o, "--warmup") == 0) return cli_int(CMD, o, v, 0, 1000000, &a->warmup) != 0;
+    if (strcmp(o, "--threads") == 0) return cli_int(CMD, o, v, 0, 4096, &a->threads) != 0;
+    if (strcmp(o, "--seq-len") == 0) return cli_int(CMD, o, v, 1, 1 << 20, &a->seq_len) != 0;
+    if (strcmp(v, "cpu") == 0) return 0; /* --device */
+    if (strncmp(v, "cuda", 4) == 0)
+        return cli_error(CMD, "--device %s: graft was built without CUDA support", v) != 0;
+    return cli_error(CMD, "--device '%s' is not cpu", v) != 0;
+}
+
+static int parse_args(int argc, char **argv, bench_args *a) {
+    *a = (bench_args){NULL, {1, 8, 32}, 3, 20, 3, 0, 128, 0};
+    static const char *const valued[] = {"--batch",   "--iters",   "--warmup",
+                                         "--threads", "--seq-len", "--device"};
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
+            fputs(HELP, stdout);
+            return 0;
+        }
+        if (strcmp(o, "--json") == 0) {
+            a->json = 1;
+            continue;
+        }
+        int takes = 0;
+        for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) takes |= !strcmp(o, valued[k]);
+        if (takes) {
+            const char *v = cli_value(CMD, argc, argv, &i, "a value");
+            if (!v || parse_option(a, o, v)) return 2;
+        } else if (o[0] == '-' && o[1]) {
+            return cli_error(CMD, "unknown option '%s' (see graft bench --help)", o);
+        } else if (a->model) {
+            return cli_error(CMD, "more than one model given: '%s'", o);
+        } else {
+            a->model = o;
+        }
+    }
+    if (!a->model) return cli_error(CMD, "no model given (usage: graft bench MODEL [options])");
+    return -1;
+}
+
+static uint32_t next_random(uint64_t *state) {
+    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (uint32_t)(*state >> 33);
+}
+
+/* Fill one input: floats pseudo-random in [-1, 1), masks ones, other integers zeros. */
+static void fill_input(graft_tensor *t, const char *name, int64_t numel) {
+    uint64_t state = 0x9E3779B97F4A7C15ULL;
+    int mask = strstr(name, "mask") != NULL;
+    for (int64_t i = 0; i < numel; i++) {
+        switch (t->dtype) {
+        case GRAFT_DTYPE_F32:
+            ((float *)t->data)[i] = (float)next_random(&state) / 2147483648.0f - 1.0f;
+            break;
+        case GRAFT_DTYPE_F64:
+            ((double *)t->data)[i] = (double)next_random(&state) / 2147483648.0 - 1.0;
+            break;
+        case GRAFT_DTYPE_I64:
+            ((int64_t *)t->data)[i] = mask;
+            break;
+        case GRAFT_DTYPE_I32:
+            ((int32_t *)t->data)[i] = mask;
+            break;
+        case GRAFT_DTYPE_BOOL:
+        case GRAFT_DTYPE_U8:
+            ((uint8_t *)t->data)[i] = (uint8_t)mask;
+            break;
+        default:
+            return; /* calloc'ed zeros */
+        }
+    }
+}
+
+/* Allocate and fill every input for this batch size. Returns 0, or -1 after an error. */
+static int make_inputs(const graft_model *m, const bench_args *a, long batch,
+                       graft_named_tensor *in, int n) {
+    for (int i = 0; i < n; i++) {
+        graft_value_info v;
+        graft_model_input_info(m, i, &v);
+        if (v.ndim < 0)
+            return cli_error(CMD, "input '%s' has an unknown rank; graft bench cannot shape it",
+                             v.name),
+                   -1;
+        in[i].name = v.name;
+        in[i].tensor = (graft_tensor){v.dtype, v.ndim, {0}, NULL};
+        for (int d = 0; d < v.ndim; d++)
+            in[i].tensor.dims[d] = v.dims[d] >= 0 ? v.dims[d] : d == 0 ? batch : a->seq_len;
+        int64_t numel = graft_tensor_numel(&in[i].tensor);
+        size_t es = graft_dtype_size(v.dtype);
+        if (numel < 0 || es == 0 || !(in[i].tensor.data = calloc((size_t)(numel ? numel : 1), es)))
+            return cli_error(CMD, "cannot allocate input '%s' (%s)", v.name,
+                             graft_dtype_name(v.dtype)),
+                   -1;
+        fill_input(&in[i].tensor, v.name, numel);
+    }
+    return 0;
+}
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return 1e3 * (double)t.tv_sec + 1e-6 * (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Time warmup + iters runs at one batch size. */
+static int time_batch(graft_ctx *ctx, graft_model *m, const bench_args *a, long batch,
+                      bench_result *r) {
+    int n = graft_model_input_count(m), rc = -1;
+    graft_named_tensor *in = calloc((size_t)(n ? n : 1), sizeof *in);
+    double *ms = malloc(sizeof *ms * (size_t)a->iters), total = 0;
+    if (!in || !ms)
+        cli_error(CMD, "out of memory");
+    else if (make_inputs(m, a, batch, in, n) == 0) {
+        rc = 0;
+        for (long it = 0; rc == 0 && it < a->warmup + a->iters; it++) {
+            double t0 = now_ms();
+            if (graft_model_run(m, in, n) != GRAFT_OK) {
+                cli_error(CMD, "batch %ld: %s", batch, graft_last_error(ctx));
+                rc = -1;
+            } else if (it >= a->warmup) {
+                ms[it - a->warmup] = now_ms() - t0;
+                total += ms[it - a->warmup];
+            }
+        }
+    }
+    if (rc == 0) {
+        qsort(ms, (size_t)a->iters, sizeof *ms, cmp_double);
+        long p90 = (a->iters * 9 + 9) / 10 - 1;
+        r->median_ms =
+            a->iters % 2 ? ms[a->iters / 2] : (ms[a->iters / 2 - 1] + ms[a->iters / 2]) / 2;
+        r->p90_ms = ms[p90];
+        r->min_ms = ms[0];
+        r->samples_per_s = total > 0 ? 1e3 * (double)batch * (double)a->iters / total : 0;
+    }
+    for (int i = 0; in && i < n; i++) free(in[i].tensor.data);
+    free(in);
+    free(ms);
+    return rc;
+}
+
+/* A fixed first dimension on the inputs pins the batch size. */
+static void pin_batch(const graft_model *m, bench_args *a) {
+    graft_value_info v;
+    if (graft_model_input_count(m) < 1 || graft_model_input_info(m, 0, &v) != GRAFT_OK ||
+        v.ndim < 1 || v.dims[0] < 0)
+        return;
+    if (a->n_batches == 1 && a->batches[0] == v.dims[0]) return;
+    fprintf(stderr, "graft bench: note: input '%s' has a fixed batch of %lld; timing that only\n",
+            v.name, (long long)v.dims[0]);
+    a->batches[0] = (long)v.dims[0];
+    a->n_batches = 1;
+}
+
+int cmd_bench(int argc, char **argv) {
+    bench_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc != -1) return rc;
+    graft_ctx *ctx = cli_ctx(CMD, (int)a.threads);
+    graft_model *m = NULL;
+    if (!ctx) return 1;
+    rc = 0;
+    if (graft_model_load(ctx, a.model, &m) != GRAFT_OK) {
+        cli_error(CMD, "%s", graft_last_error(ctx));
+        rc = 1;
+    } else {
+        pin_batch(m, &a);
+        char threads[32] = "all cores";
+        if (a.threads) snprintf(threads, sizeof threads, "%ld threads", a.threads);
+        if (!a.json)
+            printf("model %s on the cpu (%s), %ld warm-up + %ld timed runs per batch\n"
+                   "%7s %11s %11s %11s %13s\n",
+                   a.model, threads, a.warmup, a.iters, "batch", "median ms", "p90 ms", "min ms",
+                   "samples/s");
+    }
+    for (int b = 0; rc == 0 && b < a.n_batches; b++) {
+        bench_result r;
+        if (time_batch(ctx, m, &a, a.batches[b], &r) != 0) {
+            rc = 1;
+        } else if (a.json) {
+            printf("{\"batch\": %ld, \"iters\": %ld, \"median_ms\": %.4f, \"p90_ms\": %.4f, "
+                   "\"min_ms\": %.4f, \"samples_per_s\": %.2f}\n",
+                   a.batches[b], a.iters, r.median_ms, r.p90_ms, r.min_ms, r.samples_per_s);
+        } else {
+            printf("%7ld %11.3f %11.3f %11.3f %13.1f\n", a.batches[b], r.median_ms, r.p90_ms,
+                   r.min_ms, r.samples_per_s);
+        }
+        fflush(stdout);
+    }
+    graft_model_free(m);
+    graft_ctx_free(ctx);
+    return rc;
+}

@@ -1,0 +1,186 @@
+/* cmd_devices.c: `graft devices`: the CPU graft runs on (model, features, threads) and GPUs. */
+#include <dirent.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli_util.h"
+#include "commands.h"
+
+#define CMD "devices"
+
+static const char *HELP =
+    "usage: graft devices [--json]\n"
+    "\n"
+    "Says what graft can compute on here: the CPU's model name, the instruction-set features\n"
+    "its kernels use (avx2, fma, avx512f, avx512_bf16, avx512_fp16, amx_bf16, amx_tile), the\n"
+    "number of cores online and available to this process, and the thread count graft will\n"
+    "use (OMP_NUM_THREADS when set, else every available core). Then the GPUs: this build of\n"
+    "graft has no CUDA backend, so it says so plainly, and names any NVIDIA GPU the driver\n"
+    "reports (/proc/driver/nvidia/gpus) that a CUDA build could use.\n"
+    "\n"
+    "options:\n"
+    "  --json    one JSON object: cpu {model, features, cores_online, cores_available,\n"
+    "            threads}, gpus [{name, bus}], gpu_usable (false), gpu_note\n"
+    "  --help    this text\n"
+    "\n"
+    "Output goes to stdout. exit status: 0, or 2 for a usage error.\n"
+    "\n"
+    "example:\n"
+    "  graft devices\n";
+
+static const char *const FEATURES[] = {"avx2",        "fma",      "avx512f", "avx512_bf16",
+                                       "avx512_fp16", "amx_bf16", "amx_tile"};
+#define N_FEATURES ((int)(sizeof FEATURES / sizeof *FEATURES))
+#define MAX_GPUS 16
+
+typedef struct {
+    char model[256];
+    int has[N_FEATURES];
+    long online, available, threads;
+    char gpu_name[MAX_GPUS][128], gpu_bus[MAX_GPUS][64];
+    int n_gpus;
+} devices;
+
+static void trim_newline(char *s) {
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == '\n' || s[n - 1] == ' ' || s[n - 1] == '\t')) s[--n] = '\0';
+}
+
+/* Does the space-separated flag list hold word? */
+static int has_word(const char *list, const char *word) {
+    size_t n = strlen(word);
+    for (const char *p = list; (p = strstr(p, word)) != NULL; p += n)
+        if ((p == list || p[-1] == ' ' || p[-1] == '\t') && (p[n] == ' ' || p[n] == '\n' || !p[n]))
+            return 1;
+    return 0;
+}
+
+static void read_cpuinfo(devices *d) {
+    snprintf(d->model, sizeof d->model, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[8192];
+    int got_model = 0, got_flags = 0;
+    while ((!got_model || !got_flags) && fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (!colon) continue;
+        const char *value = colon + 1 + (colon[1] == ' ');
+        if (!got_model && strncmp(line, "model name", 10) == 0) {
+            snprintf(d->model, sizeof d->model, "%s", value);
+            trim_newline(d->model);
+            got_model = 1;
+        } else if (!got_flags && strncmp(line, "flags", 5) == 0) {
+            for (int i = 0; i < N_FEATURES; i++) d->has[i] = has_word(value, FEATURES[i]);
+            got_flags = 1;
+        }
+    }
+    fclose(f);
+}
+
+static void read_threads(devices *d) {
+    d->online = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    d->available = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : d->online;
+    d->threads = d->available;
+    const char *env = getenv("OMP_NUM_THREADS");
+    char *end;
+    long n = env ? strtol(env, &end, 10) : 0;
+    if (env && end != env && n > 0) d->threads = n;
+}
+
+/* NVIDIA GPUs the kernel driver knows, from /proc/driver/nvidia/gpus/<bus>/information. */
+static void read_gpus(devices *d) {
+    DIR *dir = opendir("/proc/driver/nvidia/gpus");
+    if (!dir) return;
+    struct dirent *e;
+    while (d->n_gpus < MAX_GPUS && (e = readdir(dir)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        char path[512], line[256];
+        snprintf(path, sizeof path, "/proc/driver/nvidia/gpus/%s/information", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        int i = d->n_gpus++;
+        snprintf(d->gpu_bus[i], sizeof d->gpu_bus[i], "%.63s", e->d_name);
+        snprintf(d->gpu_name[i], sizeof d->gpu_name[i], "NVIDIA GPU");
+        while (fgets(line, sizeof line, f))
+            if (strncmp(line, "Model:", 6) == 0) {
+                const char *v = line + 6;
+                while (*v == ' ' || *v == '\t') v++;
+                snprintf(d->gpu_name[i], sizeof d->gpu_name[i], "%.127s", v);
+                trim_newline(d->gpu_name[i]);
+            }
+        fclose(f);
+    }
+    closedir(dir);
+}
+
+static const char *NOTE = "no usable GPU: graft was built without CUDA support";
+
+static void print_text(const devices *d) {
+    printf("graft %s\n\ncpu\n  model      %s\n  features  ", graft_version(), d->model);
+    int any = 0;
+    for (int i = 0; i < N_FEATURES; i++)
+        if (d->has[i]) printf(" %s", FEATURES[i]), any = 1;
+    printf("%s\n  missing   ", any ? "" : " (none of the ones graft uses)");
+    any = 0;
+    for (int i = 0; i < N_FEATURES; i++)
+        if (!d->has[i]) printf(" %s", FEATURES[i]), any = 1;
+    printf("%s\n", any ? "" : " (none)");
+    printf("  cores      %ld online, %ld available to graft\n", d->online, d->available);
+    printf("  threads    %ld%s\n\ngpu\n  %s\n", d->threads,
+           getenv("OMP_NUM_THREADS") ? " (OMP_NUM_THREADS)" : "", NOTE);
+    for (int i = 0; i < d->n_gpus; i++)
+        printf("  found %s (%s), which a CUDA build of graft could use\n", d->gpu_name[i],
+               d->gpu_bus[i]);
+}
+
+static void print_json(const devices *d) {
+    printf("{\"graft_version\": ");
+    cli_json_string(stdout, graft_version());
+    printf(", \"cpu\": {\"model\": ");
+    cli_json_string(stdout, d->model);
+    printf(", \"features\": {");
+    for (int i = 0; i < N_FEATURES; i++)
+        printf("%s\"%s\": %s", i ? ", " : "", FEATURES[i], d->has[i] ? "true" : "false");
+    printf("}, \"cores_online\": %ld, \"cores_available\": %ld, \"threads\": %ld}", d->online,
+           d->available, d->threads);
+    printf(", \"gpus\": [");
+    for (int i = 0; i < d->n_gpus; i++) {
+        printf("%s{\"name\": ", i ? ", " : "");
+        cli_json_string(stdout, d->gpu_name[i]);
+        printf(", \"bus\": ");
+        cli_json_string(stdout, d->gpu_bus[i]);
+        printf("}");
+    }
+    printf("], \"gpu_usable\": false, \"gpu_note\": ");
+    cli_json_string(stdout, NOTE);
+    printf("}\n");
+}
+
+int cmd_devices(int argc, char **argv) {
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(HELP, stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--json") == 0) {
+            json = 1;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return cli_error(CMD, "unknown option '%s' (see graft devices --help)", argv[i]);
+        } else {
+            return cli_error(CMD, "unexpected argument '%s' (graft devices takes none)", argv[i]);
+        }
+    }
+    devices d;
+    memset(&d, 0, sizeof d);
+    read_cpuinfo(&d);
+    read_threads(&d);
+    read_gpus(&d);
+    if (json)
+        print_json(&d);
+    else
+        print_text(&d);
+    return 0;
+}

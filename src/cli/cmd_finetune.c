@@ -1,0 +1,385 @@
+/* cmd_finetune.c: `graft finetune`: data, cut, head training with progress, logs and
+ * checkpoints, a summary, and the grafted export. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "finetune.h"
+#include "run_log.h"
+
+/* Ctrl-C: finish the current step, checkpoint, exit cleanly. A signal handler can only set a
+ * flag, so this one piece of state is global (in the tool, never in the library). */
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
+typedef struct run {
+    const finetune_opts *o;
+    graft_trainer *trainer;
+    run_log *log;
+    bool tty;
+    int64_t n_train, epoch_samples, best_epoch;
+    double epoch_t0, best_val_loss, best_val_acc, last_val_acc;
+    char checkpoint[4096];
+    graft_train_report last;
+} run;
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void progress(run *r, const graft_train_report *p) {
+    int64_t per_epoch = (r->n_train + r->o->train.batch_size - 1) / r->o->train.batch_size;
+    int64_t done = p->step % per_epoch ? p->step % per_epoch : per_epoch;
+    r->epoch_samples = done * r->o->train.batch_size;
+    if (r->epoch_samples > r->n_train) r->epoch_samples = r->n_train;
+    if (!r->tty) return;
+    double dt = now() - r->epoch_t0, rate = dt > 0 ? (double)r->epoch_samples / dt : 0;
+    double eta = rate > 0 ? (double)(r->n_train - r->epoch_samples) / rate : 0;
+    int width = 24, fill = (int)(width * done / per_epoch);
+    printf("\repoch %lld/%d [", (long long)p->epoch + 1, r->o->train.epochs);
+    for (int i = 0; i < width; i++) putchar(i < fill ? '#' : ' ');
+    printf("] %lld/%lld %.0f samples/s ETA %.0fs loss %.4f", (long long)r->epoch_samples,
+           (long long)r->n_train, rate, eta, p->loss);
+    if (p->accuracy >= 0) printf(" acc %.3f", p->accuracy);
+    fflush(stdout);
+}
+
+static void epoch_line(run *r, const graft_train_report *p) {
+    if (r->tty) printf("\r\033[K");
+    printf("epoch %lld/%d: loss %.4f", (long long)p->epoch, r->o->train.epochs, p->loss);
+    if (p->accuracy >= 0) printf(" acc %.3f", p->accuracy);
+    if (p->val_loss >= 0) printf(", val loss %.4f", p->val_loss);
+    if (p->val_accuracy >= 0) printf(" val acc %.3f", p->val_accuracy);
+    printf(", lr %.3g, %.1fs\n", p->lr, now() - r->epoch_t0);
+    fflush(stdout);
+}
+
+static int on_report(const graft_train_report *p, void *user) {
+    run *r = user;
+    r->last = *p;
+    if (r->log) {
+        run_log_scalar(r->log, p->epoch_end ? "epoch/train_loss" : "train/loss", p->step, p->loss);
+        if (!p->epoch_end) run_log_scalar(r->log, "train/lr", p->step, p->lr);
+        if (!p->epoch_end && r->o->train.precision == GRAFT_PRECISION_FP16)
+            run_log_scalar(r->log, "train/loss_scale", p->step, p->loss_scale);
+        if (p->epoch_end && p->accuracy >= 0)
+            run_log_scalar(r->log, "train/accuracy", p->step, p->accuracy);
+        if (p->epoch_end && p->val_loss >= 0)
+            run_log_scalar(r->log, "val/loss", p->step, p->val_loss);
+        if (p->epoch_end && p->val_accuracy >= 0)
+            run_log_scalar(r->log, "val/accuracy", p->step, p->val_accuracy);
+    }
+    if (!p->epoch_end) {
+        progress(r, p);
+        return interrupted != 0;
+    }
+    epoch_line(r, p);
+    if (p->val_loss >= 0 && p->val_loss < r->best_val_loss) {
+        r->best_val_loss = p->val_loss;
+        r->best_val_acc = p->val_accuracy;
+        r->best_epoch = p->epoch;
+    }
+    r->last_val_acc = p->val_accuracy;
+    if (r->checkpoint[0] && graft_trainer_save(r->trainer, r->checkpoint) != GRAFT_OK)
+        fprintf(stderr, "graft finetune: warning: checkpoint not written\n");
+    r->epoch_t0 = now();
+    return interrupted != 0;
+}
+
+typedef struct session {
+    graft_ctx *ctx;
+    graft_model *model;
+    graft_dataset *all, *train, *val;
+    graft_trainer *trainer;
+    run_log *log;
+    bool val_shares_train; /* a split: both views report the same skipped files */
+    char cache[4096];      /* the feature cache file: the trainer keeps a pointer to it */
+} session;
+
+static void session_free(session *s) {
+    graft_trainer_free(s->trainer);
+    graft_dataset_free(s->val);
+    graft_dataset_free(s->train);
+    graft_dataset_free(s->all);
+    graft_model_free(s->model);
+    graft_ctx_free(s->ctx);
+}
+
+static int fail(session *s, const char *what) {
+    fprintf(stderr, "graft finetune: %s: %s\n", what, graft_last_error(s->ctx));
+    return 1;
+}
+
+/* The training and validation data sets, as the options say. */
+static int open_data(session *s, finetune_opts *o) {
+    graft_status st;
+    if (o->vocab) {
+        graft_text_options t = GRAFT_TEXT_OPTIONS_INIT;
+        t.vocab_path = o->vocab, t.cased = o->cased, t.max_len = o->max_len;
+        st = graft_dataset_open_text(s->ctx, o->data, &t, &s->all);
+    } else {
+        /* The model's own preprocessing, where it records one, under the command line's. */
+        graft_image_options m = GRAFT_IMAGE_OPTIONS_INIT;
+        if (graft_image_options_from_model(s->model, &m) != GRAFT_OK) return fail(s, o->model);
+        if (!o->image_set[0]) o->image.resize = m.resize;
+        if (!o->image_set[1]) o->image.crop = m.crop;
+        if (!o->image_set[2]) o->image.grayscale = m.grayscale;
+        if (!o->image_set[3]) memcpy(o->image.mean, m.mean, sizeof m.mean);
+        if (!o->image_set[4]) memcpy(o->image.std, m.std, sizeof m.std);
+        st = graft_dataset_open_images(s->ctx, o->data, &o->image, &s->all);
+    }
+    if (st != GRAFT_OK) return fail(s, o->data);
+    if (o->val) {
+        if (graft_dataset_open_like(s->all, o->val, &s->val) != GRAFT_OK) return fail(s, o->val);
+        s->train = s->all, s->all = NULL;
+    } else if (o->val_split > 0) {
+        if (graft_dataset_split(s->all, o->val_split, o->train.seed, &s->train, &s->val) !=
+            GRAFT_OK)
+            return fail(s, "splitting the data");
+        s->val_shares_train = true;
+    } else {
+        s->train = s->all, s->all = NULL;
+    }
+    return 0;
+}
+
+/* After attaching the head: the validation confusion matrix through the grafted model. */
+static int confusion(session *s, const finetune_opts *o, int64_t *counts, int n_classes) {
+    graft_batch_source src;
+    if (!s->val || graft_dataset_source(s->val, o->threads, 2, 0, &src) != GRAFT_OK) return 0;
+    graft_named_tensor in[4];
+    graft_tensor labels;
+    unsigned char kept[4096];
+    int64_t b = o->train.batch_size < 4096 ? o->train.batch_size : 4096;
+    for (int64_t at = 0; at < src.n_samples; at += b) {
+        int64_t m = src.n_samples - at < b ? src.n_samples - at : b;
+        const graft_tensor *out;
+        if (src.read(src.user, at, m, in, &labels, kept) != GRAFT_OK ||
+            graft_model_run(s->model, in, src.n_inputs) != GRAFT_OK ||
+            graft_model_output(s->model, 0, &out) != GRAFT_OK)
+            return fail(s, "evaluating the grafted model");
+        if (labels.dtype != GRAFT_DTYPE_I64) return 0;
+        for (int64_t i = 0; i < labels.dims[0]; i++) {
+            const float *p = (const float *)out->data + i * n_classes;
+            int best = 0;
+            for (int c = 1; c < n_classes; c++) best = p[c] > p[best] ? c : best;
+            int64_t y = ((const int64_t *)labels.data)[i];
+            if (y >= 0 && y < n_classes) counts[y * n_classes + best]++;
+        }
+    }
+    return 0;
+}
+
+static void print_summary(session *s, const run *r, const int64_t *counts, int n_classes) {
+    int64_t right = 0, total = 0;
+    for (int i = 0; i < n_classes; i++)
+        for (int j = 0; j < n_classes; j++) {
+            total += counts[i * n_classes + j];
+            right += i == j ? counts[i * n_classes + j] : 0;
+        }
+    printf("\nsummary\n");
+    if (r->best_epoch > 0)
+        printf("  best epoch        %lld (val loss %.4f, val acc %.3f)\n", (long long)r->best_epoch,
+               r->best_val_loss, r->best_val_acc);
+    if (total)
+        printf("  val accuracy      %.4f (%lld of %lld, exported model)\n", (double)right / total,
+               (long long)right, (long long)total);
+    printf("  time              backbone %.1fs (%lld samples run; the rest from the cache), head "
+           "%.1fs\n",
+           r->last.backbone_seconds, (long long)r->last.backbone_samples, r->last.head_seconds);
+    int64_t skipped =
+        graft_dataset_skipped_count(s->train) + (s->val ? graft_dataset_skipped_count(s->val) : 0);
+    printf("  skipped files     %lld\n", (long long)skipped);
+    for (int64_t i = 0; i < skipped && i < 10; i++) {
+        const char *path, *why;
+        graft_dataset *d = i < graft_dataset_skipped_count(s->train) ? s->train : s->val;
+        int64_t k = d == s->train ? i : i - graft_dataset_skipped_count(s->train);
+        if (graft_dataset_skipped(d, k, &path, &why) == GRAFT_OK) printf("    %s: %s\n", path, why);
+    }
+    if (s->log && total) {
+        char buf[64];
+        snprintf(buf, sizeof buf, "%.4f", (double)right / total);
+        run_log_summary(s->log, "validation accuracy", buf);
+        snprintf(buf, sizeof buf, "%lld", (long long)r->best_epoch);
+        run_log_summary(s->log, "best epoch", buf);
+        snprintf(buf, sizeof buf, "%lld", (long long)skipped);
+        run_log_summary(s->log, "skipped files", buf);
+    }
+}
+
+static void log_config(run_log *log, int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (strncmp(argv[i], "--", 2) != 0) continue;
+        bool has_value = i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0;
+        run_log_config(log, argv[i] + 2, has_value ? argv[i + 1] : "yes");
+        i += has_value;
+    }
+}
+
+/* mkdir -p of path's folder part (its whole path when `whole`). */
+static void make_dirs(const char *path, bool whole) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    if (!whole) {
+        char *slash = strrchr(buf, '/');
+        if (!slash) return;
+        *slash = 0;
+    }
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            mkdir(buf, 0777);
+            *p = '/';
+        }
+    mkdir(buf, 0777);
+}
+
+/* Load, cut, open the data, make the trainer (resuming when asked). */
+static int prepare(session *s, finetune_opts *o, run *r, int argc, char **argv) {
+    if (graft_ctx_create(NULL, &s->ctx) != GRAFT_OK) return 1;
+    make_dirs(o->out, false);
+    if (o->report_dir) make_dirs(o->report_dir, true);
+    if (o->checkpoint_dir) make_dirs(o->checkpoint_dir, true);
+    if (o->cache_dir && !o->no_cache) make_dirs(o->cache_dir, true);
+    if (graft_model_load(s->ctx, o->model, &s->model) != GRAFT_OK) return fail(s, "loading");
+    if (open_data(s, o)) return 1;
+    if (graft_model_cut(s->model, o->cut, o->pooling) != GRAFT_OK) return fail(s, "cutting");
+    if (o->cache_dir && !o->no_cache) {
+        mkdir(o->cache_dir, 0777);
+        snprintf(s->cache, sizeof s->cache, "%s/features.cache", o->cache_dir);
+        o->train.cache_path = s->cache;
+    }
+    if (!strcmp(o->precision, "bf16")) o->train.precision = GRAFT_PRECISION_BF16;
+    if (!strcmp(o->precision, "fp16")) o->train.precision = GRAFT_PRECISION_FP16;
+    o->head.n_outputs = graft_dataset_class_count(s->train);
+    if (o->head.n_outputs < 2) {
+        fprintf(stderr, "graft finetune: %s: need at least 2 classes\n", o->data);
+        return 1;
+    }
+    o->train.callback = on_report, o->train.callback_user = r;
+    if (graft_trainer_create(s->model, &o->head, &o->train, &s->trainer) != GRAFT_OK)
+        return fail(s, "setting up training");
+    r->trainer = s->trainer;
+    if (o->checkpoint_dir) {
+        mkdir(o->checkpoint_dir, 0777);
+        snprintf(r->checkpoint, sizeof r->checkpoint, "%s/trainer.safetensors", o->checkpoint_dir);
+        if (o->resume && access(r->checkpoint, R_OK) == 0) {
+            if (graft_trainer_load(s->trainer, r->checkpoint) != GRAFT_OK)
+                return fail(s, "resuming");
+            printf("resuming from %s\n", r->checkpoint);
+        }
+    }
+    if (o->report_dir) {
+        char err[512];
+        if (!(s->log = run_log_open(o->report_dir, err, sizeof err))) {
+            fprintf(stderr, "graft finetune: %s\n", err);
+            return 1;
+        }
+        log_config(s->log, argc, argv);
+        r->log = s->log;
+    }
+    return 0;
+}
+
+/* Attach, evaluate, export. */
+static int finish(session *s, const finetune_opts *o, run *r) {
+    int n = graft_dataset_class_count(s->train);
+    if (graft_trainer_attach(s->trainer, o->softmax) != GRAFT_OK) return fail(s, "attaching");
+    int64_t *counts = calloc((size_t)n * (size_t)n, sizeof *counts);
+    const char **names = calloc((size_t)n, sizeof *names);
+    if (!counts || !names) return free(counts), free(names), 1;
+    for (int c = 0; c < n; c++) names[c] = graft_dataset_class_name(s->train, c);
+    int rc = confusion(s, o, counts, n);
+    if (!rc) print_summary(s, r, counts, n);
+    if (!rc && s->log) run_log_confusion(s->log, n, names, counts);
+    graft_export_options ex = GRAFT_EXPORT_OPTIONS_INIT;
+    ex.class_names = names, ex.n_class_names = n, ex.fp16_weights = o->fp16_weights;
+    if (!rc && !o->vocab && graft_image_options_to_model(s->model, &o->image) != GRAFT_OK)
+        rc = fail(s, "recording the preprocessing");
+    if (!rc && graft_model_export(s->model, o->out, &ex) != GRAFT_OK) rc = fail(s, "exporting");
+    if (!rc) printf("  exported          %s\n", o->out);
+    free(counts), free(names);
+    return rc;
+}
+
+int cmd_finetune(int argc, char **argv) {
+    finetune_opts *o = calloc(1, sizeof *o);
+    if (!o) return 1;
+    int rc = finetune_parse(o, argc, argv);
+    if (rc) {
+        free(o);
+        return rc == 1 ? 0 : 2;
+    }
+    session s = {0};
+    run r = {o, NULL, NULL, isatty(1) != 0, 0, 0, 0, 0, 1e300, -1, -1, "", {0}};
+    signal(SIGINT, on_sigint);
+    rc = prepare(&s, o, &r, argc, argv);
+    if (!rc) {
+        graft_batch_source train, val;
+        r.n_train = graft_dataset_size(s.train);
+        r.epoch_t0 = now();
+        graft_status st = graft_dataset_source(s.train, o->threads, 2, o->train.seed, &train);
+        if (st == GRAFT_OK && s.val) st = graft_dataset_source(s.val, o->threads, 2, 0, &val);
+        if (st == GRAFT_OK) st = graft_trainer_fit_source(s.trainer, &train, s.val ? &val : NULL);
+        if (st != GRAFT_OK) rc = fail(&s, "training");
+    }
+    if (!rc && interrupted) {
+        printf("\ninterrupted: %s\n", r.checkpoint[0] ? "checkpoint written; continue with --resume"
+                                                      : "no --checkpoint given, nothing saved");
+        rc = 130;
+    } else if (!rc) {
+        rc = finish(&s, o, &r);
+    }
+    if (s.log) {
+        char err[512];
+        if (run_log_close(s.log, err, sizeof err) != 0)
+            fprintf(stderr, "graft finetune: %s\n", err);
+    }
+    session_free(&s);
+    free(o);
+    return rc;
+}
+
+/* `graft export`: the run's options (the same command line or --config as the finetune run)
+ * and its --checkpoint: rebuild the head from the checkpoint, attach it, export. */
+int cmd_export(int argc, char **argv) {
+    finetune_opts *o = calloc(1, sizeof *o);
+    if (!o) return 1;
+    int rc = finetune_parse(o, argc, argv);
+    if (rc) {
+        free(o);
+        return rc == 1 ? 0 : 2;
+    }
+    session s = {0};
+    run r = {o, NULL, NULL, false, 0, 0, 0, 0, 1e300, -1, -1, "", {0}};
+    if (!o->checkpoint_dir) {
+        fprintf(stderr, "graft export: --checkpoint DIR is required (the finetune run's)\n");
+        free(o);
+        return 2;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/trainer.safetensors", o->checkpoint_dir);
+    if (access(path, R_OK) != 0) {
+        fprintf(stderr, "graft export: no checkpoint at %s\n", path);
+        free(o);
+        return 2;
+    }
+    o->resume = 1;
+    o->report_dir = NULL;
+    rc = prepare(&s, o, &r, argc, argv);
+    if (!rc) rc = finish(&s, o, &r);
+    session_free(&s);
+    free(o);
+    return rc;
+}

@@ -1,0 +1,354 @@
+/* cmd_predict.c: `graft predict --model M.onnx FILE_OR_DIR...`: top-k classes of image files. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "cli_util.h"
+#include "commands.h"
+
+#define CMD "predict"
+
+enum { FORMAT_TEXT, FORMAT_CSV, FORMAT_JSONL };
+
+typedef struct {
+    const char *model;
+    long top_k, batch, threads;
+    int format;
+    char **paths; /* FILE_OR_DIR arguments (argv entries) */
+    int n_paths;
+} predict_args;
+
+typedef struct {
+    char **v;
+    size_t n, cap;
+} file_list;
+
+typedef struct {
+    graft_ctx *ctx;
+    graft_model *model;
+    graft_image_options img;
+    int64_t sample; /* elements of one image */
+    char **classes;
+    int n_classes;
+    const predict_args *a;
+    int64_t printed;
+} predictor;
+
+static const char *HELP =
+    "usage: graft predict --model M.onnx [options] FILE_OR_DIR...\n"
+    "\n"
+    "Classifies images with an exported model (one `graft finetune` or `graft export` wrote)\n"
+    "and prints the K most likely classes of each, with their probabilities.\n"
+    "\n"
+    "Each FILE is read as an image (JPEG or PNG); each DIR is searched recursively for files\n"
+    "named *.jpg, *.jpeg, *.png, *.bmp, *.gif, *.webp, *.tif or *.tiff, in sorted order.\n"
+    "Images are preprocessed as the model's metadata says (graft.image.resize, .crop,\n"
+    ".grayscale, .mean, .std; ImageNet's defaults where it says nothing, the crop size taken\n"
+    "from the model's input shape). Class names come from the metadata graft.classes; a model\n"
+    "without them gets class indices. A model whose output is logits gets a softmax; one whose\n"
+    "output is named \"probabilities\" (or whose rows sum to 1) is taken as it is.\n"
+    "\n"
+    "options:\n"
+    "  --model M.onnx     the model (required)\n"
+    "  --top-k K          classes to print per image, 1 or more (default 5, at most the number\n"
+    "                     of classes)\n"
+    "  --format FMT       text (default): 'FILE: CLASS P%, CLASS P%, ...' per image;\n"
+    "                     csv: a header 'file,rank,class,index,probability', then one row per\n"
+    "                     image and rank; jsonl: one JSON object per image:\n"
+    "                     {\"file\": ..., \"top\": [{\"class\": ..., \"index\": I, "
+    "\"probability\": P}]}\n"
+    "  --batch N          images per model run (default 32)\n"
+    "  --threads N        compute threads (default 0: all cores)\n"
+    "  --help             this text\n"
+    "\n"
+    "Output goes to stdout, the same whether or not it is a terminal. A file that cannot be\n"
+    "read or decoded gets a warning on stderr naming it and is left out; the rest go on.\n"
+    "\n"
+    "exit status: 0 when every image was classified, 1 when some could not be read or the\n"
+    "model failed, 2 for a usage error (unknown option, bad value, missing file).\n"
+    "\n"
+    "examples:\n"
+    "  graft predict --model digits.onnx examples/digits/val\n"
+    "  graft predict --model pets.onnx --top-k 1 --format csv photos/ > predictions.csv\n";
+
+static int parse_format(const char *s, int *out) {
+    if (strcmp(s, "text") == 0)
+        *out = FORMAT_TEXT;
+    else if (strcmp(s, "csv") == 0)
+        *out = FORMAT_CSV;
+    else if (strcmp(s, "jsonl") == 0)
+        *out = FORMAT_JSONL;
+    else
+        return cli_error(CMD, "--format '%s' is not text, csv or jsonl", s);
+    return 0;
+}
+
+/* Returns -1 to go on, else the exit status (0 after --help). */
+static int parse_args(int argc, char **argv, predict_args *a, char **paths) {
+    *a = (predict_args){NULL, 5, 32, 0, FORMAT_TEXT, paths, 0};
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v = NULL;
+        if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
+            fputs(HELP, stdout);
+            return 0;
+        }
+        int takes = strcmp(o, "--model") == 0 || strcmp(o, "--top-k") == 0 ||
+                    strcmp(o, "--format") == 0 || strcmp(o, "--batch") == 0 ||
+                    strcmp(o, "--threads") == 0;
+        if (takes && !(v = cli_value(CMD, argc, argv, &i, "a value"))) return 2;
+        if (strcmp(o, "--model") == 0)
+            a->model = v;
+        else if (strcmp(o, "--top-k") == 0) {
+            if (cli_int(CMD, o, v, 1, 1000000, &a->top_k)) return 2;
+        } else if (strcmp(o, "--batch") == 0) {
+            if (cli_int(CMD, o, v, 1, 65536, &a->batch)) return 2;
+        } else if (strcmp(o, "--threads") == 0) {
+            if (cli_int(CMD, o, v, 0, 4096, &a->threads)) return 2;
+        } else if (strcmp(o, "--format") == 0) {
+            if (parse_format(v, &a->format)) return 2;
+        } else if (o[0] == '-' && o[1]) {
+            return cli_error(CMD, "unknown option '%s' (see graft predict --help)", o);
+        } else {
+            a->paths[a->n_paths++] = argv[i];
+        }
+    }
+    if (!a->model) return cli_error(CMD, "no --model given (see graft predict --help)");
+    if (!a->n_paths) return cli_error(CMD, "no image files or folders given");
+    return -1;
+}
+
+static int list_add(file_list *l, const char *path) {
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        char **v = realloc(l->v, cap * sizeof *v);
+        if (!v) return -1;
+        l->v = v, l->cap = cap;
+    }
+    return (l->v[l->n] = strdup(path)) ? (int)(++l->n, 0) : -1;
+}
+
+static int is_image_name(const char *name) {
+    static const char *const exts[] = {".jpg", ".jpeg", ".png", ".bmp",
+                                       ".gif", ".webp", ".tif", ".tiff"};
+    const char *dot = strrchr(name, '.');
+    for (size_t i = 0; dot && i < sizeof exts / sizeof *exts; i++)
+        if (strcasecmp(dot, exts[i]) == 0) return 1;
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every image file under dir, recursively, sorted within each folder. */
+static int list_dir(const char *dir, file_list *out) {
+    DIR *d = opendir(dir);
+    if (!d) return cli_error(CMD, "cannot open folder '%s': %s", dir, strerror(errno)), -1;
+    file_list here = {0};
+    struct dirent *e;
+    int rc = 0;
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        size_t len = strlen(dir) + strlen(e->d_name) + 2;
+        char *p = malloc(len);
+        if (!p)
+            rc = -1;
+        else {
+            snprintf(p, len, "%s/%s", dir, e->d_name);
+            rc = list_add(&here, p);
+            free(p);
+        }
+    }
+    closedir(d);
+    if (here.n) qsort(here.v, here.n, sizeof *here.v, cmp_str);
+    for (size_t i = 0; i < here.n; i++) {
+        struct stat st;
+        if (rc || stat(here.v[i], &st) != 0) continue;
+        if (S_ISDIR(st.st_mode))
+            rc = list_dir(here.v[i], out);
+        else if (S_ISREG(st.st_mode) && is_image_name(here.v[i]))
+            rc = list_add(out, here.v[i]);
+    }
+    for (size_t i = 0; i < here.n; i++) free(here.v[i]);
+    free(here.v);
+    if (rc == -1 && errno == ENOMEM) cli_error(CMD, "out of memory listing '%s'", dir);
+    return rc;
+}
+
+static int collect_files(const predict_args *a, file_list *out) {
+    for (int i = 0; i < a->n_paths; i++) {
+        struct stat st;
+        if (stat(a->paths[i], &st) != 0)
+            return cli_error(CMD, "cannot read '%s': %s", a->paths[i], strerror(errno)), -1;
+        size_t before = out->n;
+        if (S_ISDIR(st.st_mode)) {
+            if (list_dir(a->paths[i], out) != 0) return -1;
+            if (out->n == before)
+                return cli_error(CMD, "no image files under '%s'", a->paths[i]), -1;
+        } else if (list_add(out, a->paths[i]) != 0) {
+            return cli_error(CMD, "out of memory"), -1;
+        }
+    }
+    return 0;
+}
+
+static const char *class_name(const predictor *p, int c, char *buf, size_t size) {
+    if (c < p->n_classes) return p->classes[c];
+    snprintf(buf, size, "%d", c);
+    return buf;
+}
+
+static void print_csv_field(const char *s) {
+    if (!strpbrk(s, ",\"\n\r")) {
+        fputs(s, stdout);
+        return;
+    }
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"') putchar('"');
+        putchar(*s);
+    }
+    putchar('"');
+}
+
+static void print_one(predictor *p, const char *file, const float *probs, const int *top, int k) {
+    char buf[32];
+    if (p->a->format == FORMAT_CSV && p->printed++ == 0)
+        printf("file,rank,class,index,probability\n");
+    if (p->a->format == FORMAT_TEXT) printf("%s:", file);
+    if (p->a->format == FORMAT_JSONL) {
+        printf("{\"file\": ");
+        cli_json_string(stdout, file);
+        printf(", \"top\": [");
+    }
+    for (int r = 0; r < k; r++) {
+        const char *name = class_name(p, top[r], buf, sizeof buf);
+        double pr = probs[top[r]];
+        if (p->a->format == FORMAT_TEXT) {
+            printf("%s %s %.1f%%", r ? "," : "", name, 100 * pr);
+        } else if (p->a->format == FORMAT_CSV) {
+            print_csv_field(file);
+            printf(",%d,", r + 1);
+            print_csv_field(name);
+            printf(",%d,%.6g\n", top[r], pr);
+        } else {
+            printf("%s{\"class\": ", r ? ", " : "");
+            cli_json_string(stdout, name);
+            printf(", \"index\": %d, \"probability\": %.6g}", top[r], pr);
+        }
+    }
+    if (p->a->format == FORMAT_TEXT) printf("\n");
+    if (p->a->format == FORMAT_JSONL) printf("]}\n");
+}
+
+/* Run the model on n loaded images and print their top classes. */
+static int run_batch(predictor *p, void *data, char **files, int n) {
+    graft_named_tensor in = {p->img.input_name, {p->img.dtype, 4, {0}, data}};
+    int c = p->img.grayscale ? 1 : 3;
+    int64_t s = p->img.crop;
+    int64_t dims[4] = {n, c, s, s}, nhwc[4] = {n, s, s, c};
+    memcpy(in.tensor.dims, p->img.nhwc ? nhwc : dims, sizeof dims);
+    const graft_tensor *out;
+    graft_value_info info;
+    if (graft_model_run(p->model, &in, 1) != GRAFT_OK ||
+        graft_model_output(p->model, 0, &out) != GRAFT_OK) {
+        fprintf(stderr, "graft predict: %s\n", graft_last_error(p->ctx));
+        return 1;
+    }
+    graft_model_output_info(p->model, 0, &info);
+    if (out->dtype != GRAFT_DTYPE_F32 || out->ndim != 2 || out->dims[0] != n) {
+        fprintf(stderr, "graft predict: output '%s' is not (batch, classes) float32 scores\n",
+                info.name);
+        return 1;
+    }
+    int64_t cols = out->dims[1];
+    const float *scores = out->data;
+    int is_probs = cli_output_is_probabilities(info.name, scores, n, cols);
+    int k = p->a->top_k < cols ? (int)p->a->top_k : (int)cols;
+    float *probs = malloc(sizeof *probs * (size_t)cols);
+    int *top = malloc(sizeof *top * (size_t)(k ? k : 1));
+    if (!probs || !top) {
+        free(probs), free(top);
+        return fprintf(stderr, "graft predict: out of memory\n"), 1;
+    }
+    for (int i = 0; i < n; i++) {
+        cli_row_probabilities(scores + (int64_t)i * cols, cols, is_probs, probs);
+        cli_top_k(probs, cols, k, top);
+        print_one(p, files[i], probs, top, k);
+    }
+    free(probs), free(top);
+    return 0;
+}
+
+/* Load, run and print every file, batch by batch; returns the exit status. */
+static int predict_all(predictor *p, const file_list *files) {
+    size_t esize = graft_dtype_size(p->img.dtype), bytes = esize * (size_t)p->sample;
+    char *data = malloc(bytes * (size_t)p->a->batch);
+    char **names = malloc(sizeof *names * (size_t)p->a->batch);
+    int rc = 0;
+    if (!data || !names) rc = 1, fprintf(stderr, "graft predict: out of memory\n");
+    for (size_t at = 0; !(rc & 2) && data && names && at < files->n;) {
+        int n = 0;
+        for (; at < files->n && n < p->a->batch; at++) {
+            if (graft_image_load(p->ctx, files->v[at], &p->img, data + bytes * (size_t)n, bytes) !=
+                GRAFT_OK) {
+                const char *why = graft_last_error(p->ctx);
+                if (strstr(why, files->v[at]))
+                    fprintf(stderr, "graft predict: warning: skipped: %s\n", why);
+                else
+                    fprintf(stderr, "graft predict: warning: skipped '%s': %s\n", files->v[at],
+                            why);
+                rc |= 1;
+                continue;
+            }
+            names[n++] = files->v[at];
+        }
+        if (n && run_batch(p, data, names, n) != 0) rc |= 3;
+        fflush(stdout);
+    }
+    free(data);
+    free(names);
+    return rc ? 1 : 0;
+}
+
+static int check_classes(const predictor *p) {
+    graft_value_info v;
+    if (graft_model_output_count(p->model) < 1 ||
+        graft_model_output_info(p->model, 0, &v) != GRAFT_OK)
+        return cli_error(CMD, "the model has no outputs"), -1;
+    if (v.ndim == 2 && v.dims[1] > 0 && p->n_classes && v.dims[1] != p->n_classes)
+        return cli_error(CMD, "the model's metadata names %d classes but output '%s' has %lld",
+                         p->n_classes, v.name, (long long)v.dims[1]),
+               -1;
+    return 0;
+}
+
+int cmd_predict(int argc, char **argv) {
+    predict_args a;
+    char **paths = malloc(sizeof *paths * (size_t)(argc > 1 ? argc : 1));
+    if (!paths) return cli_error(CMD, "out of memory"), 1;
+    int rc = parse_args(argc, argv, &a, paths);
+    file_list files = {0};
+    predictor p = {.a = &a};
+    if (rc == -1 && collect_files(&a, &files) != 0) rc = 2;
+    if (rc == -1 && !(p.ctx = cli_ctx(CMD, (int)a.threads))) rc = 1;
+    if (rc == -1 && graft_model_load(p.ctx, a.model, &p.model) != GRAFT_OK) {
+        cli_error(CMD, "%s", graft_last_error(p.ctx));
+        rc = 1;
+    }
+    if (rc == -1 &&
+        (cli_image_options(CMD, p.ctx, p.model, &p.img, &p.sample) != 0 ||
+         cli_model_classes(CMD, p.model, &p.classes, &p.n_classes) != 0 || check_classes(&p) != 0))
+        rc = 1;
+    if (rc == -1) rc = predict_all(&p, &files);
+    cli_free_classes(p.classes, p.n_classes);
+    graft_model_free(p.model);
+    graft_ctx_free(p.ctx);
+    for (size_t i = 0; i < files.n; i++) free(files.v[i]);
+    free(files.v);
+    free(paths);
+    return rc;
+}

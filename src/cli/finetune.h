@@ -1,0 +1,32 @@
+/* finetune.h: `graft finetune`'s options (parsed from the command line and a config file, all
+ * checked before any work starts) and the run itself. */
+#ifndef GRAFT_CLI_FINETUNE_H
+#define GRAFT_CLI_FINETUNE_H
+
+#include <stdbool.h>
+
+#include "graft.h"
+
+typedef struct finetune_opts {
+    const char *model, *data, *val, *out, *cut, *cache_dir, *checkpoint_dir, *report_dir;
+    const char *vocab, *config;
+    double val_split;
+    graft_pooling pooling;
+    graft_head_options head;
+    graft_train_options train;
+    graft_image_options image;
+    bool image_set[6]; /* resize, crop, grayscale, mean, std given on the command line */
+    int max_len, threads, softmax, resume, no_cache, cased, fp16_weights;
+    char device[32];
+    char precision[16];
+    char strings[64][256]; /* storage for values read from a config file */
+    int n_strings;
+} finetune_opts;
+
+/* Parse argv (and --config FILE, whose lines are `option value`, read first so the command
+ * line wins). Prints one line on stderr and returns 2 for a bad option, 1 for --help (printed),
+ * 0 when the options are good. */
+int finetune_parse(finetune_opts *o, int argc, char **argv);
+void finetune_usage(void);
+
+#endif

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# tests/test_cli_finetune.sh GRAFT: `graft finetune` on the bundled digits demo (models/ and
+# examples/): a run with its outputs, non-terminal output, --config, every option's error
+# cases, resume from a checkpoint, and Ctrl-C.
+set -u
+GRAFT=$1
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+M=models/digits_cnn.onnx
+TRAIN=examples/digits/train
+VAL=examples/digits/val
+IMG=(--resize 0 --crop 8 --grayscale --mean 0.3053,0.3053,0.3053 --std 0.376,0.376,0.376)
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1: $2"; }
+
+if [ ! -d "$TRAIN" ]; then echo "SKIP cli_finetune: $TRAIN missing"; exit 0; fi
+
+"$GRAFT" finetune --model $M --data $TRAIN --val $VAL --out "$TMP/a.onnx" "${IMG[@]}" \
+    --epochs 6 --report "$TMP/report" --seed 1 >"$TMP/out.txt" 2>"$TMP/err.txt"
+rc=$?
+lines=$(grep -c '^epoch [0-9]*/6:' "$TMP/out.txt")
+if [ $rc = 0 ] && [ -s "$TMP/a.onnx" ] && [ "$lines" = 6 ] && grep -q 'val accuracy' "$TMP/out.txt" &&
+    ! grep -q $'\r' "$TMP/out.txt"; then
+    pass finetune_run_plain_output
+else fail finetune_run_plain_output "rc $rc, $lines epoch lines: $(tail -3 "$TMP/err.txt")"; fi
+for f in metrics.jsonl report.html; do
+    if [ -s "$TMP/report/$f" ]; then pass "finetune_report_$f"; else fail "finetune_report_$f" missing; fi
+done
+if ls "$TMP"/report/events.out.tfevents.* >/dev/null 2>&1; then pass finetune_report_events
+else fail finetune_report_events missing; fi
+grep -E '^  (best epoch|val accuracy|time|skipped files|exported)' "$TMP/out.txt" | sed 's/^/  /'
+
+if "$GRAFT" finetune --help | grep -q -- '--early-stop N' && "$GRAFT" finetune --help | grep -q default
+then pass finetune_help; else fail finetune_help "options or defaults missing"; fi
+
+# A config file; the command line wins over it.
+printf '# digits\nmodel %s\ndata %s\nval %s\nepochs 50\nresize 0\ncrop 8\ngrayscale\n' $M $TRAIN $VAL \
+    >"$TMP/ft.conf"
+"$GRAFT" finetune --config "$TMP/ft.conf" --epochs 2 --out "$TMP/c.onnx" \
+    --mean 0.3053,0.3053,0.3053 --std 0.376,0.376,0.376 >"$TMP/out.txt" 2>&1
+if [ $? = 0 ] && [ "$(grep -c '^epoch [0-9]*/2:' "$TMP/out.txt")" = 2 ]; then pass finetune_config_file
+else fail finetune_config_file "$(tail -2 "$TMP/out.txt")"; fi
+
+expect_usage_error() { # NAME NEEDLE ARGS...: exit 2, one line on stderr naming NEEDLE, no output file
+    local name=$1 needle=$2
+    shift 2
+    "$GRAFT" finetune "$@" >"$TMP/o.txt" 2>"$TMP/e.txt"
+    local rc=$?
+    if [ $rc = 2 ] && [ "$(wc -l <"$TMP/e.txt")" = 1 ] && grep -q -- "$needle" "$TMP/e.txt"; then
+        pass "$name"
+    else fail "$name" "rc $rc: $(cat "$TMP/e.txt")"; fi
+}
+B=(--model $M --data $TRAIN --out "$TMP/x.onnx")
+expect_usage_error finetune_err_unknown_option "--frob" "${B[@]}" --frob
+expect_usage_error finetune_err_missing_required "required" --data $TRAIN
+expect_usage_error finetune_err_missing_model "no such file" --model "$TMP/none.onnx" --data $TRAIN --out "$TMP/x.onnx"
+expect_usage_error finetune_err_missing_data "no such file" --model $M --data "$TMP/none" --out "$TMP/x.onnx"
+expect_usage_error finetune_err_epochs_zero "--epochs" "${B[@]}" --epochs 0
+expect_usage_error finetune_err_lr_text "--lr" "${B[@]}" --lr abc
+expect_usage_error finetune_err_no_value "needs a value" "${B[@]}" --batch
+expect_usage_error finetune_err_optimizer "--optimizer" "${B[@]}" --optimizer adagrad
+expect_usage_error finetune_err_head "--head" "${B[@]}" --head mlp:
+expect_usage_error finetune_err_val_and_split "not both" "${B[@]}" --val $VAL --val-split 0.3
+expect_usage_error finetune_err_resume_needs_checkpoint "--checkpoint" "${B[@]}" --resume
+expect_usage_error finetune_err_cuda "without CUDA" "${B[@]}" --device cuda:0
+expect_usage_error finetune_err_ridge_mlp "--head linear" "${B[@]}" --ridge --head mlp:16
+expect_usage_error finetune_err_mean "--mean" "${B[@]}" --mean 1,2
+expect_usage_error finetune_err_text_without_vocab "--vocab" --model $M --data tests/data/text/basic.csv --out "$TMP/x.onnx"
+expect_usage_error finetune_err_stray_argument "unexpected" "${B[@]}" stray
+
+# Resume: 3 epochs with a checkpoint, then to 6 with --resume, equals 6 straight.
+R=(--model $M --data $TRAIN --val $VAL "${IMG[@]}" --seed 1)
+"$GRAFT" finetune "${R[@]}" --epochs 6 --out "$TMP/s.onnx" >"$TMP/straight.txt" 2>&1
+"$GRAFT" finetune "${R[@]}" --epochs 3 --checkpoint "$TMP/ck" --out "$TMP/p.onnx" >/dev/null 2>&1
+"$GRAFT" finetune "${R[@]}" --epochs 6 --checkpoint "$TMP/ck" --resume --out "$TMP/r.onnx" \
+    >"$TMP/resumed.txt" 2>&1
+want=$(grep '^epoch 6/6:' "$TMP/straight.txt" | sed 's/, [0-9.]*s$//')
+got=$(grep '^epoch 6/6:' "$TMP/resumed.txt" | sed 's/, [0-9.]*s$//')
+if grep -q '^resuming from' "$TMP/resumed.txt" && ! grep -q '^epoch 3/6:' "$TMP/resumed.txt" &&
+    [ -n "$want" ] && [ "$want" = "$got" ]; then pass finetune_resume_equals_straight
+else fail finetune_resume_equals_straight "'$want' vs '$got'"; fi
+
+# graft export rebuilds the same model from the checkpoint; predict agrees with the run's export.
+"$GRAFT" export "${R[@]}" --epochs 6 --checkpoint "$TMP/ck" --out "$TMP/e.onnx" >"$TMP/exp.txt" 2>&1
+rc=$?
+"$GRAFT" predict --model "$TMP/r.onnx" --format csv "$VAL/five" >"$TMP/p1.csv" 2>/dev/null
+"$GRAFT" predict --model "$TMP/e.onnx" --format csv "$VAL/five" >"$TMP/p2.csv" 2>/dev/null
+if [ $rc = 0 ] && [ -s "$TMP/p1.csv" ] && cmp -s "$TMP/p1.csv" "$TMP/p2.csv"; then
+    pass export_from_checkpoint
+else fail export_from_checkpoint "rc $rc: $(tail -2 "$TMP/exp.txt")"; fi
+"$GRAFT" export "${R[@]}" --out "$TMP/e2.onnx" >/dev/null 2>"$TMP/e.txt"
+if [ $? = 2 ] && grep -q checkpoint "$TMP/e.txt"; then pass export_needs_checkpoint
+else fail export_needs_checkpoint "$(cat "$TMP/e.txt")"; fi
+"$GRAFT" export "${R[@]}" --checkpoint "$TMP/nothing" --out "$TMP/e3.onnx" >/dev/null 2>"$TMP/e.txt"
+if [ $? = 2 ] && grep -q "no checkpoint" "$TMP/e.txt"; then pass export_missing_checkpoint
+else fail export_missing_checkpoint "$(cat "$TMP/e.txt")"; fi
+
+# Ctrl-C: the current step ends, a checkpoint is written, exit 130.
+"$GRAFT" finetune "${R[@]}" --epochs 100000 --checkpoint "$TMP/ci" --out "$TMP/i.onnx" \
+    >"$TMP/int.txt" 2>&1 &
+pid=$!
+for _ in $(seq 50); do grep -q '^epoch 2/' "$TMP/int.txt" && break; sleep 0.2; done
+kill -INT $pid
+wait $pid
+rc=$?
+if [ $rc = 130 ] && [ -s "$TMP/ci/trainer.safetensors" ] && grep -q interrupted "$TMP/int.txt" &&
+    [ ! -e "$TMP/i.onnx" ]; then pass finetune_ctrl_c_checkpoints
+else fail finetune_ctrl_c_checkpoints "rc $rc: $(tail -2 "$TMP/int.txt")"; fi
+exit 0
