@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# tests/test_cli_finetune.sh GRAFT: `graft finetune` on the bundled digits demo (models/ and
+# tests/test_cli_finetune.sh GRAFT [GEN]: `graft finetune` on the bundled digits demo (models/ and
 # examples/): a run with its outputs, non-terminal output, --config, every option's error
 # cases, resume from a checkpoint, and Ctrl-C.
 set -u
 GRAFT=$1
+GEN=${2:-tests/data/gen}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 M=models/digits_cnn.onnx
@@ -94,6 +95,49 @@ else fail export_needs_checkpoint "$(cat "$TMP/e.txt")"; fi
 "$GRAFT" export "${R[@]}" --checkpoint "$TMP/nothing" --out "$TMP/e3.onnx" >/dev/null 2>"$TMP/e.txt"
 if [ $? = 2 ] && grep -q "no checkpoint" "$TMP/e.txt"; then pass export_missing_checkpoint
 else fail export_missing_checkpoint "$(cat "$TMP/e.txt")"; fi
+
+# Every option with a good value is accepted (one short run each); numbers out of range are not.
+GOOD=("--val-split 0.3" "--cut auto" "--head mlp:16,8" "--activation gelu" "--dropout 0.1"
+    "--batch 8" "--lr 0.05" "--optimizer sgd" "--optimizer adam" "--optimizer lamb" "--momentum 0.5"
+    "--scheduler step" "--scheduler cosine --warmup 2" "--scheduler onecycle" "--scheduler plateau"
+    "--weight-decay 0" "--label-smoothing 0.1" "--clip 1" "--accumulate 2" "--precision bf16"
+    "--precision fp16" "--precision fp32" "--device cpu" "--augment" "--ridge" "--cache $TMP/cache"
+    "--no-cache" "--seed 7" "--threads 1" "--early-stop 1" "--no-softmax" "--fp16-weights")
+ok=0
+for opt in "${GOOD[@]}"; do
+    # shellcheck disable=SC2086
+    if "$GRAFT" finetune --model $M --data $TRAIN --out "$TMP/g.onnx" "${IMG[@]}" --epochs 2 $opt \
+        >"$TMP/g.txt" 2>&1 && [ -s "$TMP/g.onnx" ]; then ok=$((ok + 1))
+    else echo "  $opt failed: $(tail -1 "$TMP/g.txt")"; fi
+    rm -f "$TMP/g.onnx"
+done
+if [ $ok = ${#GOOD[@]} ]; then pass finetune_every_option_accepted
+else fail finetune_every_option_accepted "$ok of ${#GOOD[@]}"; fi
+BADV=("--epochs -1" "--batch 0" "--accumulate 0" "--early-stop -2" "--lr 0" "--momentum 2"
+    "--weight-decay -1" "--clip -1" "--label-smoothing 2" "--dropout 1" "--warmup -3"
+    "--val-split 1" "--threads -1" "--max-len 2" "--resize -1" "--crop 0" "--std 1,2,x"
+    "--activation swish" "--scheduler linear" "--pooling max" "--precision int8" "--device tpu")
+ok=0
+for opt in "${BADV[@]}"; do
+    # shellcheck disable=SC2086
+    "$GRAFT" finetune "${B[@]}" $opt >/dev/null 2>"$TMP/b.txt"
+    if [ $? = 2 ] && [ "$(wc -l <"$TMP/b.txt")" = 1 ]; then ok=$((ok + 1))
+    else echo "  $opt: $(cat "$TMP/b.txt")"; fi
+done
+if [ $ok = ${#BADV[@]} ]; then pass finetune_every_bad_value_rejected
+else fail finetune_every_bad_value_rejected "$ok of ${#BADV[@]}"; fi
+
+# Text: a CSV through the WordPiece tokenizer into the tiny BERT (its vocabulary is 1000 ids, so
+# the test's vocab keeps the first 1000 entries).
+BERT=${GEN:-tests/data/gen}/bert_tiny_decomposed.onnx
+if [ -f "$BERT" ]; then
+    head -1000 tests/data/tokenizer/vocab.txt >"$TMP/vocab.txt"
+    "$GRAFT" finetune --model "$BERT" --data tests/data/text/basic.csv --vocab "$TMP/vocab.txt" \
+        --max-len 12 --pooling mean --val-split 0 --epochs 3 --out "$TMP/t.onnx" >"$TMP/t.txt" 2>&1
+    if [ $? = 0 ] && [ -s "$TMP/t.onnx" ] && grep -q 'skipped files     8' "$TMP/t.txt"; then
+        pass finetune_text_csv
+    else fail finetune_text_csv "$(tail -3 "$TMP/t.txt")"; fi
+else echo "SKIP finetune_text_csv: $BERT not generated"; fi
 
 # Ctrl-C: the current step ends, a checkpoint is written, exit 130.
 "$GRAFT" finetune "${R[@]}" --epochs 100000 --checkpoint "$TMP/ci" --out "$TMP/i.onnx" \

@@ -97,7 +97,7 @@ if setup_build build/release --buildtype=release; then
     run_suite image_decode $R/tests/test_image_decode tests/data/images
     run_suite transforms $R/tests/test_transforms tests/data/transforms/fixtures.bin
     run_suite cli tests/test_cli.sh $R/graft "$GEN"
-    run_suite cli_finetune tests/test_cli_finetune.sh $R/graft
+    run_suite cli_finetune tests/test_cli_finetune.sh $R/graft "$GEN"
     run_suite cli_tools tests/test_cli_tools.sh $R/graft "$GEN"
     rm -rf build/test-logs/runlog
     run_suite run_log $R/tests/test_run_log build/test-logs/runlog
@@ -136,7 +136,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Db_sanitize=address
         [ -x "$t" ] && run_suite "asan_$(basename "$t")" "$t"
     done
     run_suite asan_cli tests/test_cli.sh $A/graft "$GEN"
-    run_suite asan_cli_finetune tests/test_cli_finetune.sh $A/graft
+    run_suite asan_cli_finetune tests/test_cli_finetune.sh $A/graft "$GEN"
     run_suite asan_cli_tools tests/test_cli_tools.sh $A/graft "$GEN"
     rm -rf build/test-logs/runlog-asan
     run_suite asan_run_log $A/tests/test_run_log build/test-logs/runlog-asan

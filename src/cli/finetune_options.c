@@ -267,6 +267,8 @@ static int apply_flag(finetune_opts *o, const char *n) {
         o->image.grayscale = 1, o->image_set[2] = 1;
     else if (!strcmp(n, "no-softmax"))
         o->softmax = 0;
+    else if (!strcmp(n, "fp16-weights"))
+        o->fp16_weights = 1;
     else
         return bad(n, NULL, "internal: unhandled flag");
     return 0;
