@@ -464,6 +464,49 @@ GRAFT_API graft_status graft_dataset_set_allocator(graft_dataset *ds,
 GRAFT_API graft_status graft_dataset_source(graft_dataset *ds, int threads, int prefetch,
                                             uint64_t seed, graft_batch_source *out);
 
+/* ---- Pruning ------------------------------------------------------------------------------- */
+
+typedef enum graft_prune_method {
+    GRAFT_PRUNE_MAGNITUDE = 0, /* zero the smallest weights (unstructured) */
+    GRAFT_PRUNE_CHANNELS = 1,  /* remove whole convolution output channels (structured) */
+    GRAFT_PRUNE_HEADS = 2,     /* remove whole attention heads and feed-forward neurons (BERT) */
+    GRAFT_PRUNE_2_4 = 3,       /* two of every four consecutive input weights zero */
+    GRAFT_PRUNE_METHOD_COUNT = 4
+} graft_prune_method;
+
+typedef enum graft_importance {
+    GRAFT_IMPORTANCE_L1 = 0, /* a unit's importance: the L1 norm of its weights */
+    GRAFT_IMPORTANCE_L2 = 1,
+    GRAFT_IMPORTANCE_COUNT = 2
+} graft_importance;
+
+typedef struct graft_prune_options {
+    graft_prune_method method;
+    double sparsity;   /* fraction to remove: of weights (magnitude), of channels per layer
+                          (channels), of heads and of feed-forward neurons (heads) */
+    int global;        /* magnitude: one threshold over all layers instead of per layer */
+    graft_importance importance;
+    const char *const *exclude; /* node names (or op types) left dense */
+    int n_exclude;
+    int keep_ends; /* 1: the first convolution and the final classifier stay dense (default) */
+} graft_prune_options;
+#define GRAFT_PRUNE_OPTIONS_INIT {GRAFT_PRUNE_MAGNITUDE, 0.5, 0, GRAFT_IMPORTANCE_L1, NULL, 0, 1}
+
+/* What pruning did. */
+typedef struct graft_prune_report {
+    int64_t params_before, params_after;   /* weights in Conv/Gemm/MatMul constants */
+    int64_t nonzero_before, nonzero_after; /* of those, the non-zero ones */
+    double flops_before, flops_after;      /* per sample, as graft_model_summarize counts */
+    int64_t units_removed;                 /* channels, heads or neurons (structured methods) */
+} graft_prune_report;
+
+/* Prune the model in place. Structured methods rewrite the graph into a smaller dense model
+ * (every tensor that reads a removed unit shrinks with it; channels joined by a residual Add or
+ * a Concat are pruned together or not at all). Works on an uncut or a cut model; prune before
+ * training a head, so the head is fitted to the pruned features. report may be NULL. */
+GRAFT_API graft_status graft_model_prune(graft_model *model, const graft_prune_options *options,
+                                         graft_prune_report *report);
+
 /* ---- Export -------------------------------------------------------------------------------- */
 
 typedef struct graft_export_options {

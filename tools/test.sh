@@ -76,6 +76,11 @@ if setup_build build/release --buildtype=release; then
     run_suite ridge $R/tests/test_ridge tests/data/ridge_fixture.txt
     run_suite grad $R/tests/test_grad tests/data/loss_fixtures.json
     run_suite cut $R/tests/test_cut "$GEN"
+    rm -rf build/test-logs/prune_masks && mkdir -p build/test-logs/prune_masks
+    run_suite prune_masks $R/tests/test_prune_masks "$GEN" build/test-logs/prune_masks
+    run_suite prune_masks_ort python3 tools/check_export.py build/test-logs/prune_masks
+    run_suite prune_channels $R/tests/test_prune_channels "$GEN" build/test-logs/prune_channels
+    run_suite prune_channels_ort python3 tools/check_export.py build/test-logs/prune_channels
     run_suite trainer $R/tests/test_trainer tests/data/trainer_fixtures.txt
     run_suite fit $R/tests/test_fit "$GEN"
     run_suite digits_data python3 tools/export_digits.py build/test-logs/digits
@@ -98,6 +103,8 @@ if setup_build build/release --buildtype=release; then
     run_suite transforms $R/tests/test_transforms tests/data/transforms/fixtures.bin
     run_suite cli tests/test_cli.sh $R/graft "$GEN"
     run_suite cli_finetune tests/test_cli_finetune.sh $R/graft "$GEN"
+    run_suite prune_heads $R/tests/test_prune_heads "$GEN" build/test-logs
+    run_suite cli_prune tests/test_cli_prune.sh $R/graft "$GEN"
     run_suite cli_tools tests/test_cli_tools.sh $R/graft "$GEN"
     rm -rf build/test-logs/runlog
     run_suite run_log $R/tests/test_run_log build/test-logs/runlog
@@ -120,6 +127,10 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Db_sanitize=address
     run_suite asan_ridge $A/tests/test_ridge tests/data/ridge_fixture.txt
     run_suite asan_grad $A/tests/test_grad tests/data/loss_fixtures.json
     run_suite asan_cut $A/tests/test_cut "$GEN"
+    rm -rf build/test-logs/prune_masks-asan && mkdir -p build/test-logs/prune_masks-asan
+    run_suite asan_prune_masks $A/tests/test_prune_masks "$GEN" build/test-logs/prune_masks-asan --quick
+    run_suite asan_prune_channels $A/tests/test_prune_channels "$GEN" build/test-logs/prune_channels-asan mobilenet_tiny
+    run_suite asan_prune_heads $A/tests/test_prune_heads "$GEN" build/test-logs
     run_suite asan_trainer $A/tests/test_trainer tests/data/trainer_fixtures.txt
     run_suite asan_fit $A/tests/test_fit "$GEN"
     run_suite asan_dataset $A/tests/test_dataset build/test-logs/images "$GEN/bad/valid_small.onnx"

@@ -254,6 +254,16 @@ static int prepare(session *s, finetune_opts *o, run *r, int argc, char **argv) 
     if (o->cache_dir && !o->no_cache) make_dirs(o->cache_dir, true);
     if (graft_model_load(s->ctx, o->model, &s->model) != GRAFT_OK) return fail(s, "loading");
     if (open_data(s, o)) return 1;
+    if (o->prune) {
+        graft_prune_options po = GRAFT_PRUNE_OPTIONS_INIT;
+        graft_prune_report pr;
+        po.method = (graft_prune_method)o->prune_method, po.sparsity = o->prune_sparsity;
+        if (graft_model_prune(s->model, &po, &pr) != GRAFT_OK) return fail(s, "pruning");
+        printf(
+            "pruned the backbone: %lld -> %lld non-zero weights, %.3g -> %.3g FLOPs per sample\n",
+            (long long)pr.nonzero_before, (long long)pr.nonzero_after, pr.flops_before,
+            pr.flops_after);
+    }
     if (graft_model_cut(s->model, o->cut, o->pooling) != GRAFT_OK) return fail(s, "cutting");
     if (o->cache_dir && !o->no_cache) {
         mkdir(o->cache_dir, 0777);

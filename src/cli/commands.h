@@ -6,6 +6,7 @@ int cmd_info(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_finetune(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_prune(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
 int cmd_eval(int argc, char **argv);

@@ -10,7 +10,8 @@
 typedef struct finetune_opts {
     const char *model, *data, *val, *out, *cut, *cache_dir, *checkpoint_dir, *report_dir;
     const char *vocab, *config;
-    double val_split;
+    double val_split, prune_sparsity;
+    int prune, prune_method;
     graft_pooling pooling;
     graft_head_options head;
     graft_train_options train;

@@ -44,6 +44,9 @@ static const option_def options[] = {
     {"device", "auto|cpu|cuda[:N]", "auto", "where to run (this build: the CPU)"},
     {"augment", NULL, NULL, "random-resized-crop and flip (one fixed augmented view is cached)"},
     {"ridge", NULL, NULL, "start a linear head from the ridge-regression solution"},
+    {"prune", "magnitude|channels|heads|2:4", NULL,
+     "prune the backbone first (the head is then fitted to the pruned features)"},
+    {"prune-sparsity", "S", "0.5", "fraction --prune removes"},
     {"cache", "DIR", NULL, "keep backbone features in DIR (reused by later runs)"},
     {"no-cache", NULL, NULL, "do not keep features on disk"},
     {"seed", "N", "0", "seed for the split, data order, initialisation and dropout"},
@@ -230,6 +233,11 @@ static int apply_value(finetune_opts *o, const char *n, const char *v) {
                                                 : NULL;
     if (s) return (*s = v, 0);
     if (!strcmp(n, "val-split")) return parse_double(n, v, 0.0, 0.95, &o->val_split);
+    if (!strcmp(n, "prune-sparsity")) return parse_double(n, v, 0.0, 0.99, &o->prune_sparsity);
+    if (!strcmp(n, "prune")) {
+        static const char *const methods[] = {"magnitude", "channels", "heads", "2:4", NULL};
+        return pick(n, v, methods, &o->prune_method) ? 2 : (o->prune = 1, 0);
+    }
     if (!strcmp(n, "threads")) return parse_int(n, v, 0, 4096, &o->threads);
     if (!strcmp(n, "max-len")) return parse_int(n, v, 3, 8192, &o->max_len);
     if (!strcmp(n, "head")) return parse_head(o, v);
@@ -327,6 +335,7 @@ static void defaults(finetune_opts *o) {
     o->image = (graft_image_options)GRAFT_IMAGE_OPTIONS_INIT;
     o->train.epochs = 10;
     o->val_split = 0.2;
+    o->prune_sparsity = 0.5;
     o->cut = "auto";
     o->pooling = GRAFT_POOLING_AUTO;
     o->max_len = 128;

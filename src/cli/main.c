@@ -15,6 +15,8 @@ static void usage(FILE *f) {
                "                                 graft a new head onto M, train it on DIR, export\n"
                "  export --checkpoint DIR [the finetune run's options]\n"
                "                                 rebuild the grafted model from a checkpoint\n"
+               "  prune --model M.onnx --method magnitude|channels|heads|2:4 --out P.onnx\n"
+               "                                 prune, export, report sizes and speed\n"
                "  run MODEL --input NAME=FILE.npy ... --output-dir DIR\n"
                "                                 run the model, write DIR/<output name>.npy\n"
                "  tokenize --vocab VOCAB.txt [--cased] [--max-len N] [--pair] [FILE]\n"
@@ -42,6 +44,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "run") == 0) return cmd_run(argc - 1, argv + 1);
     if (strcmp(cmd, "finetune") == 0) return cmd_finetune(argc - 1, argv + 1);
     if (strcmp(cmd, "export") == 0) return cmd_export(argc - 1, argv + 1);
+    if (strcmp(cmd, "prune") == 0) return cmd_prune(argc - 1, argv + 1);
     if (strcmp(cmd, "tokenize") == 0) return cmd_tokenize(argc - 1, argv + 1);
     if (strcmp(cmd, "predict") == 0) return cmd_predict(argc - 1, argv + 1);
     if (strcmp(cmd, "eval") == 0) return cmd_eval(argc - 1, argv + 1);
