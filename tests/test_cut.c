@@ -7,41 +7,15 @@
 
 #include "../src/cli/npy.h"
 #include "../src/graph/model.h"
+#include "test_model.h"
 #include "test_util.h"
 
 static const char *gen;
 
-typedef struct loaded {
-    graft_ctx *ctx;
-    graft_model *m;
-    graft_named_tensor in[8];
-    int n_in;
-} loaded;
-
 static int load(loaded *l, const char *name) {
-    char path[1024], err[512];
-    memset(l, 0, sizeof *l);
-    graft_ctx_create(NULL, &l->ctx);
+    char path[1024];
     snprintf(path, sizeof path, "%s/%s.onnx", gen, name);
-    if (graft_model_load(l->ctx, path, &l->m) != GRAFT_OK) return -1;
-    l->n_in = graft_model_input_count(l->m);
-    for (int i = 0; i < l->n_in; i++) {
-        graft_value_info info;
-        graft_model_input_info(l->m, i, &info);
-        l->in[i].name = strdup(info.name);
-        snprintf(path, sizeof path, "%s/%s.in.%s.npy", gen, name, info.name);
-        if (npy_read(path, &l->in[i].tensor, err, sizeof err) != 0) return -1;
-    }
-    return 0;
-}
-
-static void unload(loaded *l) {
-    for (int i = 0; i < l->n_in; i++) {
-        free((char *)l->in[i].name);
-        free(l->in[i].tensor.data);
-    }
-    graft_model_free(l->m);
-    graft_ctx_free(l->ctx);
+    return loaded_open(l, path, gen, name);
 }
 
 /* Copy output `name` of a run of l's model. */
@@ -70,7 +44,7 @@ static void resnet_features(void) {
     loaded l;
     if (load(&l, "resnet18") != 0) {
         SKIP("cut_resnet18", "resnet18 not generated");
-        unload(&l);
+        loaded_close(&l);
         return;
     }
     graft_tensor logits;
@@ -113,7 +87,7 @@ static void resnet_features(void) {
         no_gemm &= strcmp(l.m->g.nodes[i].op_type, "Gemm") != 0;
     CHECK("cut_resnet18_classifier_dropped", no_gemm, "a Gemm is left");
     free(f), free(want), free(wd), free(bd);
-    unload(&l);
+    loaded_close(&l);
 }
 
 /* pooling: CLS, POOLER or MEAN, checked against the uncut model's outputs. */
@@ -121,7 +95,7 @@ static void bert_pooling(graft_pooling pooling, const char *test) {
     loaded l;
     if (load(&l, "bert_tiny_decomposed") != 0) {
         SKIP(test, "bert_tiny_decomposed not generated");
-        unload(&l);
+        loaded_close(&l);
         return;
     }
     graft_tensor hs, po, ft;
@@ -131,7 +105,7 @@ static void bert_pooling(graft_pooling pooling, const char *test) {
     if (!h || !p || !f) {
         CHECK(test, 0, "%s", graft_last_error(l.ctx));
         free(h), free(p), free(f);
-        unload(&l);
+        loaded_close(&l);
         return;
     }
     int64_t B = hs.dims[0], S = hs.dims[1], H = hs.dims[2];
@@ -155,14 +129,14 @@ static void bert_pooling(graft_pooling pooling, const char *test) {
           ft.ndim == 2 && ft.dims[0] == B && ft.dims[1] == H && max_rel(f, want, B * H) < 1e-5,
           "features rank %d, max relative error %.3g", ft.ndim, max_rel(f, want, B * H));
     free(want), free(h), free(p), free(f);
-    unload(&l);
+    loaded_close(&l);
 }
 
 static void bad_cuts(void) {
     loaded l;
     if (load(&l, "resnet18") != 0) {
         SKIP("cut_errors", "resnet18 not generated");
-        unload(&l);
+        loaded_close(&l);
         return;
     }
     graft_status st = graft_model_cut(l.m, "no_such_tensor", GRAFT_POOLING_AUTO);
@@ -192,7 +166,7 @@ static void bad_cuts(void) {
     CHECK("cut_named_tensor", y && out.ndim == 4 && out.dims[1] == 512, "status %d: %s", st,
           graft_last_error(l.ctx));
     free(y);
-    unload(&l);
+    loaded_close(&l);
 }
 
 int main(int argc, char **argv) {

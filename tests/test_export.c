@@ -12,6 +12,7 @@
 #include "../src/cli/npy.h"
 #include "../src/graph/model.h"
 #include "../src/onnx/onnx_write.h"
+#include "test_model.h"
 #include "test_util.h"
 
 #define MAX_IO 8
@@ -25,37 +26,9 @@ typedef struct outputs {
     char *names[MAX_IO];
 } outputs;
 
-typedef struct loaded {
-    graft_ctx *ctx;
-    graft_model *m;
-    graft_named_tensor in[MAX_IO];
-    int n_in;
-} loaded;
-
 /* Load `path`, reading its inputs from the generated model `name`'s recorded .npy files. */
 static int load(loaded *l, const char *path, const char *name) {
-    char p[1200], err[512];
-    memset(l, 0, sizeof *l);
-    graft_ctx_create(NULL, &l->ctx);
-    if (graft_model_load(l->ctx, path, &l->m) != GRAFT_OK) return -1;
-    l->n_in = graft_model_input_count(l->m);
-    for (int i = 0; i < l->n_in && i < MAX_IO; i++) {
-        graft_value_info info;
-        graft_model_input_info(l->m, i, &info);
-        l->in[i].name = strdup(info.name);
-        snprintf(p, sizeof p, "%s/%s.in.%s.npy", gen, name, info.name);
-        if (npy_read(p, &l->in[i].tensor, err, sizeof err) != 0) return -1;
-    }
-    return 0;
-}
-
-static void unload(loaded *l) {
-    for (int i = 0; i < l->n_in; i++) {
-        free((char *)l->in[i].name);
-        free(l->in[i].tensor.data);
-    }
-    graft_model_free(l->m);
-    graft_ctx_free(l->ctx);
+    return loaded_open(l, path, gen, name);
 }
 
 static void outputs_free(outputs *o) {
@@ -131,7 +104,7 @@ static void round_trip(const char *tag, const char *model, const char *cut, graf
     memset(&want, 0, sizeof want), memset(&got, 0, sizeof got);
     if (load(&a, src, model) != 0) {
         CHECK(test, 0, "loading %s: %s", src, graft_last_error(a.ctx));
-        unload(&a);
+        loaded_close(&a);
         return;
     }
     graft_status st = cut ? graft_model_cut(a.m, cut, pooling) : GRAFT_OK;
@@ -141,7 +114,7 @@ static void round_trip(const char *tag, const char *model, const char *cut, graf
     if (st == GRAFT_OK) st = graft_model_export(a.m, dst, &opts);
     CHECK(test, st == GRAFT_OK, "%s", graft_last_error(a.ctx));
     if (st != GRAFT_OK) {
-        unload(&a);
+        loaded_close(&a);
         return;
     }
     int ok = load(&b, dst, model) == 0 && run(&b, &got) == 0;
@@ -151,7 +124,7 @@ static void round_trip(const char *tag, const char *model, const char *cut, graf
           ok ? "loaded" : graft_last_error(b.ctx), rel, tol);
     if (ok) save_for_ort(dst, &a, &want);
     outputs_free(&want), outputs_free(&got);
-    unload(&a), unload(&b);
+    loaded_close(&a), loaded_close(&b);
 }
 
 static const char *find_metadata(const graft_model *m, const char *key) {
@@ -188,8 +161,8 @@ static void metadata_round_trip(void) {
         CHECK("export_metadata_classes",
               classes && !strcmp(classes, "[\"cat\",\"dog \\\"big\\\"\",\"back\\\\slash\"]"),
               "got %s", classes ? classes : "(none)");
-        CHECK("export_metadata_preprocessing", prep && !strcmp(prep, opts.preprocessing),
-              "got %s", prep ? prep : "(none)");
+        CHECK("export_metadata_preprocessing", prep && !strcmp(prep, opts.preprocessing), "got %s",
+              prep ? prep : "(none)");
         int kept = 1;
         for (int i = 0; i < graft_model_metadata_count(m); i++) {
             const char *k, *v, *v2;
@@ -197,8 +170,8 @@ static void metadata_round_trip(void) {
             v2 = find_metadata(back, k);
             kept &= v2 && !strcmp(v, v2);
         }
-        CHECK("export_metadata_kept", kept && graft_model_metadata_count(back) ==
-                                                  graft_model_metadata_count(m) + 2,
+        CHECK("export_metadata_kept",
+              kept && graft_model_metadata_count(back) == graft_model_metadata_count(m) + 2,
               "%d entries, originally %d", graft_model_metadata_count(back),
               graft_model_metadata_count(m));
     }
@@ -237,8 +210,8 @@ static void unwritable(void) {
     mkdir(dst, 0755);
     st = graft_model_export(m, dst, NULL);
     CHECK("export_unwritable_directory",
-          st == GRAFT_E_IO && strstr(graft_last_error(ctx), dst) != NULL, "status %d: %s",
-          (int)st, graft_last_error(ctx));
+          st == GRAFT_E_IO && strstr(graft_last_error(ctx), dst) != NULL, "status %d: %s", (int)st,
+          graft_last_error(ctx));
     CHECK("export_unwritable_no_temp_left", !has_temp_file(out_dir, "in_the_way.tmp"),
           "a temporary file is left in %s", out_dir);
     rmdir(dst);

@@ -10,51 +10,13 @@
 #include "../src/cli/npy.h"
 #include "../src/graph/model.h"
 #include "../src/prune/channel_groups.h"
+#include "test_model.h"
 #include "test_util.h"
 
 static const char *gen, *outdir;
 
-typedef struct loaded {
-    graft_ctx *ctx;
-    graft_model *m;
-    graft_named_tensor in[8];
-    int n_in;
-} loaded;
-
 static int load(loaded *l, const char *model_path, const char *name) {
-    char path[1024], err[512];
-    memset(l, 0, sizeof *l);
-    graft_ctx_create(NULL, &l->ctx);
-    if (graft_model_load(l->ctx, model_path, &l->m) != GRAFT_OK) return -1;
-    l->n_in = graft_model_input_count(l->m);
-    for (int i = 0; i < l->n_in; i++) {
-        graft_value_info info;
-        graft_model_input_info(l->m, i, &info);
-        l->in[i].name = strdup(info.name);
-        snprintf(path, sizeof path, "%s/%s.in.%s.npy", gen, name, info.name);
-        if (npy_read(path, &l->in[i].tensor, err, sizeof err) != 0) return -1;
-    }
-    return 0;
-}
-
-static void unload(loaded *l) {
-    for (int i = 0; i < l->n_in; i++) {
-        free((char *)l->in[i].name);
-        free(l->in[i].tensor.data);
-    }
-    graft_model_free(l->m);
-    graft_ctx_free(l->ctx);
-}
-
-/* A copy of output 0 after a run (NULL on failure); *n its element count. */
-static float *run_copy(loaded *l, int64_t *n) {
-    if (graft_model_run(l->m, l->in, l->n_in) != GRAFT_OK) return NULL;
-    const graft_tensor *t;
-    graft_model_output(l->m, 0, &t);
-    *n = graft_tensor_numel(t);
-    float *c = malloc(sizeof(float) * (size_t)*n);
-    memcpy(c, t->data, sizeof(float) * (size_t)*n);
-    return c;
+    return loaded_open(l, model_path, gen, name);
 }
 
 static double max_rel(const float *a, const float *b, int64_t n) {
@@ -161,15 +123,15 @@ static void check_export(const char *name, loaded *pruned, const float *want, in
     snprintf(test, sizeof test, "channels_%s_export_reloads", name);
     if (load(&back, path, name) != 0) {
         CHECK(test, 0, "cannot load %s: %s", path, back.ctx ? graft_last_error(back.ctx) : "");
-        unload(&back);
+        loaded_close(&back);
         return;
     }
     int64_t m = 0;
-    float *got = run_copy(&back, &m);
+    float *got = loaded_run_copy(&back, 0, &m);
     double rel = got && m == n ? max_rel(got, want, n) : 1e9;
     CHECK(test, rel <= 1e-5, "max relative error %.3g", rel);
     free(got);
-    unload(&back);
+    loaded_close(&back);
 }
 
 static void check_model(const char *name) {
@@ -179,8 +141,8 @@ static void check_model(const char *name) {
     if (load(&pruned, path, name) != 0 || load(&ref, path, name) != 0) {
         snprintf(test, sizeof test, "channels_%s", name);
         SKIP(test, "model not generated");
-        unload(&pruned);
-        unload(&ref);
+        loaded_close(&pruned);
+        loaded_close(&ref);
         return;
     }
     graft_prune_options o = GRAFT_PRUNE_OPTIONS_INIT;
@@ -197,8 +159,8 @@ static void check_model(const char *name) {
           "status %d, %lld channels, %d excluded groups: %s", st, (long long)plan.channels_removed,
           plan.groups_excluded, graft_last_error(ref.ctx));
     if (st != GRAFT_OK) {
-        unload(&pruned);
-        unload(&ref);
+        loaded_close(&pruned);
+        loaded_close(&ref);
         return;
     }
     printf("INFO %s: %d groups: %d pruned, %d unprunable, %d excluded; widest pruned group %d "
@@ -206,7 +168,7 @@ static void check_model(const char *name) {
            name, plan.groups_total, plan.groups_pruned, plan.groups_unprunable,
            plan.groups_excluded, widest_pruned_group(&plan));
     int64_t n0 = 0;
-    float *dense = run_copy(&ref, &n0);
+    float *dense = loaded_run_copy(&ref, 0, &n0);
     int64_t zeroed = zero_removed(ref.m, &plan);
     /* Remember a depthwise conv's group count to see it shrink. */
     char dw_name[256] = "";
@@ -231,8 +193,8 @@ static void check_model(const char *name) {
         CHECK(test, gr == dw_group, "'%s' has group %d, want %d", dw_name, gr, dw_group);
     }
     int64_t n1 = 0, n2 = 0;
-    float *want = st == GRAFT_OK ? run_copy(&ref, &n1) : NULL;
-    float *got = want ? run_copy(&pruned, &n2) : NULL;
+    float *want = st == GRAFT_OK ? loaded_run_copy(&ref, 0, &n1) : NULL;
+    float *got = want ? loaded_run_copy(&pruned, 0, &n2) : NULL;
     double rel = got && n1 == n2 ? max_rel(got, want, n1) : 1e9;
     snprintf(test, sizeof test, "channels_%s_equals_zeroed", name);
     CHECK(test, rel <= 1e-5, "max relative error %.3g (%lld vs %lld values): %s", rel,
@@ -245,8 +207,8 @@ static void check_model(const char *name) {
     if (got) check_export(name, &pruned, got, n2, dense_path);
     free(want), free(got);
     chan_plan_free(&plan);
-    unload(&pruned);
-    unload(&ref);
+    loaded_close(&pruned);
+    loaded_close(&ref);
 }
 
 /* A cut model's features are a graph output: the group producing them keeps its channels, the
@@ -257,7 +219,7 @@ static void check_cut(void) {
     loaded l;
     if (load(&l, path, "resnet18") != 0) {
         SKIP("channels_cut_features_kept", "resnet18 not generated");
-        unload(&l);
+        loaded_close(&l);
         return;
     }
     graft_status st = graft_model_cut(l.m, "auto", GRAFT_POOLING_AUTO);
@@ -274,7 +236,7 @@ static void check_cut(void) {
     if (st == GRAFT_OK) st = graft_model_prune(l.m, &o, &r);
     graft_model_output_info(l.m, 0, &after);
     int64_t n = 0;
-    float *f = st == GRAFT_OK ? run_copy(&l, &n) : NULL;
+    float *f = st == GRAFT_OK ? loaded_run_copy(&l, 0, &n) : NULL;
     CHECK("channels_cut_features_kept",
           st == GRAFT_OK && plan.groups_unprunable == 1 && r.units_removed > 0 && f &&
               after.ndim == 2 && after.dims[1] == before.dims[1],
@@ -283,7 +245,7 @@ static void check_cut(void) {
           (long long)before.dims[1], (long long)after.dims[1]);
     free(f);
     chan_plan_free(&plan);
-    unload(&l);
+    loaded_close(&l);
 }
 
 int main(int argc, char **argv) {

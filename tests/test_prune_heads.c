@@ -9,41 +9,15 @@
 #include "../src/cli/npy.h"
 #include "../src/graph/model.h"
 #include "../src/prune/heads.h"
+#include "test_model.h"
 #include "test_util.h"
 
 static const char *gen, *out_dir;
 
-typedef struct loaded {
-    graft_ctx *ctx;
-    graft_model *m;
-    graft_named_tensor in[8];
-    int n_in;
-} loaded;
-
 static int load(loaded *l, const char *name) {
-    char path[1024], err[512];
-    memset(l, 0, sizeof *l);
-    graft_ctx_create(NULL, &l->ctx);
+    char path[1024];
     snprintf(path, sizeof path, "%s/%s.onnx", gen, name);
-    if (graft_model_load(l->ctx, path, &l->m) != GRAFT_OK) return -1;
-    l->n_in = graft_model_input_count(l->m);
-    for (int i = 0; i < l->n_in; i++) {
-        graft_value_info info;
-        graft_model_input_info(l->m, i, &info);
-        l->in[i].name = strdup(info.name);
-        snprintf(path, sizeof path, "%s/%s.in.%s.npy", gen, name, info.name);
-        if (npy_read(path, &l->in[i].tensor, err, sizeof err) != 0) return -1;
-    }
-    return 0;
-}
-
-static void unload(loaded *l) {
-    for (int i = 0; i < l->n_in; i++) {
-        free((char *)l->in[i].name);
-        free(l->in[i].tensor.data);
-    }
-    graft_model_free(l->m);
-    graft_ctx_free(l->ctx);
+    return loaded_open(l, path, gen, name);
 }
 
 /* Run l's model on l's inputs (or m's when given) and copy every output. */
@@ -188,8 +162,8 @@ static void check_model(const char *name, int layers, graft_importance how, doub
     loaded a, b;
     if (load(&a, name) != 0 || load(&b, name) != 0) {
         SKIP(test, "model not generated");
-        unload(&a);
-        unload(&b);
+        loaded_close(&a);
+        loaded_close(&b);
         return;
     }
     graft_prune_options o = GRAFT_PRUNE_OPTIONS_INIT;
@@ -243,8 +217,8 @@ static void check_model(const char *name, int layers, graft_importance how, doub
     free_outs(orig, n_orig);
     heads_plan_free(&pa);
     heads_plan_free(&pb);
-    unload(&a);
-    unload(&b);
+    loaded_close(&a);
+    loaded_close(&b);
 }
 
 /* The options' exclusions leave a block dense; a model without attention is left alone. */
@@ -270,10 +244,10 @@ static void exclusions_and_others(void) {
         o.n_exclude = 0;
     } else
         SKIP("prune_heads_exclude", "bert_tiny_decomposed not generated");
-    unload(&l);
+    loaded_close(&l);
     if (load(&l, "mobilenet_tiny") != 0) {
         SKIP("prune_heads_no_attention", "mobilenet_tiny not generated");
-        unload(&l);
+        loaded_close(&l);
         return;
     }
     graft_tensor before[4], after[4];
@@ -288,7 +262,7 @@ static void exclusions_and_others(void) {
           "status %d, removed %lld", st, (long long)r.units_removed);
     free_outs(before, n1);
     free_outs(after, n2);
-    unload(&l);
+    loaded_close(&l);
 }
 
 int main(int argc, char **argv) {

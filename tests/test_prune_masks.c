@@ -8,57 +8,19 @@
 #include "../src/cli/npy.h"
 #include "../src/graph/model.h"
 #include "../src/prune/prune.h"
+#include "test_model.h"
 #include "test_util.h"
 
 static const char *gen, *out_dir;
 
-typedef struct loaded {
-    graft_ctx *ctx;
-    graft_model *m;
-    graft_named_tensor in[8];
-    int n_in;
-} loaded;
-
 static int load_path(loaded *l, const char *path, const char *inputs_of) {
-    char p[1024], err[512];
-    memset(l, 0, sizeof *l);
-    if (graft_ctx_create(NULL, &l->ctx) != GRAFT_OK) return -1;
-    if (graft_model_load(l->ctx, path, &l->m) != GRAFT_OK) return -1;
-    l->n_in = graft_model_input_count(l->m);
-    for (int i = 0; i < l->n_in; i++) {
-        graft_value_info info;
-        graft_model_input_info(l->m, i, &info);
-        l->in[i].name = strdup(info.name);
-        snprintf(p, sizeof p, "%s/%s.in.%s.npy", gen, inputs_of, info.name);
-        if (npy_read(p, &l->in[i].tensor, err, sizeof err) != 0) return -1;
-    }
-    return 0;
+    return loaded_open(l, path, gen, inputs_of);
 }
 
 static int load(loaded *l, const char *name) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s.onnx", gen, name);
     return load_path(l, path, name);
-}
-
-static void unload(loaded *l) {
-    for (int i = 0; i < l->n_in; i++) {
-        free((char *)l->in[i].name);
-        free(l->in[i].tensor.data);
-    }
-    graft_model_free(l->m);
-    graft_ctx_free(l->ctx);
-}
-
-/* Run and copy output `index` (NULL on failure); *n its element count. */
-static float *run_copy(loaded *l, int index, int64_t *n) {
-    if (graft_model_run(l->m, l->in, l->n_in) != GRAFT_OK) return NULL;
-    const graft_tensor *t;
-    if (graft_model_output(l->m, index, &t) != GRAFT_OK) return NULL;
-    *n = graft_tensor_numel(t);
-    float *c = malloc(sizeof(float) * (size_t)*n);
-    memcpy(c, t->data, sizeof(float) * (size_t)*n);
-    return c;
 }
 
 /* ---- snapshots of the weights before pruning ------------------------------------------------ */
@@ -178,11 +140,13 @@ static void check_per_layer(const char *test, const ir_graph *g, const snapshot 
         if (z0 > want) want = z0;
         float maxp = 0, mink = INFINITY;
         if (z != want)
-            snprintf(why, sizeof why, "'%s': %lld zeros of %lld, want %lld", w->node,
-                     (long long)z, (long long)w->n, (long long)want), bad++;
+            snprintf(why, sizeof why, "'%s': %lld zeros of %lld, want %lld", w->node, (long long)z,
+                     (long long)w->n, (long long)want),
+                bad++;
         else if (!kept_or_zero(p, w, &maxp, &mink) || maxp > mink)
             snprintf(why, sizeof why, "'%s': kept weights changed or a larger one pruned (%g > %g)",
-                     w->node, maxp, mink), bad++;
+                     w->node, maxp, mink),
+                bad++;
     }
     CHECK(test, bad == 0 && pruned > 0 && untouched >= n_excl, "%d bad (%s), %d pruned, %d kept",
           bad, why, pruned, untouched);
@@ -218,7 +182,7 @@ static void check_runs(const char *test, loaded *l) {
     int ok = 1;
     for (int o = 0; o < graft_model_output_count(l->m) && ok; o++) {
         int64_t n = 0;
-        float *y = run_copy(l, o, &n);
+        float *y = loaded_run_copy(l, o, &n);
         ok = y && n > 0 && all_finite(y, n);
         free(y);
     }
@@ -242,7 +206,7 @@ static void magnitude_per_layer(const char *name) {
     snprintf(t, sizeof t, "magnitude_%s_per_layer", name);
     if (load(&l, name) != 0) {
         SKIP(t, "model not generated");
-        unload(&l);
+        loaded_close(&l);
         return;
     }
     snapshot s = take(&l.m->g);
@@ -258,7 +222,7 @@ static void magnitude_per_layer(const char *name) {
         check_runs(t, &l);
     }
     drop(&s);
-    unload(&l);
+    loaded_close(&l);
 }
 
 /* Excluded by name and by op type, ends not kept: the first conv is pruned too. */
@@ -266,7 +230,7 @@ static void magnitude_exclude(void) {
     loaded l;
     if (load(&l, "resnet18") != 0) {
         SKIP("magnitude_exclude", "resnet18 not generated");
-        unload(&l);
+        loaded_close(&l);
         return;
     }
     snapshot s = take(&l.m->g);
@@ -281,7 +245,7 @@ static void magnitude_exclude(void) {
               "first conv '%s' not pruned", s.w[0].node);
     }
     drop(&s);
-    unload(&l);
+    loaded_close(&l);
 }
 
 /* One threshold over every layer: exactly round(s N) zeros in all, the pruned never larger than
@@ -290,7 +254,7 @@ static void magnitude_global(void) {
     loaded l;
     if (load(&l, "resnet18") != 0) {
         SKIP("magnitude_global", "resnet18 not generated");
-        unload(&l);
+        loaded_close(&l);
         return;
     }
     snapshot s = take(&l.m->g);
@@ -325,7 +289,7 @@ static void magnitude_global(void) {
         check_runs("magnitude_global_runs", &l);
     }
     drop(&s);
-    unload(&l);
+    loaded_close(&l);
 }
 
 /* Gradual: 0.3, then 0.6: the second round's zeros include the first's, and the count is exact. */
@@ -333,7 +297,7 @@ static void magnitude_gradual(void) {
     loaded l;
     if (load(&l, "resnet18") != 0) {
         SKIP("magnitude_gradual", "resnet18 not generated");
-        unload(&l);
+        loaded_close(&l);
         return;
     }
     snapshot s0 = take(&l.m->g);
@@ -353,7 +317,7 @@ static void magnitude_gradual(void) {
               (long long)revived);
     }
     drop(&s0), drop(&s1);
-    unload(&l);
+    loaded_close(&l);
 }
 
 /* One group of up to four weights (stride apart) of w: at least half zero (a group of 3 loses
@@ -404,7 +368,7 @@ static void nm_2_4(const char *name) {
     snprintf(t, sizeof t, "2_4_%s", name);
     if (load(&l, name) != 0) {
         SKIP(t, "model not generated");
-        unload(&l);
+        loaded_close(&l);
         return;
     }
     snapshot s = take(&l.m->g);
@@ -436,7 +400,7 @@ static void nm_2_4(const char *name) {
         check_runs(t, &l);
     }
     drop(&s);
-    unload(&l);
+    loaded_close(&l);
 }
 
 static double max_rel(const float *a, const float *b, int64_t n) {
@@ -480,7 +444,7 @@ static void export_reload(const char *name, graft_prune_method method) {
     snprintf(t, sizeof t, "export_%s_%s", method == GRAFT_PRUNE_2_4 ? "2_4" : "magnitude", name);
     if (load(&l, name) != 0) {
         SKIP(t, "model not generated");
-        unload(&l);
+        loaded_close(&l);
         return;
     }
     char stem[1024];
@@ -490,25 +454,26 @@ static void export_reload(const char *name, graft_prune_method method) {
     int64_t n = 0, nb = 0;
     float *want = NULL, *got = NULL;
     graft_status st = prune(&l, method, 0.5, 0, NULL, 0, 1, NULL);
-    if (st == GRAFT_OK) want = run_copy(&l, 0, &n);
+    if (st == GRAFT_OK) want = loaded_run_copy(&l, 0, &n);
     if (want) st = graft_model_export(l.m, path, NULL);
     if (want && st == GRAFT_OK) save_io(&l, stem, want, n);
     CHECK(t, st == GRAFT_OK && want, "%s", graft_last_error(l.ctx));
     int loaded_back = st == GRAFT_OK && want ? load_path(&back, path, name) == 0 : -1;
     if (loaded_back == 1) {
-        got = run_copy(&back, 0, &nb);
+        got = loaded_run_copy(&back, 0, &nb);
         double rel = got && nb == n ? max_rel(got, want, n) : 1.0;
-        snprintf(t, sizeof t, "export_%s_%s_reload_equal", method == GRAFT_PRUNE_2_4 ? "2_4" : "magnitude",
-                 name);
-        CHECK(t, got && nb == n && rel <= 1e-5 &&
-                     nonzero_weights(&back.m->g) == nonzero_weights(&l.m->g),
+        snprintf(t, sizeof t, "export_%s_%s_reload_equal",
+                 method == GRAFT_PRUNE_2_4 ? "2_4" : "magnitude", name);
+        CHECK(t,
+              got && nb == n && rel <= 1e-5 &&
+                  nonzero_weights(&back.m->g) == nonzero_weights(&l.m->g),
               "rel %.3g, nonzero %lld vs %lld", rel, (long long)nonzero_weights(&back.m->g),
               (long long)nonzero_weights(&l.m->g));
     } else if (loaded_back == 0)
         CHECK(t, 0, "reload of '%s' failed: %s", path, back.ctx ? graft_last_error(back.ctx) : "");
-    if (loaded_back >= 0) unload(&back);
+    if (loaded_back >= 0) loaded_close(&back);
     free(want), free(got);
-    unload(&l);
+    loaded_close(&l);
 }
 
 /* A head trained on the cut, pruned model leaves every backbone constant as it was. */
@@ -516,7 +481,7 @@ static void head_keeps_masks(void) {
     loaded l;
     if (load(&l, "resnet18") != 0) {
         SKIP("head_fit_keeps_masks", "resnet18 not generated");
-        unload(&l);
+        loaded_close(&l);
         return;
     }
     graft_status st = graft_model_cut(l.m, "auto", GRAFT_POOLING_AUTO);
@@ -554,7 +519,7 @@ static void head_keeps_masks(void) {
     for (int v = 0; v < g->n_values; v++) tensor_release(&copies[v]);
     free(copies);
     graft_trainer_free(tr);
-    unload(&l);
+    loaded_close(&l);
 }
 
 /* argv: gen_dir [out_dir] [--quick: the BERT-tiny cases only, for sanitizer builds] */
