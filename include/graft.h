@@ -100,9 +100,29 @@ typedef struct graft_ctx_options {
     graft_log_fn log_fn;       /* NULL: write to stderr */
     void *log_user;
     int use_reference_kernels; /* 1: plain reference kernels only (tests, debugging) */
+    /* Where models loaded with this context run: NULL or "cpu"; "auto" (the first usable GPU,
+     * else the CPU with one warning); "cuda" or "cuda:N" (that GPU, else an error). */
+    const char *device;
+    int allow_tf32; /* 1: fp32 matrix products and convolutions on the GPU may use TF32 */
 } graft_ctx_options;
 #define GRAFT_CTX_OPTIONS_INIT                                                                     \
-    { 0, GRAFT_LOG_WARN, NULL, NULL, 0 }
+    { 0, GRAFT_LOG_WARN, NULL, NULL, 0, NULL, 0 }
+
+/* GPUs graft can use (0 in a build without CUDA, or without a driver or device; then `why`
+ * says which). */
+GRAFT_API int graft_gpu_count(char *why, size_t why_size);
+typedef struct graft_gpu_info {
+    int index;
+    char name[256];
+    int cc_major, cc_minor; /* compute capability */
+    int multiprocessors;
+    size_t total_bytes, free_bytes;
+    int driver_version, runtime_version; /* 13000 is CUDA 13.0 */
+    size_t cudnn_version, cublaslt_version;
+} graft_gpu_info;
+GRAFT_API graft_status graft_gpu_info_get(int index, graft_gpu_info *out);
+/* 1 when this build has the CUDA backend. */
+GRAFT_API int graft_cuda_built(void);
 
 /* Opaque handles. A graft_ctx holds error state and settings; use one per thread. A graft_model
  * belongs to the context it was loaded with; one run at a time per model. */
@@ -199,6 +219,14 @@ typedef struct graft_run_stats {
     int planned; /* 1 when the run used a cached static memory plan */
 } graft_run_stats;
 GRAFT_API graft_status graft_model_run_stats(const graft_model *model, graft_run_stats *out);
+/* Run the model's float tensors in GRAFT_DTYPE_F16 or GRAFT_DTYPE_BF16 (on a GPU; on the CPU only
+ * with use_reference_kernels, slowly, for tests): weights are
+ * converted once (finite values saturate), inputs and outputs stay fp32, kernels accumulate
+ * in fp32 and softmax/normalisation statistics are computed in fp32. Call once, after loading
+ * (and cutting); GRAFT_DTYPE_F32 keeps the model as it is. */
+GRAFT_API graft_status graft_model_set_precision(graft_model *model, graft_dtype precision);
+/* Where the model runs: "cpu", or "cuda:N (GPU name)". */
+GRAFT_API const char *graft_model_device(const graft_model *model);
 
 /* ---- Training a head on a cut model -------------------------------------------------------- */
 
@@ -477,20 +505,34 @@ typedef enum graft_prune_method {
 typedef enum graft_importance {
     GRAFT_IMPORTANCE_L1 = 0, /* a unit's importance: the L1 norm of its weights */
     GRAFT_IMPORTANCE_L2 = 1,
-    GRAFT_IMPORTANCE_COUNT = 2
+    GRAFT_IMPORTANCE_BN = 2, /* channels only: |gamma| of the BatchNormalization folded into each
+                                Conv at load (network slimming); a Conv without one is an error */
+    GRAFT_IMPORTANCE_COUNT = 3
 } graft_importance;
+
+/* Which channel groups channel pruning may shrink. */
+typedef enum graft_prune_scope {
+    GRAFT_PRUNE_SCOPE_ALL = 0,   /* every prunable group */
+    GRAFT_PRUNE_SCOPE_INNER = 1, /* only groups no residual Add joins to another (in ResNet: the
+                                    outputs of a bottleneck's first two convolutions) */
+    GRAFT_PRUNE_SCOPE_COUNT = 2
+} graft_prune_scope;
 
 typedef struct graft_prune_options {
     graft_prune_method method;
-    double sparsity;   /* fraction to remove: of weights (magnitude), of channels per layer
-                          (channels), of heads and of feed-forward neurons (heads) */
-    int global;        /* magnitude: one threshold over all layers instead of per layer */
+    double sparsity; /* fraction to remove: of weights (magnitude; zeros already there
+                        count), of each group's channels as the model was loaded (channels;
+                        channels an earlier call removed count), of heads and of feed-forward
+                        neurons (heads) */
+    int global;      /* magnitude: one threshold over all layers instead of per layer */
     graft_importance importance;
     const char *const *exclude; /* node names (or op types) left dense */
     int n_exclude;
     int keep_ends; /* 1: the first convolution and the final classifier stay dense (default) */
+    graft_prune_scope scope; /* channels: which groups (default all) */
 } graft_prune_options;
-#define GRAFT_PRUNE_OPTIONS_INIT {GRAFT_PRUNE_MAGNITUDE, 0.5, 0, GRAFT_IMPORTANCE_L1, NULL, 0, 1}
+#define GRAFT_PRUNE_OPTIONS_INIT                                                                   \
+    { GRAFT_PRUNE_MAGNITUDE, 0.5, 0, GRAFT_IMPORTANCE_L1, NULL, 0, 1, GRAFT_PRUNE_SCOPE_ALL }
 
 /* What pruning did. */
 typedef struct graft_prune_report {
@@ -498,6 +540,10 @@ typedef struct graft_prune_report {
     int64_t nonzero_before, nonzero_after; /* of those, the non-zero ones */
     double flops_before, flops_after;      /* per sample, as graft_model_summarize counts */
     int64_t units_removed;                 /* channels, heads or neurons (structured methods) */
+    double sparsity; /* reached, over what the options let the method prune: zeros among the
+                        pruned layers' weights (magnitude, 2:4), channels removed since the
+                        model was loaded among the prunable groups' (channels), heads and
+                        neurons removed by this call among those matched (heads) */
 } graft_prune_report;
 
 /* Prune the model in place. Structured methods rewrite the graph into a smaller dense model
@@ -506,6 +552,12 @@ typedef struct graft_prune_report {
  * training a head, so the head is fitted to the pruned features. report may be NULL. */
 GRAFT_API graft_status graft_model_prune(graft_model *model, const graft_prune_options *options,
                                          graft_prune_report *report);
+/* The sparsity to prune to in round `round` (1..rounds) of a gradual schedule ending at
+ * final_sparsity: Zhu and Gupta's cubic final * (1 - (1 - round / rounds)^3), exactly final at
+ * round == rounds. Magnitude and channel pruning count what earlier rounds removed, so calling
+ * graft_model_prune with these sparsities in turn only ever removes more (refit between rounds).
+ * Out-of-range arguments give -1. */
+GRAFT_API double graft_prune_schedule(double final_sparsity, int round, int rounds);
 
 /* ---- Export -------------------------------------------------------------------------------- */
 

@@ -36,6 +36,7 @@ typedef struct options {
     int n_filters;
     const char *known_path;
     bool reference;
+    const char *device;
     bool verbose;
     bool all;
 } options;
@@ -697,13 +698,14 @@ static void usage(FILE *to) {
     fprintf(
         to,
         "usage: conformance [--data DIR] [--filter SUBSTR]... [--known FILE] [--reference]\n"
-        "                   [--verbose] [--all]\n"
+        "                   [--device D] [--verbose] [--all]\n"
         "Runs ONNX node tests (DIR/test_*/model.onnx with test_data_set_*/{input,output}_N.pb)\n"
         "through graft and compares the outputs (floats: |got-exp| <= %g + %g*|exp|).\n"
         "  --data DIR       test folders (default " DEFAULT_DATA_DIR ")\n"
         "  --filter SUBSTR  only tests whose name contains SUBSTR (repeatable: any matches)\n"
         "  --known FILE     known exceptions, lines of 'test_name  reason' (# comments)\n"
         "  --reference      use the plain reference kernels only\n"
+        "  --device D       where to run: cpu (default), cuda:N\n"
         "  --verbose        also say which tests are skipped, and why\n"
         "  --all            also run tests whose ops graft does not claim\n"
         "Exit status: 0 when nothing failed unexpectedly, 1 otherwise, 2 on bad usage,\n"
@@ -727,6 +729,8 @@ static int parse_args(int argc, char **argv, options *o) {
             o->known_path = argv[++i];
         } else if (strcmp(a, "--reference") == 0) {
             o->reference = true;
+        } else if (strcmp(a, "--device") == 0 && has_value) {
+            o->device = argv[++i];
         } else if (strcmp(a, "--verbose") == 0 || strcmp(a, "-v") == 0) {
             o->verbose = true;
         } else if (strcmp(a, "--all") == 0) {
@@ -825,6 +829,7 @@ int main(int argc, char **argv) {
     if (status < 0) {
         graft_ctx_options copts = GRAFT_CTX_OPTIONS_INIT;
         copts.use_reference_kernels = o.reference ? 1 : 0;
+        copts.device = o.device;
         if (graft_ctx_create(&copts, &ctx) != GRAFT_OK) {
             fprintf(stderr, "conformance: cannot create a graft context\n");
             status = 2;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/test_cli_prune.sh GRAFT GEN: `graft prune` end to end: each method writes a model graft
 # reloads, the report has its rows, channel pruning makes the file smaller, accuracy before and
-# after on labelled data, and the error cases.
+# after on labelled data, BN-scale importance and the inner scope, `graft finetune`'s gradual
+# prune-and-refit rounds, and the error cases.
 set -u
 GRAFT=$1
 GEN=$2
@@ -54,6 +55,79 @@ for variant in dense channels 2:4; do
 done
 if [ $ok = 1 ]; then pass cli_prune_refit_demo; else fail cli_prune_refit_demo "a run failed"; fi
 
+# Importance bn and the inner scope through the tool.
+"$GRAFT" prune --model "$R18" --method channels --sparsity 0.5 --importance bn --iters 1 \
+    --out "$TMP/bn.onnx" >"$TMP/bn.txt" 2>&1
+if [ $? = 0 ] && grep -q 'sparsity reached *0.5000' "$TMP/bn.txt"; then pass cli_prune_importance_bn
+else fail cli_prune_importance_bn "$(tail -2 "$TMP/bn.txt")"; fi
+MB=$GEN/mobilenet_tiny.onnx
+if [ -f "$MB" ]; then
+    "$GRAFT" prune --model "$MB" --method channels --importance bn --iters 1 --out "$TMP/mb.onnx" \
+        >/dev/null 2>"$TMP/mb.txt"
+    if [ $? = 1 ] && grep -q "Conv '/features/.*BatchNormalization" "$TMP/mb.txt" && [ ! -e "$TMP/mb.onnx" ]
+    then pass cli_prune_importance_bn_needs_bn
+    else fail cli_prune_importance_bn_needs_bn "$(cat "$TMP/mb.txt")"; fi
+fi
+"$GRAFT" prune --model "$R18" --method channels --sparsity 0.5 --scope inner --iters 1 \
+    --out "$TMP/inner.onnx" >"$TMP/inner.txt" 2>&1
+all_units=$(grep -o 'units removed *[0-9]*' "$TMP/prune_channels.txt" | grep -o '[0-9]*$')
+inner_units=$(grep -o 'units removed *[0-9]*' "$TMP/inner.txt" | grep -o '[0-9]*$')
+# ResNet-18: the inner channels are the outputs of each basic block's first conv (2 x (64 + 128 +
+# 256 + 512)), half of them go; the residual groups go too without the scope.
+if [ "${inner_units:-0}" = 960 ] && [ "${all_units:-0}" -gt 960 ]; then pass cli_prune_scope_inner
+else fail cli_prune_scope_inner "inner ${inner_units:-?}, all ${all_units:-?} channels removed"; fi
+
+# Gradual pruning with a refit per round: one line per round, sparsities on the cubic schedule
+# (magnitude reaches them to rounding), non-zero weights only fall; channels with bn end at S.
+rounds() { # NAME EXPECTED_LINES ARGS...
+    local name=$1 want=$2
+    shift 2
+    "$GRAFT" finetune "${D[@]}" --epochs 20 "$@" --out "$TMP/$name.onnx" >"$TMP/$name.txt" 2>&1
+    local rc=$?
+    grep '^prune round' "$TMP/$name.txt" | sed 's/^/  /'
+    grep '^prune round' "$TMP/$name.txt" | awk -v want="$want" -v rc=$rc '
+        { sub(/:$/, "", $3); split($3, kn, "/"); k = kn[1] + 0; n = kn[2] + 0; s = $5 + 0
+          sched = $7; gsub(/[(),]/, "", sched); sched += 0; nz = $10 + 0
+          left = 1 - k / n; f = S * (1 - left * left * left)
+          if (k != NR || n != want + 0) bad = "round numbering"
+          if (sched - f > 5e-5 || f - sched > 5e-5) bad = "schedule " sched " vs formula " f
+          if (s - sched > TOL || sched - s > TOL) bad = "reached " s " vs schedule " sched
+          if (NR > 1 && nz >= prev) bad = "non-zero weights did not fall"
+          prev = nz; last = s }
+        END { if (rc != 0) bad = "exit status " rc
+              if (NR != want) bad = NR " round lines"
+              if (!bad && (last - S > TOL || S - last > TOL)) bad = "ends at " last
+              if (bad) { print "FAIL '"$name"': " bad; exit 1 } print "PASS '"$name"'" }' \
+        S="$S" TOL="$TOL"
+}
+S=0.6 TOL=0.001 rounds cli_finetune_prune_rounds_magnitude 3 --prune magnitude --prune-sparsity 0.6 \
+    --prune-rounds 3 --checkpoint "$TMP/ck"
+S=0.5 TOL=0.02 rounds cli_finetune_prune_rounds_channels_bn 2 --prune channels --prune-sparsity 0.5 \
+    --prune-rounds 2 --prune-importance bn
+# graft export replays every round: the same pruned backbone as the run's own export.
+"$GRAFT" export "${D[@]}" --epochs 20 --prune magnitude --prune-sparsity 0.6 --prune-rounds 3 \
+    --checkpoint "$TMP/ck" --out "$TMP/re.onnx" >"$TMP/re.txt" 2>&1
+p1=$("$GRAFT" info "$TMP/cli_finetune_prune_rounds_magnitude.onnx" --json 2>/dev/null | grep -o '"parameters": [0-9]*')
+p2=$("$GRAFT" info "$TMP/re.onnx" --json 2>/dev/null | grep -o '"parameters": [0-9]*')
+z1=$(python3 -c "import onnx,numpy as n,sys;m=onnx.load(sys.argv[1]);print(sum(int((onnx.numpy_helper.to_array(t)==0).sum()) for t in m.graph.initializer))" "$TMP/cli_finetune_prune_rounds_magnitude.onnx" 2>/dev/null)
+z2=$(python3 -c "import onnx,numpy as n,sys;m=onnx.load(sys.argv[1]);print(sum(int((onnx.numpy_helper.to_array(t)==0).sum()) for t in m.graph.initializer))" "$TMP/re.onnx" 2>/dev/null)
+if [ -n "$p1" ] && [ "$p1" = "$p2" ] && [ -n "$z1" ] && [ "$z1" = "$z2" ]; then pass cli_export_replays_prune_rounds
+else fail cli_export_replays_prune_rounds "$p1/$p2, zeros $z1/$z2: $(tail -1 "$TMP/re.txt")"; fi
+
+ferr() { # NAME NEEDLE ARGS...: finetune refuses the combination with one line
+    local name=$1 needle=$2
+    shift 2
+    "$GRAFT" finetune "${D[@]}" "$@" --out "$TMP/x.onnx" >/dev/null 2>"$TMP/e.txt"
+    if [ $? = 2 ] && [ "$(wc -l <"$TMP/e.txt")" = 1 ] && grep -q -- "$needle" "$TMP/e.txt"; then
+        pass "$name"
+    else fail "$name" "$(cat "$TMP/e.txt")"; fi
+}
+ferr cli_finetune_err_rounds_need_prune "needs --prune" --prune-rounds 3
+ferr cli_finetune_err_rounds_2_4 "rounds are for magnitude and channels" --prune 2:4 --prune-rounds 2
+ferr cli_finetune_err_rounds_zero "--prune-rounds" --prune magnitude --prune-rounds 0
+ferr cli_finetune_err_importance_bn "needs --prune channels" --prune magnitude --prune-importance bn
+ferr cli_finetune_err_scope "--prune-scope" --prune channels --prune-scope outer
+
 err() { # NAME NEEDLE ARGS...
     local name=$1 needle=$2
     shift 2
@@ -67,5 +141,6 @@ err cli_prune_err_sparsity "--sparsity" --model "$R18" --sparsity 1 --out "$TMP/
 err cli_prune_err_required "required" --model "$R18"
 err cli_prune_err_unknown "unknown option" --model "$R18" --out "$TMP/x.onnx" --fast
 err cli_prune_err_importance "--importance" --model "$R18" --importance l3 --out "$TMP/x.onnx"
+err cli_prune_err_scope "--scope" --model "$R18" --scope outer --out "$TMP/x.onnx"
 if "$GRAFT" prune --help | grep -q -- '--global'; then pass cli_prune_help; else fail cli_prune_help ""; fi
 exit 0

@@ -46,7 +46,7 @@ check cli_tools_fixtures $? "$(tail -3 "$TMP/fx.log")"
 
 # ---- devices ----
 "$GRAFT" devices >"$TMP/dev.txt" 2>"$TMP/err.txt" && grep -q '^cpu' "$TMP/dev.txt" &&
-    grep -q 'no usable GPU: graft was built without CUDA' "$TMP/dev.txt" &&
+    { grep -q '^  cuda:0 ' "$TMP/dev.txt" || grep -qE 'no usable GPU: .+' "$TMP/dev.txt"; } &&
     grep -qE 'threads +[0-9]+' "$TMP/dev.txt" && no_escapes "$TMP/dev.txt"
 check cli_tools_devices $? "$(cat "$TMP/dev.txt" "$TMP/err.txt")"
 "$GRAFT" devices --json >"$TMP/dev.json" 2>"$TMP/err.txt" && python3 - "$TMP/dev.json" <<'PY'
@@ -54,7 +54,12 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["cpu"]["model"] and d["cpu"]["threads"] >= 1 and d["cpu"]["cores_online"] >= 1
 assert set(d["cpu"]["features"]) >= {"avx2", "avx512f", "avx512_bf16", "amx_bf16"}
-assert d["gpu_usable"] is False and "without CUDA" in d["gpu_note"]
+if d["gpu_usable"]:
+    g = d["gpus"][0]
+    assert g["device"] == "cuda:0" and g["memory_total_bytes"] > 0 and g["cudnn"]
+else:
+    assert d["gpus"] == [] and d["gpu_note"], d
+    assert d["cuda_built"] or "without CUDA" in d["gpu_note"]
 PY
 check cli_tools_devices_json $? "$(cat "$TMP/err.txt")"
 OMP_NUM_THREADS=3 "$GRAFT" devices --json | python3 -c 'import json,sys; assert json.load(sys.stdin)["cpu"]["threads"] == 3'
@@ -94,7 +99,12 @@ expect_error cli_tools_bench_bad_warmup "--warmup '-1'" bench "$M" --warmup -1
 expect_error cli_tools_bench_bad_threads "--threads 'x'" bench "$M" --threads x
 expect_error cli_tools_bench_bad_seq_len "--seq-len '0'" bench "$M" --seq-len 0
 expect_error cli_tools_bench_missing_value "--iters needs" bench "$M" --iters
-expect_error cli_tools_bench_cuda "without CUDA" bench "$M" --device cuda:0
+if "$GRAFT" devices --json | python3 -c 'import json, sys; sys.exit(json.load(sys.stdin)["cuda_built"])'; then
+    expect_error cli_tools_bench_cuda "without CUDA" bench "$M" --device cuda:0
+elif "$GRAFT" devices --json | python3 -c 'import json, sys; sys.exit(json.load(sys.stdin)["gpu_usable"])'; then
+    expect_error cli_tools_bench_cuda "no usable GPU" bench "$M" --device cuda:0
+fi
+expect_error cli_tools_bench_bad_precision "--precision 'fp8'" bench "$M" --precision fp8
 expect_error cli_tools_bench_bad_device "'tpu'" bench "$M" --device tpu
 expect_error cli_tools_bench_unknown_option "unknown option '--fast'" bench "$M" --fast
 expect_error cli_tools_bench_no_model "no model given" bench --iters 2

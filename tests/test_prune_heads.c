@@ -93,8 +93,8 @@ static int zero_removed(graft_model *m, const heads_plan *p) {
                 memset(d + r * w->dims[1], 0, sizeof(float) * (size_t)w->dims[1]);
     }
     exec_free(&m->exec);
-    m->backend.release_state(m->backend.impl);
-    return exec_init(&m->exec, g, &m->backend, &m->ctx->err) == GRAFT_OK ? 0 : -1;
+    model_release_state(m);
+    return exec_init(&m->exec, g, &m->backend, model_device(m), &m->ctx->err) == GRAFT_OK ? 0 : -1;
 }
 
 static bool same_plan(const heads_plan *a, const heads_plan *b) {

@@ -54,6 +54,8 @@ if ! python3 tools/make_models.py --out "$GEN" >"$LOGS/make_models.log" 2>&1; th
 fi
 python3 tools/make_bad_models.py --out "$GEN/bad" >"$LOGS/make_bad_models.log" 2>&1 ||
     { tail -20 "$LOGS/make_bad_models.log"; failed=$((failed + 1)); }
+python3 tools/make_prune_models.py --out "$GEN/prune" >"$LOGS/make_prune_models.log" 2>&1 ||
+    { tail -20 "$LOGS/make_prune_models.log"; echo "FAIL make_prune_models"; failed=$((failed + 1)); }
 
 note "building build/release (oneDNN) and build/asan (ASan+UBSan, reference kernels)"
 if setup_build build/release --buildtype=release; then
@@ -68,6 +70,19 @@ if setup_build build/release --buildtype=release; then
     run_suite parity $R/tests/test_parity "$GEN" resnet18 resnet50 bert_base bert_tiny_decomposed mobilenet_tiny
     run_suite parity_reference $R/tests/test_parity "$GEN" --reference resnet18 bert_tiny_decomposed mobilenet_tiny
     run_suite api $R/tests/test_api "$GEN/bad" "$GEN"
+    run_suite device $R/tests/test_device models/digits_cnn.onnx
+    # On the GPU (SKIP lines without one): the end-to-end models against ONNX Runtime's outputs.
+    run_suite parity_cuda $R/tests/test_parity "$GEN" --device cuda:0 resnet18 resnet50 bert_base \
+        bert_tiny_decomposed mobilenet_tiny
+    # The half-precision conversion itself, checked on the CPU's reference kernels.
+    run_suite parity_half_reference $R/tests/test_parity "$GEN" --reference --precision fp16 \
+        bert_tiny_decomposed mobilenet_tiny
+    run_suite parity_bf16_reference $R/tests/test_parity "$GEN" --reference --precision bf16 \
+        bert_tiny_decomposed mobilenet_tiny
+    run_suite parity_cuda_fp16 $R/tests/test_parity "$GEN" --device cuda:0 --precision fp16 \
+        resnet18 resnet50 bert_base mobilenet_tiny
+    run_suite parity_cuda_bf16 $R/tests/test_parity "$GEN" --device cuda:0 --precision bf16 \
+        resnet18 resnet50 bert_base mobilenet_tiny
     run_suite loader_forms $R/tests/test_loader_forms
     run_suite optim $R/tests/test_optim
     run_suite safetensors_py python3 tools/check_safetensors.py write build/test-logs/st
@@ -81,6 +96,7 @@ if setup_build build/release --buildtype=release; then
     run_suite prune_masks_ort python3 tools/check_export.py build/test-logs/prune_masks
     run_suite prune_channels $R/tests/test_prune_channels "$GEN" build/test-logs/prune_channels
     run_suite prune_channels_ort python3 tools/check_export.py build/test-logs/prune_channels
+    run_suite prune_schedule $R/tests/test_prune_schedule "$GEN" models/digits_cnn.onnx
     run_suite trainer $R/tests/test_trainer tests/data/trainer_fixtures.txt
     run_suite fit $R/tests/test_fit "$GEN"
     run_suite digits_data python3 tools/export_digits.py build/test-logs/digits
@@ -112,16 +128,36 @@ if setup_build build/release --buildtype=release; then
     run_suite report_html tools/check_report.sh build/test-logs/runlog
     run_suite wordpiece $R/tests/test_wordpiece tests/data/tokenizer
     run_suite tokenize_cli tests/test_tokenize_cli.sh $R/graft tests/data/tokenizer
+    # GPU against CPU: without a GPU these print SKIP lines, so the small op cases do (the full
+    # set and compute-sanitizer runs are tools/gpu-check.sh's, on a GPU machine).
+    if python3 tools/make_gpu_op_cases.py --out "$GEN/gpu_ops_small" --small \
+        >"$LOGS/make_gpu_op_cases.log" 2>&1; then
+        run_suite gpu_ops $R/tests/test_gpu_ops "$GEN/gpu_ops_small"
+        # The same harness between GPU runs: the CPU's reference kernels against its oneDNN ones.
+        run_suite gpu_ops_harness env GRAFT_TEST_GPU_DEVICE=cpu-ref $R/tests/test_gpu_ops \
+            "$GEN/gpu_ops_small" --no-half
+    else
+        tail -20 "$LOGS/make_gpu_op_cases.log"
+        echo "FAIL make_gpu_op_cases"; failed=$((failed + 1))
+    fi
+    run_suite gpu_models $R/tests/test_gpu_models "$GEN"
+    # On the GPU (SKIP lines without one): head training trajectories against the CPU.
+    run_suite gpu_train $R/tests/test_gpu_train models/digits_cnn.onnx
+    # The CUDA kernels' host-side glue against stand-ins of cuDNN, cuBLASLt and the launchers.
+    for t in conv matmul tensor; do
+        [ -x $R/tests/test_cuda_glue_$t ] && run_suite cuda_glue_$t $R/tests/test_cuda_glue_$t
+    done
 else
     echo "FAIL build_release"; failed=$((failed + 1))
 fi
 
-if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Db_sanitize=address,undefined \
+if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_sanitize=address,undefined \
     -Dc_args=-fno-sanitize-recover=all; then
     A=build/asan
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
     run_suite asan_api $A/tests/test_api "$GEN/bad" "$GEN"
     run_suite asan_loader_forms $A/tests/test_loader_forms
+    run_suite asan_device $A/tests/test_device models/digits_cnn.onnx
     run_suite asan_optim $A/tests/test_optim
     run_suite asan_safetensors $A/tests/test_safetensors build/test-logs/st
     run_suite asan_ridge $A/tests/test_ridge tests/data/ridge_fixture.txt
@@ -130,6 +166,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Db_sanitize=address
     rm -rf build/test-logs/prune_masks-asan && mkdir -p build/test-logs/prune_masks-asan
     run_suite asan_prune_masks $A/tests/test_prune_masks "$GEN" build/test-logs/prune_masks-asan --quick
     run_suite asan_prune_channels $A/tests/test_prune_channels "$GEN" build/test-logs/prune_channels-asan mobilenet_tiny
+    run_suite asan_prune_schedule $A/tests/test_prune_schedule "$GEN" models/digits_cnn.onnx --quick
     run_suite asan_prune_heads $A/tests/test_prune_heads "$GEN" build/test-logs
     run_suite asan_trainer $A/tests/test_trainer tests/data/trainer_fixtures.txt
     run_suite asan_fit $A/tests/test_fit "$GEN"

@@ -2,6 +2,7 @@
 #include "cli_util.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -300,9 +301,37 @@ void cli_json_string(FILE *f, const char *s) {
     fputc('"', f);
 }
 
-graft_ctx *cli_ctx(const char *cmd, int threads) {
+int cli_device(const char *cmd, const char *value, char *out, size_t out_size) {
+    bool ok = !strcmp(value, "cpu") || !strcmp(value, "auto") || !strcmp(value, "cuda");
+    if (!ok && !strncmp(value, "cuda:", 5) && value[5]) {
+        ok = true;
+        for (const char *c = value + 5; *c; c++) ok = ok && *c >= '0' && *c <= '9';
+    }
+    if (!ok) return cli_error(cmd, "--device '%s': expected cpu, auto, cuda or cuda:N", value);
+    if (strncmp(value, "cuda", 4) == 0 && !graft_cuda_built())
+        return cli_error(cmd, "--device %s: this graft was built without CUDA (try --device cpu)",
+                         value);
+    if (strlen(value) >= out_size) return cli_error(cmd, "--device '%s' is too long", value);
+    snprintf(out, out_size, "%s", value);
+    return 0;
+}
+
+int cli_precision(const char *cmd, const char *value, graft_dtype *out) {
+    if (!strcmp(value, "fp32"))
+        *out = GRAFT_DTYPE_F32;
+    else if (!strcmp(value, "fp16"))
+        *out = GRAFT_DTYPE_F16;
+    else if (!strcmp(value, "bf16"))
+        *out = GRAFT_DTYPE_BF16;
+    else
+        return cli_error(cmd, "--precision '%s': expected fp32, fp16 or bf16", value);
+    return 0;
+}
+
+graft_ctx *cli_ctx(const char *cmd, int threads, const char *device) {
     graft_ctx_options opt = GRAFT_CTX_OPTIONS_INIT;
     opt.num_threads = threads;
+    opt.device = device;
     graft_ctx *ctx = NULL;
     graft_status st = graft_ctx_create(&opt, &ctx);
     if (st != GRAFT_OK) {

@@ -52,6 +52,12 @@ void cli_top_k(const float *v, int64_t n, int k, int *out);
 void cli_json_string(FILE *f, const char *s);
 
 /* A context honouring --threads (0: all cores); prints an error and returns NULL on failure. */
-graft_ctx *cli_ctx(const char *cmd, int threads);
+/* Validate a --device value (cpu, auto, cuda, cuda:N; cuda only in a CUDA build) into out;
+ * 0, or 2 after printing the error. */
+int cli_device(const char *cmd, const char *value, char *out, size_t out_size);
+/* Parse a --precision value (fp32, fp16, bf16); 0, or 2 after printing the error. */
+int cli_precision(const char *cmd, const char *value, graft_dtype *out);
+/* A context with `threads` compute threads on `device` (NULL: the CPU); NULL after an error. */
+graft_ctx *cli_ctx(const char *cmd, int threads, const char *device);
 
 #endif

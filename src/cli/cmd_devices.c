@@ -16,13 +16,17 @@ static const char *HELP =
     "Says what graft can compute on here: the CPU's model name, the instruction-set features\n"
     "its kernels use (avx2, fma, avx512f, avx512_bf16, avx512_fp16, amx_bf16, amx_tile), the\n"
     "number of cores online and available to this process, and the thread count graft will\n"
-    "use (OMP_NUM_THREADS when set, else every available core). Then the GPUs: this build of\n"
-    "graft has no CUDA backend, so it says so plainly, and names any NVIDIA GPU the driver\n"
-    "reports (/proc/driver/nvidia/gpus) that a CUDA build could use.\n"
+    "use (OMP_NUM_THREADS when set, else every available core). Then the GPUs graft can use\n"
+    "(cuda:N): name, memory (free of total), compute capability, multiprocessors, and the\n"
+    "driver, CUDA runtime, cuDNN and cuBLASLt versions. Without one it says why (a build\n"
+    "without CUDA, no driver, no device) and names any NVIDIA GPU the kernel driver reports\n"
+    "(/proc/driver/nvidia/gpus).\n"
     "\n"
     "options:\n"
     "  --json    one JSON object: cpu {model, features, cores_online, cores_available,\n"
-    "            threads}, gpus [{name, bus}], gpu_usable (false), gpu_note\n"
+    "            threads}, cuda_built, gpu_usable, gpu_note, gpus [{device, name,\n"
+    "            compute_capability, multiprocessors, memory_total_bytes, memory_free_bytes,\n"
+    "            driver, cuda_runtime, cudnn, cublaslt}], driver_gpus [{name, bus}]\n"
     "  --help    this text\n"
     "\n"
     "Output goes to stdout. exit status: 0, or 2 for a usage error.\n"
@@ -40,7 +44,10 @@ typedef struct {
     int has[N_FEATURES];
     long online, available, threads;
     char gpu_name[MAX_GPUS][128], gpu_bus[MAX_GPUS][64];
-    int n_gpus;
+    int n_gpus; /* seen by the kernel driver */
+    graft_gpu_info usable[MAX_GPUS];
+    int n_usable;
+    char why[256];
 } devices;
 
 static void trim_newline(char *s) {
@@ -116,7 +123,43 @@ static void read_gpus(devices *d) {
     closedir(dir);
 }
 
-static const char *NOTE = "no usable GPU: graft was built without CUDA support";
+static void read_usable(devices *d) {
+    d->n_usable = graft_gpu_count(d->why, sizeof d->why);
+    if (d->n_usable > MAX_GPUS) d->n_usable = MAX_GPUS;
+    for (int i = 0; i < d->n_usable; i++)
+        if (graft_gpu_info_get(i, &d->usable[i]) != GRAFT_OK) d->n_usable = i;
+}
+
+/* 13000 -> "13.0"; cuDNN 91400 -> "9.14.0". */
+static const char *cuda_version(int v, char *buf, size_t n) {
+    snprintf(buf, n, "%d.%d", v / 1000, (v % 1000) / 10);
+    return buf;
+}
+static const char *cudnn_version(size_t v, char *buf, size_t n) {
+    snprintf(buf, n, "%zu.%zu.%zu", v / 10000, (v % 10000) / 100, v % 100);
+    return buf;
+}
+
+static void print_gpus_text(const devices *d) {
+    printf("\ngpu\n");
+    if (d->n_usable == 0) printf("  no usable GPU: %s\n", d->why);
+    for (int i = 0; i < d->n_usable; i++) {
+        const graft_gpu_info *g = &d->usable[i];
+        char a[32], b[32], c[32];
+        printf("  cuda:%d     %s\n", g->index, g->name);
+        printf("    memory   %.1f GiB free of %.1f GiB\n", g->free_bytes / 1073741824.0,
+               g->total_bytes / 1073741824.0);
+        printf("    compute  %d.%d, %d multiprocessors\n", g->cc_major, g->cc_minor,
+               g->multiprocessors);
+        printf("    driver   CUDA %s; runtime %s; cuDNN %s; cuBLASLt %zu\n",
+               cuda_version(g->driver_version, a, sizeof a),
+               cuda_version(g->runtime_version, b, sizeof b),
+               cudnn_version(g->cudnn_version, c, sizeof c), g->cublaslt_version);
+    }
+    if (d->n_usable == 0)
+        for (int i = 0; i < d->n_gpus; i++)
+            printf("  the driver reports %s (%s)\n", d->gpu_name[i], d->gpu_bus[i]);
+}
 
 static void print_text(const devices *d) {
     printf("graft %s\n\ncpu\n  model      %s\n  features  ", graft_version(), d->model);
@@ -129,11 +172,38 @@ static void print_text(const devices *d) {
         if (!d->has[i]) printf(" %s", FEATURES[i]), any = 1;
     printf("%s\n", any ? "" : " (none)");
     printf("  cores      %ld online, %ld available to graft\n", d->online, d->available);
-    printf("  threads    %ld%s\n\ngpu\n  %s\n", d->threads,
-           getenv("OMP_NUM_THREADS") ? " (OMP_NUM_THREADS)" : "", NOTE);
-    for (int i = 0; i < d->n_gpus; i++)
-        printf("  found %s (%s), which a CUDA build of graft could use\n", d->gpu_name[i],
-               d->gpu_bus[i]);
+    printf("  threads    %ld%s\n", d->threads,
+           getenv("OMP_NUM_THREADS") ? " (OMP_NUM_THREADS)" : "");
+    print_gpus_text(d);
+}
+
+static void print_gpus_json(const devices *d) {
+    printf(", \"cuda_built\": %s, \"gpu_usable\": %s, \"gpu_note\": ",
+           graft_cuda_built() ? "true" : "false", d->n_usable ? "true" : "false");
+    cli_json_string(stdout, d->n_usable ? "" : d->why);
+    printf(", \"gpus\": [");
+    for (int i = 0; i < d->n_usable; i++) {
+        const graft_gpu_info *g = &d->usable[i];
+        char a[32], b[32], c[32];
+        printf("%s{\"device\": \"cuda:%d\", \"name\": ", i ? ", " : "", g->index);
+        cli_json_string(stdout, g->name);
+        printf(", \"compute_capability\": \"%d.%d\", \"multiprocessors\": %d, "
+               "\"memory_total_bytes\": %zu, \"memory_free_bytes\": %zu, \"driver\": \"%s\", "
+               "\"cuda_runtime\": \"%s\", \"cudnn\": \"%s\", \"cublaslt\": %zu}",
+               g->cc_major, g->cc_minor, g->multiprocessors, g->total_bytes, g->free_bytes,
+               cuda_version(g->driver_version, a, sizeof a),
+               cuda_version(g->runtime_version, b, sizeof b),
+               cudnn_version(g->cudnn_version, c, sizeof c), g->cublaslt_version);
+    }
+    printf("], \"driver_gpus\": [");
+    for (int i = 0; i < d->n_gpus; i++) {
+        printf("%s{\"name\": ", i ? ", " : "");
+        cli_json_string(stdout, d->gpu_name[i]);
+        printf(", \"bus\": ");
+        cli_json_string(stdout, d->gpu_bus[i]);
+        printf("}");
+    }
+    printf("]");
 }
 
 static void print_json(const devices *d) {
@@ -146,16 +216,7 @@ static void print_json(const devices *d) {
         printf("%s\"%s\": %s", i ? ", " : "", FEATURES[i], d->has[i] ? "true" : "false");
     printf("}, \"cores_online\": %ld, \"cores_available\": %ld, \"threads\": %ld}", d->online,
            d->available, d->threads);
-    printf(", \"gpus\": [");
-    for (int i = 0; i < d->n_gpus; i++) {
-        printf("%s{\"name\": ", i ? ", " : "");
-        cli_json_string(stdout, d->gpu_name[i]);
-        printf(", \"bus\": ");
-        cli_json_string(stdout, d->gpu_bus[i]);
-        printf("}");
-    }
-    printf("], \"gpu_usable\": false, \"gpu_note\": ");
-    cli_json_string(stdout, NOTE);
+    print_gpus_json(d);
     printf("}\n");
 }
 
@@ -178,6 +239,7 @@ int cmd_devices(int argc, char **argv) {
     read_cpuinfo(&d);
     read_threads(&d);
     read_gpus(&d);
+    read_usable(&d);
     if (json)
         print_json(&d);
     else

@@ -325,7 +325,7 @@ static void print_text(const evaluation *e, const eval_args *a) {
 static int setup(evaluation *e, const eval_args *a) {
     graft_image_options img;
     int64_t sample;
-    if (!(e->ctx = cli_ctx(CMD, (int)a->threads))) return -1;
+    if (!(e->ctx = cli_ctx(CMD, (int)a->threads, NULL))) return -1;
     if (graft_model_load(e->ctx, a->model, &e->model) != GRAFT_OK)
         return cli_error(CMD, "%s", graft_last_error(e->ctx)), -1;
     if (cli_image_options(CMD, e->ctx, e->model, &img, &sample) != 0 ||

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "cli_util.h"
 #include "finetune.h"
 #include "run_log.h"
 
@@ -30,6 +31,7 @@ typedef struct run {
     double epoch_t0, best_val_loss, best_val_acc, last_val_acc;
     char checkpoint[4096];
     graft_train_report last;
+    graft_prune_report prune; /* the backbone as pruned for this round: dense before, then after */
 } run;
 
 static double now(void) {
@@ -245,26 +247,36 @@ static void make_dirs(const char *path, bool whole) {
     mkdir(buf, 0777);
 }
 
-/* Load, cut, open the data, make the trainer (resuming when asked). */
-static int prepare(session *s, finetune_opts *o, run *r, int argc, char **argv) {
-    if (graft_ctx_create(NULL, &s->ctx) != GRAFT_OK) return 1;
-    make_dirs(o->out, false);
-    if (o->report_dir) make_dirs(o->report_dir, true);
-    if (o->checkpoint_dir) make_dirs(o->checkpoint_dir, true);
-    if (o->cache_dir && !o->no_cache) make_dirs(o->cache_dir, true);
-    if (graft_model_load(s->ctx, o->model, &s->model) != GRAFT_OK) return fail(s, "loading");
-    if (open_data(s, o)) return 1;
-    if (o->prune) {
-        graft_prune_options po = GRAFT_PRUNE_OPTIONS_INIT;
+/* The pruning options of round k (1..rounds) of the schedule. */
+static graft_prune_options round_options(const finetune_opts *o, int k) {
+    graft_prune_options po = GRAFT_PRUNE_OPTIONS_INIT;
+    po.method = (graft_prune_method)o->prune_method;
+    po.importance = (graft_importance)o->prune_importance;
+    po.scope = (graft_prune_scope)o->prune_scope;
+    po.sparsity = graft_prune_schedule(o->prune_sparsity, k, o->prune_rounds);
+    return po;
+}
+
+/* Prune the freshly loaded (uncut) model through rounds 1..k of the schedule: each round prunes
+ * to its sparsity, counting what the rounds before removed, so it only removes more. The head
+ * never changes the frozen backbone, so replaying the rounds on a fresh load gives the backbone
+ * the previous round left. r->prune: dense before, round k after. */
+static int prune_through(session *s, const finetune_opts *o, int k, run *r) {
+    for (int j = 1; j <= k; j++) {
+        graft_prune_options po = round_options(o, j);
         graft_prune_report pr;
-        po.method = (graft_prune_method)o->prune_method, po.sparsity = o->prune_sparsity;
         if (graft_model_prune(s->model, &po, &pr) != GRAFT_OK) return fail(s, "pruning");
-        printf(
-            "pruned the backbone: %lld -> %lld non-zero weights, %.3g -> %.3g FLOPs per sample\n",
-            (long long)pr.nonzero_before, (long long)pr.nonzero_after, pr.flops_before,
-            pr.flops_after);
+        if (j > 1) {
+            pr.params_before = r->prune.params_before, pr.flops_before = r->prune.flops_before;
+            pr.nonzero_before = r->prune.nonzero_before;
+        }
+        r->prune = pr;
     }
-    if (graft_model_cut(s->model, o->cut, o->pooling) != GRAFT_OK) return fail(s, "cutting");
+    return 0;
+}
+
+/* The trainer for the cut model (resuming when asked). */
+static int make_trainer(session *s, finetune_opts *o, run *r) {
     if (o->cache_dir && !o->no_cache) {
         mkdir(o->cache_dir, 0777);
         snprintf(s->cache, sizeof s->cache, "%s/features.cache", o->cache_dir);
@@ -272,6 +284,13 @@ static int prepare(session *s, finetune_opts *o, run *r, int argc, char **argv) 
     }
     if (!strcmp(o->precision, "bf16")) o->train.precision = GRAFT_PRECISION_BF16;
     if (!strcmp(o->precision, "fp16")) o->train.precision = GRAFT_PRECISION_FP16;
+    /* On a GPU the frozen backbone computes in that precision too (its own feature cache). */
+    graft_dtype backbone = o->train.precision == GRAFT_PRECISION_BF16   ? GRAFT_DTYPE_BF16
+                           : o->train.precision == GRAFT_PRECISION_FP16 ? GRAFT_DTYPE_F16
+                                                                        : GRAFT_DTYPE_F32;
+    if (backbone != GRAFT_DTYPE_F32 && !strncmp(graft_model_device(s->model), "cuda", 4) &&
+        graft_model_set_precision(s->model, backbone) != GRAFT_OK)
+        return fail(s, "setting the backbone's precision");
     o->head.n_outputs = graft_dataset_class_count(s->train);
     if (o->head.n_outputs < 2) {
         fprintf(stderr, "graft finetune: %s: need at least 2 classes\n", o->data);
@@ -290,6 +309,30 @@ static int prepare(session *s, finetune_opts *o, run *r, int argc, char **argv) 
             printf("resuming from %s\n", r->checkpoint);
         }
     }
+    return 0;
+}
+
+/* Load, open the data, prune (the first round of several; every round when resuming or
+ * exporting), cut, make the trainer. */
+static int prepare(session *s, finetune_opts *o, run *r, int argc, char **argv) {
+    if (!(s->ctx = cli_ctx("finetune", 0, o->device))) return 1;
+    make_dirs(o->out, false);
+    if (o->report_dir) make_dirs(o->report_dir, true);
+    if (o->checkpoint_dir) make_dirs(o->checkpoint_dir, true);
+    if (o->cache_dir && !o->no_cache) make_dirs(o->cache_dir, true);
+    if (graft_model_load(s->ctx, o->model, &s->model) != GRAFT_OK) return fail(s, "loading");
+    if (open_data(s, o)) return 1;
+    if (o->prune) {
+        if (prune_through(s, o, o->resume ? o->prune_rounds : 1, r)) return 1;
+        const graft_prune_report *pr = &r->prune;
+        if (o->prune_rounds == 1)
+            printf("pruned the backbone: %lld -> %lld non-zero weights, %.3g -> %.3g FLOPs per "
+                   "sample\n",
+                   (long long)pr->nonzero_before, (long long)pr->nonzero_after, pr->flops_before,
+                   pr->flops_after);
+    }
+    if (graft_model_cut(s->model, o->cut, o->pooling) != GRAFT_OK) return fail(s, "cutting");
+    if (make_trainer(s, o, r)) return 1;
     if (o->report_dir) {
         char err[512];
         if (!(s->log = run_log_open(o->report_dir, err, sizeof err))) {
@@ -323,6 +366,49 @@ static int finish(session *s, const finetune_opts *o, run *r) {
     return rc;
 }
 
+/* Fit the head on the current backbone. */
+static int fit(session *s, const finetune_opts *o, run *r) {
+    graft_batch_source train, val;
+    r->n_train = graft_dataset_size(s->train);
+    r->epoch_t0 = now();
+    graft_status st = graft_dataset_source(s->train, o->threads, 2, o->train.seed, &train);
+    if (st == GRAFT_OK && s->val) st = graft_dataset_source(s->val, o->threads, 2, 0, &val);
+    if (st == GRAFT_OK) st = graft_trainer_fit_source(s->trainer, &train, s->val ? &val : NULL);
+    return st == GRAFT_OK ? 0 : fail(s, "training");
+}
+
+/* Round k > 1: a fresh backbone pruned through round k, cut, and a new head (the features may
+ * have narrowed). */
+static int next_round(session *s, finetune_opts *o, run *r, int k) {
+    graft_trainer_free(s->trainer);
+    graft_model_free(s->model);
+    s->trainer = NULL, r->trainer = NULL, s->model = NULL;
+    if (graft_model_load(s->ctx, o->model, &s->model) != GRAFT_OK) return fail(s, "loading");
+    if (prune_through(s, o, k, r)) return 1;
+    if (graft_model_cut(s->model, o->cut, o->pooling) != GRAFT_OK) return fail(s, "cutting");
+    r->best_val_loss = 1e300, r->best_val_acc = r->last_val_acc = -1, r->best_epoch = 0;
+    return make_trainer(s, o, r);
+}
+
+/* One line per round: the sparsity reached against the schedule's, what is left, accuracy. */
+static void round_line(const run *r, const finetune_opts *o, int k) {
+    const graft_prune_report *p = &r->prune;
+    printf("prune round %d/%d: sparsity %.4f (schedule %.4f), non-zero weights %lld of %lld, "
+           "FLOPs %.4g of %.4g, val acc ",
+           k, o->prune_rounds, p->sparsity,
+           graft_prune_schedule(o->prune_sparsity, k, o->prune_rounds), (long long)p->nonzero_after,
+           (long long)p->nonzero_before, p->flops_after, p->flops_before);
+    if (r->last_val_acc >= 0)
+        printf("%.4f\n", r->last_val_acc);
+    else
+        printf("- (no validation data)\n");
+    fflush(stdout);
+    if (r->log) {
+        run_log_scalar(r->log, "prune/sparsity", k, p->sparsity);
+        if (r->last_val_acc >= 0) run_log_scalar(r->log, "prune/val_accuracy", k, r->last_val_acc);
+    }
+}
+
 int cmd_finetune(int argc, char **argv) {
     finetune_opts *o = calloc(1, sizeof *o);
     if (!o) return 1;
@@ -332,17 +418,14 @@ int cmd_finetune(int argc, char **argv) {
         return rc == 1 ? 0 : 2;
     }
     session s = {0};
-    run r = {o, NULL, NULL, isatty(1) != 0, 0, 0, 0, 0, 1e300, -1, -1, "", {0}};
+    run r = {o, NULL, NULL, isatty(1) != 0, 0, 0, 0, 0, 1e300, -1, -1, "", {0}, {0}};
     signal(SIGINT, on_sigint);
     rc = prepare(&s, o, &r, argc, argv);
-    if (!rc) {
-        graft_batch_source train, val;
-        r.n_train = graft_dataset_size(s.train);
-        r.epoch_t0 = now();
-        graft_status st = graft_dataset_source(s.train, o->threads, 2, o->train.seed, &train);
-        if (st == GRAFT_OK && s.val) st = graft_dataset_source(s.val, o->threads, 2, 0, &val);
-        if (st == GRAFT_OK) st = graft_trainer_fit_source(s.trainer, &train, s.val ? &val : NULL);
-        if (st != GRAFT_OK) rc = fail(&s, "training");
+    int rounds = o->prune ? o->prune_rounds : 1;
+    for (int k = 1; !rc && !interrupted && k <= rounds; k++) {
+        if (k > 1) rc = next_round(&s, o, &r, k);
+        if (!rc) rc = fit(&s, o, &r);
+        if (!rc && !interrupted && rounds > 1) round_line(&r, o, k);
     }
     if (!rc && interrupted) {
         printf("\ninterrupted: %s\n", r.checkpoint[0] ? "checkpoint written; continue with --resume"
@@ -372,7 +455,7 @@ int cmd_export(int argc, char **argv) {
         return rc == 1 ? 0 : 2;
     }
     session s = {0};
-    run r = {o, NULL, NULL, false, 0, 0, 0, 0, 1e300, -1, -1, "", {0}};
+    run r = {o, NULL, NULL, false, 0, 0, 0, 0, 1e300, -1, -1, "", {0}, {0}};
     if (!o->checkpoint_dir) {
         fprintf(stderr, "graft export: --checkpoint DIR is required (the finetune run's)\n");
         free(o);

@@ -334,7 +334,7 @@ int cmd_predict(int argc, char **argv) {
     file_list files = {0};
     predictor p = {.a = &a};
     if (rc == -1 && collect_files(&a, &files) != 0) rc = 2;
-    if (rc == -1 && !(p.ctx = cli_ctx(CMD, (int)a.threads))) rc = 1;
+    if (rc == -1 && !(p.ctx = cli_ctx(CMD, (int)a.threads, NULL))) rc = 1;
     if (rc == -1 && graft_model_load(p.ctx, a.model, &p.model) != GRAFT_OK) {
         cli_error(CMD, "%s", graft_last_error(p.ctx));
         rc = 1;

@@ -36,7 +36,10 @@ static void usage(void) {
         "options:\n"
         "  --sparsity S          fraction removed (default 0.5; ignored by 2:4)\n"
         "  --global              magnitude: one threshold over all layers\n"
-        "  --importance l1|l2    how channels and heads are ranked (default l1)\n"
+        "  --importance l1|l2|bn how channels and heads are ranked (default l1); bn: channels\n"
+        "                        by |gamma| of the BatchNormalization after each convolution\n"
+        "  --scope all|inner     channels: every prunable group (default), or only groups no\n"
+        "                        residual Add ties to another (ResNet: bottleneck insides)\n"
         "  --exclude A[,B..]     node names or op types left dense\n"
         "  --prune-ends          also prune the first convolution and the classifier\n"
         "  --data DIR            labelled image folder for accuracy before and after (the\n"
@@ -45,6 +48,13 @@ static void usage(void) {
         "  --threads N           threads (default: all cores)\n\n"
         "example:\n  graft prune --model grafted.onnx --method channels --sparsity 0.5 "
         "--out small.onnx\n\nwrites P.onnx; prints the report on stdout.\n");
+}
+
+/* Index of v in the NULL-terminated names, -1 when absent. */
+static int choice(const char *const *names, const char *v) {
+    for (int k = 0; names[k]; k++)
+        if (!strcmp(names[k], v)) return k;
+    return -1;
 }
 
 static int parse(prune_args *a, int argc, char **argv) {
@@ -62,7 +72,7 @@ static int parse(prune_args *a, int argc, char **argv) {
         else if (!strcmp(arg, "--model") || !strcmp(arg, "--out") || !strcmp(arg, "--data") ||
                  !strcmp(arg, "--method") || !strcmp(arg, "--sparsity") ||
                  !strcmp(arg, "--importance") || !strcmp(arg, "--exclude") ||
-                 !strcmp(arg, "--iters") || !strcmp(arg, "--threads")) {
+                 !strcmp(arg, "--scope") || !strcmp(arg, "--iters") || !strcmp(arg, "--threads")) {
             if (!(v = cli_value(CMD, argc, argv, &i, "a value"))) return 2;
             if (!strcmp(arg, "--model"))
                 a->model = v;
@@ -83,9 +93,15 @@ static int parse(prune_args *a, int argc, char **argv) {
                 if (end == v || *end || !(a->o.sparsity >= 0 && a->o.sparsity < 1))
                     return cli_error(CMD, "--sparsity %s: expected a number in [0, 1)", v);
             } else if (!strcmp(arg, "--importance")) {
-                if (strcmp(v, "l1") && strcmp(v, "l2"))
-                    return cli_error(CMD, "--importance %s: expected l1 or l2", v);
-                a->o.importance = v[1] == '1' ? GRAFT_IMPORTANCE_L1 : GRAFT_IMPORTANCE_L2;
+                static const char *const imp[] = {"l1", "l2", "bn", NULL};
+                int k = choice(imp, v);
+                if (k < 0) return cli_error(CMD, "--importance %s: expected l1, l2 or bn", v);
+                a->o.importance = (graft_importance)k;
+            } else if (!strcmp(arg, "--scope")) {
+                static const char *const scopes[] = {"all", "inner", NULL};
+                int k = choice(scopes, v);
+                if (k < 0) return cli_error(CMD, "--scope %s: expected all or inner", v);
+                a->o.scope = (graft_prune_scope)k;
             } else if (!strcmp(arg, "--exclude")) {
                 char *copy = strdup(v); /* lives until exit */
                 for (char *t = strtok(copy, ","); t && a->o.n_exclude < 64; t = strtok(NULL, ","))
@@ -198,7 +214,7 @@ int cmd_prune(int argc, char **argv) {
     prune_args a;
     int rc = parse(&a, argc, argv);
     if (rc) return rc == 1 ? 0 : rc;
-    graft_ctx *ctx = cli_ctx(CMD, a.threads);
+    graft_ctx *ctx = cli_ctx(CMD, a.threads, NULL);
     graft_model *m = NULL;
     if (!ctx) return 1;
     if (graft_model_load(ctx, a.model, &m) != GRAFT_OK) {
@@ -225,6 +241,7 @@ int cmd_prune(int argc, char **argv) {
     row("latency ms (batch 1)", lat0, lat1, "%.3f");
     if (a.data) row("accuracy", acc0, acc1, "%.4f");
     if (r.units_removed) printf("  units removed          %lld\n", (long long)r.units_removed);
+    printf("  sparsity reached       %.4f (of what --method prunes)\n", r.sparsity);
     graft_model_free(m);
     graft_ctx_free(ctx);
     return 0;

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "graft.h"
 #include "npy.h"
@@ -48,11 +49,22 @@ int cmd_run(int argc, char **argv) {
     graft_named_tensor inputs[MAX_INPUTS];
     char *names[MAX_INPUTS];
     int n_inputs = 0, rc = 1;
+    char device[32] = "cpu";
+    graft_dtype precision = GRAFT_DTYPE_F32;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0) {
-            printf("usage: graft run MODEL --input NAME=FILE.npy ... --output-dir DIR\n"
-                   "Runs MODEL on the CPU and writes each output as DIR/<output name>.npy.\n");
+            printf("usage: graft run MODEL --input NAME=FILE.npy ... --output-dir DIR "
+                   "[--device D]\n"
+                   "Runs MODEL and writes each output as DIR/<output name>.npy.\n"
+                   "  --device D      cpu (default), auto (a GPU when usable), cuda or cuda:N\n"
+                   "  --precision P   fp32 (default); fp16 or bf16 on a GPU\n");
             return 0;
+        } else if (strcmp(argv[i], "--device") == 0) {
+            if (++i >= argc) return usage_error("--device needs cpu, auto, cuda or cuda:N", NULL);
+            if (cli_device("run", argv[i], device, sizeof device)) return 2;
+        } else if (strcmp(argv[i], "--precision") == 0) {
+            if (++i >= argc) return usage_error("--precision needs fp32, fp16 or bf16", NULL);
+            if (cli_precision("run", argv[i], &precision)) return 2;
         } else if (strcmp(argv[i], "--output-dir") == 0) {
             if (++i >= argc) return usage_error("--output-dir needs a folder", NULL);
             out_dir = argv[i];
@@ -85,10 +97,11 @@ int cmd_run(int argc, char **argv) {
             goto done;
         }
     }
-    graft_ctx *ctx;
-    if (graft_ctx_create(NULL, &ctx) != GRAFT_OK) goto done;
+    graft_ctx *ctx = cli_ctx("run", 0, device);
+    if (!ctx) goto done;
     graft_model *m = NULL;
     if (graft_model_load(ctx, path, &m) != GRAFT_OK ||
+        graft_model_set_precision(m, precision) != GRAFT_OK ||
         graft_model_run(m, inputs, n_inputs) != GRAFT_OK)
         fprintf(stderr, "graft run: %s\n", graft_last_error(ctx));
     else

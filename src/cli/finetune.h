@@ -11,7 +11,7 @@ typedef struct finetune_opts {
     const char *model, *data, *val, *out, *cut, *cache_dir, *checkpoint_dir, *report_dir;
     const char *vocab, *config;
     double val_split, prune_sparsity;
-    int prune, prune_method;
+    int prune, prune_method, prune_rounds, prune_importance, prune_scope;
     graft_pooling pooling;
     graft_head_options head;
     graft_train_options train;

@@ -40,13 +40,21 @@ static const option_def options[] = {
     {"label-smoothing", "E", "0", "cross-entropy label smoothing"},
     {"clip", "NORM", "0", "clip gradients to this global norm (0: off)"},
     {"accumulate", "K", "1", "accumulate gradients over K batches"},
-    {"precision", "fp32|bf16|fp16|auto", "auto", "head compute precision (auto: fp32 on the CPU)"},
-    {"device", "auto|cpu|cuda[:N]", "auto", "where to run (this build: the CPU)"},
+    {"precision", "fp32|bf16|fp16|auto", "auto",
+     "compute precision of the head (and on a GPU of the backbone); auto: fp32"},
+    {"device", "auto|cpu|cuda[:N]", "auto", "where the backbone runs (auto: a GPU when usable)"},
     {"augment", NULL, NULL, "random-resized-crop and flip (one fixed augmented view is cached)"},
     {"ridge", NULL, NULL, "start a linear head from the ridge-regression solution"},
     {"prune", "magnitude|channels|heads|2:4", NULL,
      "prune the backbone first (the head is then fitted to the pruned features)"},
     {"prune-sparsity", "S", "0.5", "fraction --prune removes"},
+    {"prune-rounds", "N", "1",
+     "prune gradually: N rounds on the cubic schedule S*(1-(1-k/N)^3), the head refit after "
+     "each (magnitude, channels; one line per round)"},
+    {"prune-importance", "l1|l2|bn", "l1",
+     "how channels and heads are ranked (bn: |gamma| of each convolution's BatchNormalization)"},
+    {"prune-scope", "all|inner", "all",
+     "channels: every group, or only those no residual Add ties to another"},
     {"cache", "DIR", NULL, "keep backbone features in DIR (reused by later runs)"},
     {"no-cache", NULL, NULL, "do not keep features on disk"},
     {"seed", "N", "0", "seed for the split, data order, initialisation and dropout"},
@@ -238,6 +246,15 @@ static int apply_value(finetune_opts *o, const char *n, const char *v) {
         static const char *const methods[] = {"magnitude", "channels", "heads", "2:4", NULL};
         return pick(n, v, methods, &o->prune_method) ? 2 : (o->prune = 1, 0);
     }
+    if (!strcmp(n, "prune-rounds")) return parse_int(n, v, 1, 100, &o->prune_rounds);
+    if (!strcmp(n, "prune-importance")) {
+        static const char *const kinds[] = {"l1", "l2", "bn", NULL};
+        return pick(n, v, kinds, &o->prune_importance);
+    }
+    if (!strcmp(n, "prune-scope")) {
+        static const char *const scopes[] = {"all", "inner", NULL};
+        return pick(n, v, scopes, &o->prune_scope);
+    }
     if (!strcmp(n, "threads")) return parse_int(n, v, 0, 4096, &o->threads);
     if (!strcmp(n, "max-len")) return parse_int(n, v, 3, 8192, &o->max_len);
     if (!strcmp(n, "head")) return parse_head(o, v);
@@ -336,6 +353,7 @@ static void defaults(finetune_opts *o) {
     o->train.epochs = 10;
     o->val_split = 0.2;
     o->prune_sparsity = 0.5;
+    o->prune_rounds = 1;
     o->cut = "auto";
     o->pooling = GRAFT_POOLING_AUTO;
     o->max_len = 128;
@@ -347,6 +365,23 @@ static void defaults(finetune_opts *o) {
 static bool exists(const char *path, bool dir) {
     struct stat sb;
     return path && stat(path, &sb) == 0 && (dir ? S_ISDIR(sb.st_mode) : 1);
+}
+
+/* The pruning options that need --prune, or a method they work with. */
+static int check_prune(const finetune_opts *o) {
+    char n[16];
+    snprintf(n, sizeof n, "%d", o->prune_rounds);
+    if (o->prune_rounds > 1 && !o->prune) return bad("prune-rounds", n, "needs --prune METHOD");
+    if (o->prune_rounds > 1 && o->prune_method != GRAFT_PRUNE_MAGNITUDE &&
+        o->prune_method != GRAFT_PRUNE_CHANNELS)
+        return bad("prune-rounds", n,
+                   "rounds are for magnitude and channels (2:4 is one fixed pattern; heads count "
+                   "from the current model, not the loaded one)");
+    if (o->prune_rounds > 1 && o->resume)
+        return bad("prune-rounds", n, "cannot resume a run of several prune rounds");
+    if (o->prune_importance == GRAFT_IMPORTANCE_BN && o->prune_method != GRAFT_PRUNE_CHANNELS)
+        return bad("prune-importance", "bn", "ranks convolution channels: needs --prune channels");
+    return 0;
 }
 
 /* Missing files and choices that do not go together, before any work. */
@@ -365,12 +400,12 @@ static int check(const finetune_opts *o) {
         return bad("data", o->data, "a file needs --vocab (text); images come in a folder");
     if (o->resume && !o->checkpoint_dir) return bad("resume", "", "needs --checkpoint DIR");
     if (o->cache_dir && o->no_cache) return bad("no-cache", "", "conflicts with --cache");
-    if (!strncmp(o->device, "cuda", 4))
+    if (!strncmp(o->device, "cuda", 4) && !graft_cuda_built())
         return bad("device", o->device, "this graft was built without CUDA (try --device cpu)");
     if (o->train.ridge_warm_start && o->head.n_hidden)
         return bad("ridge", "", "the ridge warm start needs --head linear");
     if (o->image.augment && o->vocab) return bad("augment", "", "is for images, not text");
-    return 0;
+    return check_prune(o);
 }
 
 int finetune_parse(finetune_opts *o, int argc, char **argv) {

@@ -9,16 +9,40 @@
 typedef struct graft_backend {
     const char *name;
     void *impl;
-    /* Buffers for tensors this backend computes on. */
-    void *(*alloc)(void *impl, size_t bytes);
+    /* Buffers live in device memory (true) or host memory (false). For a device backend the
+     * executor moves tensors with copy_to_device/copy_to_host; a node's inputs at the positions
+     * op_input_on_host() names stay on the host (shape-like inputs its inference reads). */
+    bool is_device;
+    /* Buffers for tensors this backend computes on. alloc fails with a message naming how much
+     * was asked for and what is free. Host buffers come zero-filled; device buffers do not, so
+     * device kernels write every element of their outputs. */
+    graft_status (*alloc)(void *impl, size_t bytes, void **out, graft_err *e);
     void (*free)(void *impl, void *ptr);
-    /* Can this backend run this node (op type, dtypes)? */
+    /* Can this backend run this node's op type? run may still hand a case it lacks a kernel for
+     * (a dtype, an attribute) to the CPU reference itself. */
     bool (*supports)(void *impl, const ir_node *node);
     /* Run one node. `node_index` keys per-node state (prepacked weights, primitives), which the
      * backend keeps until release_state or destroy. */
     graft_status (*run)(void *impl, int node_index, const op_call *call);
     void (*release_state)(void *impl);
-    graft_status (*synchronize)(void *impl);
+    graft_status (*synchronize)(void *impl, graft_err *e);
+    /* Device backends only (NULL otherwise): copies that are complete when they return. */
+    graft_status (*copy_to_device)(void *impl, void *dst, const void *src, size_t bytes,
+                                   graft_err *e);
+    graft_status (*copy_to_host)(void *impl, void *dst, const void *src, size_t bytes,
+                                 graft_err *e);
+    graft_status (*copy_on_device)(void *impl, void *dst, const void *src, size_t bytes,
+                                   graft_err *e);
+    /* Device backends that can record their queued work and replay it (CUDA graphs); NULL
+     * otherwise. Between capture_begin and capture_end nothing may synchronize or copy from
+     * pageable host memory; capture_end returns an instantiated graph (or an error, after which
+     * the backend is usable again). */
+    graft_status (*capture_begin)(void *impl, graft_err *e);
+    graft_status (*capture_end)(void *impl, void **graph, graft_err *e);
+    graft_status (*replay)(void *impl, void *graph, graft_err *e);
+    void (*graph_free)(void *impl, void *graph);
+    /* How many node runs fell back to the CPU so far (they cannot be captured). */
+    int64_t (*fallback_count)(void *impl);
     void (*destroy)(void *impl);
 } graft_backend;
 

@@ -24,6 +24,13 @@ graft_status graft_ctx_create(const graft_ctx_options *options, graft_ctx **out)
         free(ctx);
         return GRAFT_E_INVALID_ARGUMENT;
     }
+    const char *d = ctx->options.device ? ctx->options.device : "cpu";
+    if (strlen(d) >= sizeof ctx->device) {
+        free(ctx);
+        return GRAFT_E_INVALID_ARGUMENT;
+    }
+    snprintf(ctx->device, sizeof ctx->device, "%s", d);
+    ctx->options.device = ctx->device;
     *out = ctx;
     return GRAFT_OK;
 }

@@ -2,11 +2,15 @@
 #ifndef GRAFT_CORE_CONTEXT_H
 #define GRAFT_CORE_CONTEXT_H
 
+#include <stdbool.h>
+
 #include "error.h"
 
 struct graft_ctx {
     graft_ctx_options options;
     graft_err err;
+    char device[32];   /* options.device, copied */
+    bool device_noted; /* the CPU fallback of "auto" was reported */
 };
 
 /* Record e as the context's last error and return its status. */

@@ -24,9 +24,12 @@ const cpu_fast_kernel *cpu_fast_kernel_find(const char *op_type) {
     return NULL;
 }
 
-static void *cpu_alloc(void *impl, size_t bytes) {
+static graft_status cpu_alloc(void *impl, size_t bytes, void **out, graft_err *e) {
     (void)impl;
-    return calloc(1, bytes ? bytes : 1);
+    *out = calloc(1, bytes ? bytes : 1);
+    if (!*out)
+        return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of host memory allocating %zu bytes", bytes);
+    return GRAFT_OK;
 }
 
 static void cpu_free(void *impl, void *ptr) {
@@ -82,8 +85,9 @@ static void cpu_release_state(void *impl) {
     }
 }
 
-static graft_status cpu_synchronize(void *impl) {
+static graft_status cpu_synchronize(void *impl, graft_err *e) {
     (void)impl;
+    (void)e;
     return GRAFT_OK;
 }
 
@@ -114,8 +118,15 @@ graft_status cpu_backend_create(int num_threads, bool reference_only, graft_back
         }
     }
 #endif
-    *out = (graft_backend){"cpu",        be,      cpu_alloc,         cpu_free,
-                           cpu_supports, cpu_run, cpu_release_state, cpu_synchronize,
-                           cpu_destroy};
+    *out = (graft_backend){.name = "cpu",
+                           .impl = be,
+                           .is_device = false,
+                           .alloc = cpu_alloc,
+                           .free = cpu_free,
+                           .supports = cpu_supports,
+                           .run = cpu_run,
+                           .release_state = cpu_release_state,
+                           .synchronize = cpu_synchronize,
+                           .destroy = cpu_destroy};
     return GRAFT_OK;
 }

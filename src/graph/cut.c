@@ -141,8 +141,8 @@ graft_status graft_model_cut(graft_model *m, const char *cut, graft_pooling pool
     if (st != GRAFT_OK && (m->g.n_values != n_values || m->g.n_nodes != n_nodes)) {
         /* A failure after nodes were added: the executor must see the graph as it now is. */
         exec_free(&m->exec);
-        m->backend.release_state(m->backend.impl);
-        exec_init(&m->exec, &m->g, &m->backend, NULL);
+        model_release_state(m);
+        exec_init(&m->exec, &m->g, &m->backend, model_device(m), NULL);
     }
     return st;
 }

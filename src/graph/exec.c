@@ -5,33 +5,55 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void free_owned(executor *x, int v) {
-    if (x->owned[v] == 1) free(x->vals[v].data);
+#include "exec_internal.h"
+
+void exec_free_primary(executor *x, int v) {
+    if (x->owned[v] == 1) exec_buffer_free(x, x->on_dev[v], x->vals[v].data);
     x->owned[v] = 0;
     x->vals[v].data = NULL;
 }
 
-static void plan_free(exec_plan *p) {
+static void free_owned(executor *x, int v) {
+    exec_free_copy(x, v, false);
+    exec_free_primary(x, v);
+    x->on_dev[v] = 0;
+}
+
+static void plan_free(executor *x, exec_plan *p) {
+    exec_graph_free(x);
     free(p->signature);
     free(p->offsets);
     free(p->bytes);
     free(p->arena);
+    if (p->device_arena) exec_buffer_free(x, true, p->device_arena);
     memset(p, 0, sizeof *p);
 }
 
-graft_status exec_init(executor *x, ir_graph *g, graft_backend *be, graft_err *e) {
+graft_status exec_init(executor *x, ir_graph *g, graft_backend *host, graft_backend *device,
+                       graft_err *e) {
     memset(x, 0, sizeof *x);
     x->g = g;
-    x->be = be;
+    x->be = host;
+    x->device = device;
     x->n_values = g->n_values;
+    x->n_nodes = g->n_nodes;
     size_t nv = (size_t)g->n_values + 1;
     x->vals = calloc(nv, sizeof *x->vals);
     x->owned = calloc(nv, 1);
+    x->on_dev = calloc(nv, 1);
+    x->copy = calloc(nv, sizeof *x->copy);
+    x->copy_kept = calloc(nv, 1);
     x->last_use = malloc(nv * sizeof(int));
     x->seen_bytes = malloc(nv * sizeof(int64_t));
-    if (!x->vals || !x->owned || !x->last_use || !x->seen_bytes) {
+    if (!x->vals || !x->owned || !x->on_dev || !x->copy || !x->copy_kept || !x->last_use ||
+        !x->seen_bytes) {
         exec_free(x);
         return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory creating the executor");
+    }
+    graft_status st = exec_place_nodes(x, e);
+    if (st != GRAFT_OK) {
+        exec_free(x);
+        return st;
     }
     for (int v = 0; v < g->n_values; v++) x->last_use[v] = g->values[v].producer;
     for (int i = 0; i < g->n_nodes; i++)
@@ -47,12 +69,21 @@ static void release_all(executor *x) {
 
 void exec_free(executor *x) {
     if (!x) return;
-    if (x->vals && x->owned) release_all(x);
+    if (x->vals && x->owned && x->on_dev && x->copy && x->copy_kept) {
+        release_all(x);
+        exec_drop_device_copies(x);
+    }
+    plan_free(x, &x->plan);
+    if (x->device) x->device->synchronize(x->device->impl, NULL);
     free(x->vals);
     free(x->owned);
+    free(x->on_dev);
+    free(x->copy);
+    free(x->copy_kept);
+    free(x->node_on_dev);
+    free(x->node_fallback);
     free(x->last_use);
     free(x->seen_bytes);
-    plan_free(&x->plan);
     memset(x, 0, sizeof *x);
 }
 
@@ -76,11 +107,38 @@ static bool plan_matches(const executor *x, const tensor *inputs) {
            memcmp(sig, x->plan.signature, sizeof(int64_t) * (size_t)n) == 0;
 }
 
-/* After a heap-allocated run, lay out every intermediate value in one arena. */
+/* Lay out the intermediates of one place (host or device) in one arena. */
+static graft_status plan_place(executor *x, bool dev, int *which, int64_t *sizes, int *first,
+                               int *last, int64_t *offs, graft_err *e) {
+    const ir_graph *g = x->g;
+    exec_plan *p = &x->plan;
+    int n = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        const ir_value *val = &g->values[v];
+        /* Device outputs stay in the arena too: a recorded graph writes them at fixed places. */
+        if (val->is_const || val->is_graph_input || (val->is_graph_output && !dev) ||
+            val->producer < 0 || x->seen_bytes[v] < 0 || (bool)x->node_on_dev[val->producer] != dev)
+            continue;
+        which[n] = v;
+        sizes[n] = x->seen_bytes[v];
+        first[n] = val->producer;
+        last[n] = x->last_use[v] > val->producer ? x->last_use[v] : val->producer;
+        n++;
+    }
+    TRY(plan_memory(n, sizes, first, last, offs, dev ? &p->device_arena_bytes : &p->arena_bytes,
+                    e));
+    for (int i = 0; i < n; i++) {
+        p->offsets[which[i]] = offs[i];
+        p->bytes[which[i]] = sizes[i];
+    }
+    return GRAFT_OK;
+}
+
+/* After a heap-allocated run, lay out every intermediate value in one arena per place. */
 static graft_status learn_plan(executor *x, const tensor *inputs, graft_err *e) {
     const ir_graph *g = x->g;
     exec_plan *p = &x->plan;
-    plan_free(p);
+    plan_free(x, p);
     int nv = g->n_values;
     int sl = signature_of(g, inputs, NULL);
     p->signature = malloc(sizeof(int64_t) * ((size_t)sl + 1));
@@ -94,30 +152,15 @@ static graft_status learn_plan(executor *x, const tensor *inputs, graft_err *e) 
     graft_status st = GRAFT_OK;
     if (!p->signature || !p->offsets || !p->bytes || !first || !last || !sizes || !which || !offs)
         st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory planning memory");
-    int n = 0;
-    for (int v = 0; st == GRAFT_OK && v < nv; v++) {
-        p->bytes[v] = -1;
-        const ir_value *val = &g->values[v];
-        if (val->is_const || val->is_graph_input || val->is_graph_output || val->producer < 0 ||
-            x->seen_bytes[v] < 0)
-            continue;
-        which[n] = v;
-        sizes[n] = x->seen_bytes[v];
-        first[n] = val->producer;
-        last[n] = x->last_use[v] > val->producer ? x->last_use[v] : val->producer;
-        n++;
-    }
-    if (st == GRAFT_OK) st = plan_memory(n, sizes, first, last, offs, &p->arena_bytes, e);
+    for (int v = 0; st == GRAFT_OK && v < nv; v++) p->bytes[v] = -1;
+    if (st == GRAFT_OK) st = plan_place(x, false, which, sizes, first, last, offs, e);
+    if (st == GRAFT_OK && x->device) st = plan_place(x, true, which, sizes, first, last, offs, e);
     if (st == GRAFT_OK) {
-        for (int i = 0; i < n; i++) {
-            p->offsets[which[i]] = offs[i];
-            p->bytes[which[i]] = sizes[i];
-        }
         p->signature_len = signature_of(g, inputs, p->signature);
         p->valid = true;
     }
     free(first), free(last), free(sizes), free(which), free(offs);
-    if (st != GRAFT_OK) plan_free(p);
+    if (st != GRAFT_OK) plan_free(x, p);
     return st;
 }
 
@@ -126,8 +169,8 @@ typedef struct run_state {
     int64_t live, peak, total;
 } run_state;
 
-static graft_status alloc_output(executor *x, run_state *rs, int v, const value_info *info,
-                                 const ir_node *n, graft_err *e) {
+static graft_status alloc_output(executor *x, run_state *rs, int v, bool dev,
+                                 const value_info *info, const ir_node *n, graft_err *e) {
     tensor *t = &x->vals[v];
     if (!info->present || info->ndim < 0 || !op_shape_known(info))
         return op_error(n, e, GRAFT_E_INTERNAL, "output '%s' has no known shape at run time",
@@ -138,92 +181,192 @@ static graft_status alloc_output(executor *x, run_state *rs, int v, const value_
     t->ndim = info->ndim;
     memcpy(t->dims, info->dims, sizeof(int64_t) * (size_t)info->ndim);
     int64_t bytes = tensor_nbytes(t);
+    if (bytes < 0) return op_error(n, e, GRAFT_E_OUT_OF_MEMORY, "output size overflows");
     x->seen_bytes[v] = bytes;
-    rs->total += bytes > 0 ? bytes : 0;
-    if (rs->planned && x->plan.bytes[v] == bytes && x->plan.arena) {
-        t->data = (char *)x->plan.arena + x->plan.offsets[v];
-        memset(t->data, 0, (size_t)bytes);
+    x->on_dev[v] = dev;
+    rs->total += bytes;
+    void *arena = dev ? x->plan.device_arena : x->plan.arena;
+    if (rs->planned && x->plan.bytes[v] == bytes && arena) {
+        t->data = (char *)arena + x->plan.offsets[v];
+        if (!dev) memset(t->data, 0, (size_t)bytes);
         x->owned[v] = 2;
         return GRAFT_OK;
     }
-    TRY(tensor_alloc(t, e));
+    TRY(exec_buffer_alloc(x, dev, (size_t)bytes, &t->data, e));
     x->owned[v] = 1;
     rs->live += bytes;
     if (rs->live > rs->peak) rs->peak = rs->live;
     return GRAFT_OK;
 }
 
+static void release_value(executor *x, run_state *rs, int v) {
+    if (x->owned[v] == 1) rs->live -= x->seen_bytes[v];
+    if (x->owned[v] == 2 || x->owned[v] == 1) {
+        free_owned(x, v);
+    } else {
+        exec_free_copy(x, v, false); /* a graph input's copy on the device */
+    }
+}
+
 static void release_after(executor *x, run_state *rs, int node_index) {
     const ir_node *n = &x->g->nodes[node_index];
     for (int k = 0; k < n->n_in; k++) {
         int v = n->inputs[k];
-        if (v < 0 || x->last_use[v] != node_index || x->owned[v] != 1) continue;
-        rs->live -= x->seen_bytes[v];
-        free_owned(x, v);
+        if (v >= 0 && x->last_use[v] == node_index) release_value(x, rs, v);
     }
     for (int k = 0; k < n->n_out; k++) {
         int v = n->outputs[k];
-        if (v < 0 || x->last_use[v] != node_index || x->owned[v] != 1) continue;
-        rs->live -= x->seen_bytes[v]; /* an output nothing reads */
-        free_owned(x, v);
+        if (v >= 0 && x->last_use[v] == node_index) release_value(x, rs, v); /* nothing reads it */
     }
 }
 
-static graft_status run_node(executor *x, run_state *rs, int i, graft_err *e) {
+/* The inputs of node i, each in the place the node reads it from. */
+static graft_status bind_inputs(executor *x, int i, value_info *in, tensor *views,
+                                const tensor **in_t, graft_err *e) {
     ir_node *n = &x->g->nodes[i];
-    value_info in[64], out[64];
-    const tensor *in_t[64];
-    tensor *out_t[64];
-    tensor scratch[64];
-    int scratch_used[64] = {0};
+    bool dev = x->node_on_dev[i];
     for (int k = 0; k < n->n_in; k++) {
         int v = n->inputs[k];
         memset(&in[k], 0, sizeof in[k]);
         in_t[k] = NULL;
         if (v < 0) continue;
-        const tensor *t = &x->vals[v];
+        bool want_dev = dev && !op_input_on_host(n->op_type, k);
+        if (op_input_data_unused(n->op_type, k)) {
+            views[k] = x->vals[v];
+            want_dev = x->on_dev[v];
+        } else {
+            TRY(exec_value_at(x, v, want_dev, &views[k], e));
+        }
+        const tensor *t = &views[k];
         in[k].present = true;
         in[k].dtype = t->dtype;
         in[k].ndim = t->ndim;
         memcpy(in[k].dims, t->dims, sizeof t->dims);
-        in[k].value = t;
+        in[k].value = want_dev ? NULL : t; /* inference reads values on the host only */
         in_t[k] = t;
     }
+    return GRAFT_OK;
+}
+
+static graft_status run_node(executor *x, run_state *rs, int i, graft_err *e) {
+    ir_node *n = &x->g->nodes[i];
+    bool dev = x->node_on_dev[i];
+    graft_backend *be = dev ? x->device : x->be;
+    value_info in[64], out[64];
+    const tensor *in_t[64];
+    tensor views[64];
+    tensor *out_t[64];
+    tensor scratch[64];
+    int scratch_used[64] = {0};
+    TRY(bind_inputs(x, i, in, views, in_t, e));
     memset(out, 0, sizeof(value_info) * (size_t)n->n_out);
     TRY(n->op->infer(n, in, n->n_in, out, n->n_out, e));
     graft_status st = GRAFT_OK;
     for (int k = 0; k < n->n_out && st == GRAFT_OK; k++) {
         int v = n->outputs[k];
+        out_t[k] = NULL;
         if (v >= 0) {
-            st = alloc_output(x, rs, v, &out[k], n, e);
+            st = alloc_output(x, rs, v, dev, &out[k], n, e);
             out_t[k] = &x->vals[v];
         } else if (out[k].present && out[k].ndim >= 0 && op_shape_known(&out[k])) {
-            st = tensor_make(&scratch[k], out[k].dtype, out[k].ndim, out[k].dims, e);
+            memset(&scratch[k], 0, sizeof scratch[k]);
+            scratch[k].dtype = out[k].dtype;
+            scratch[k].ndim = out[k].ndim;
+            memcpy(scratch[k].dims, out[k].dims, sizeof(int64_t) * (size_t)out[k].ndim);
+            int64_t bytes = tensor_nbytes(&scratch[k]);
+            st = bytes < 0 ? op_error(n, e, GRAFT_E_OUT_OF_MEMORY, "output size overflows")
+                           : exec_buffer_alloc(x, dev, (size_t)bytes, &scratch[k].data, e);
             scratch_used[k] = st == GRAFT_OK;
             out_t[k] = &scratch[k];
-        } else {
-            out_t[k] = NULL;
         }
     }
     if (st == GRAFT_OK) {
         op_call call = {n, in_t, n->n_in, out_t, n->n_out, e};
-        st = x->be->run(x->be->impl, i, &call);
+        st = be->run(be->impl, i, &call);
         if (st == GRAFT_OK && x->count_flops)
             x->flops += node_flops(n, in_t, n->n_in, (const tensor *const *)out_t, n->n_out);
     }
     for (int k = 0; k < n->n_out; k++)
-        if (scratch_used[k]) tensor_release(&scratch[k]);
+        if (scratch_used[k]) exec_buffer_free(x, dev, scratch[k].data);
     return st;
+}
+
+static void ensure_arenas(executor *x, run_state *rs) {
+    exec_plan *p = &x->plan;
+    if (!rs->planned) return;
+    if (!p->arena && p->arena_bytes > 0) {
+        p->arena = malloc((size_t)p->arena_bytes);
+        if (!p->arena) rs->planned = false;
+    }
+    if (rs->planned && x->device && !p->device_arena && p->device_arena_bytes > 0 &&
+        exec_buffer_alloc(x, true, (size_t)p->device_arena_bytes, &p->device_arena, NULL) !=
+            GRAFT_OK) {
+        p->device_arena = NULL;
+        rs->planned = false; /* run from the heap, which may still fit */
+    }
+}
+
+/* A graph output that is an input or a constant is copied so the caller owns a stable one. */
+static graft_status own_outputs(executor *x, graft_err *e) {
+    const ir_graph *g = x->g;
+    for (int i = 0; i < g->n_outputs; i++) {
+        int v = g->outputs[i];
+        if (x->owned[v] == 1) continue;
+        tensor copy;
+        TRY(tensor_clone(&copy, &x->vals[v], e));
+        x->vals[v] = copy;
+        x->owned[v] = 1;
+    }
+    return GRAFT_OK;
+}
+
+static graft_status run_nodes(executor *x, run_state *rs, graft_err *e) {
+    graft_status st = GRAFT_OK;
+    for (int i = 0; i < x->g->n_nodes && st == GRAFT_OK; i++) {
+        st = run_node(x, rs, i, e);
+        if (st == GRAFT_OK) release_after(x, rs, i);
+    }
+    return st;
+}
+
+/* Run node by node while the device records; then launch the recording once. A failure while
+ * recording (a node that cannot be recorded) turns recording off; the caller runs again. */
+static graft_status run_recorded(executor *x, run_state *rs, const tensor *inputs, bool *retry,
+                                 graft_err *e) {
+    *retry = false;
+    TRY(exec_graph_stage_inputs(x, inputs, e));
+    TRY(x->device->capture_begin(x->device->impl, e));
+    graft_status st = run_nodes(x, rs, e);
+    void *graph = NULL;
+    graft_status cst = x->device->capture_end(x->device->impl, &graph, NULL);
+    if (st != GRAFT_OK || cst != GRAFT_OK) {
+        if (graph) x->device->graph_free(x->device->impl, graph);
+        exec_graph_free(x); /* the staged inputs too: normal runs copy inputs every time */
+        x->graph_off = true;
+        *retry = true;
+        return GRAFT_OK;
+    }
+    st = x->device->replay(x->device->impl, graph, e);
+    if (st == GRAFT_OK) st = x->device->synchronize(x->device->impl, e);
+    if (st == GRAFT_OK) return exec_graph_keep(x, graph, e);
+    x->device->graph_free(x->device->impl, graph);
+    return st;
+}
+
+static void finish_stats(executor *x, const run_state *rs) {
+    x->stats.nodes_run = x->g->n_nodes;
+    x->stats.total_activation_bytes = rs->total;
+    x->stats.planned = rs->planned;
+    x->stats.peak_activation_bytes =
+        rs->planned ? x->plan.arena_bytes + x->plan.device_arena_bytes + rs->peak : rs->peak;
 }
 
 graft_status exec_run(executor *x, const tensor *inputs, graft_err *e) {
     ir_graph *g = x->g;
     release_all(x);
     run_state rs = {plan_matches(x, inputs), 0, 0, 0};
-    if (rs.planned && !x->plan.arena && x->plan.arena_bytes > 0) {
-        x->plan.arena = malloc((size_t)x->plan.arena_bytes);
-        if (!x->plan.arena) rs.planned = false;
-    }
+    if (!rs.planned) exec_graph_free(x); /* new shapes: the recording no longer fits */
+    ensure_arenas(x, &rs);
     for (int v = 0; v < g->n_values; v++) {
         x->seen_bytes[v] = -1;
         if (g->values[v].is_const) x->vals[v] = g->values[v].data;
@@ -231,29 +374,32 @@ graft_status exec_run(executor *x, const tensor *inputs, graft_err *e) {
     for (int i = 0; i < g->n_inputs; i++) x->vals[g->inputs[i]] = inputs[i];
     x->flops = 0.0;
     graft_status st = GRAFT_OK;
-    for (int i = 0; i < g->n_nodes && st == GRAFT_OK; i++) {
-        st = run_node(x, &rs, i, e);
-        if (st == GRAFT_OK) release_after(x, &rs, i);
-    }
-    /* A graph output that is an input or a constant is copied so the caller owns a stable one. */
-    for (int i = 0; i < g->n_outputs && st == GRAFT_OK; i++) {
-        int v = g->outputs[i];
-        if (x->owned[v] == 1) continue;
-        tensor copy;
-        st = tensor_clone(&copy, &x->vals[v], e);
-        if (st == GRAFT_OK) {
-            x->vals[v] = copy;
-            x->owned[v] = 1;
-        }
-    }
-    if (st != GRAFT_OK) {
-        release_all(x);
+    if (rs.planned && x->graph && !x->count_flops) {
+        st = exec_graph_replay(x, inputs, e);
+        if (st == GRAFT_OK) st = own_outputs(x, e);
+        if (st != GRAFT_OK) release_all(x);
         return st;
     }
-    x->stats.nodes_run = g->n_nodes;
-    x->stats.total_activation_bytes = rs.total;
-    x->stats.planned = rs.planned;
-    x->stats.peak_activation_bytes = rs.planned ? x->plan.arena_bytes + rs.peak : rs.peak;
+    int64_t fallbacks =
+        x->device && x->device->fallback_count ? x->device->fallback_count(x->device->impl) : 0;
+    if (exec_graph_can_record(x, rs.planned)) {
+        bool retry = false;
+        st = run_recorded(x, &rs, inputs, &retry, e);
+        if (retry) return exec_run(x, inputs, e); /* recording is off now */
+    } else {
+        st = run_nodes(x, &rs, e);
+        if (st == GRAFT_OK && x->device) st = x->device->synchronize(x->device->impl, e);
+    }
+    x->last_clean = !x->device || !x->device->fallback_count ||
+                    x->device->fallback_count(x->device->impl) == fallbacks;
+    if (st == GRAFT_OK) st = exec_outputs_to_host(x, e);
+    if (st == GRAFT_OK) st = own_outputs(x, e);
+    if (st != GRAFT_OK) {
+        release_all(x);
+        if (x->device) x->device->synchronize(x->device->impl, NULL);
+        return st;
+    }
+    finish_stats(x, &rs);
     /* Intermediates no longer needed; outputs stay until the next run. */
     for (int v = 0; v < g->n_values; v++)
         if (!g->values[v].is_graph_output && x->owned[v] == 2) x->owned[v] = 0;

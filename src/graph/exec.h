@@ -1,5 +1,7 @@
 /* exec.h: the executor: runs a planned graph on a backend, node by node, with run-time shape
- * inference, liveness-based freeing and a cached static memory plan per input-shape signature. */
+ * inference, liveness-based freeing and a cached static memory plan per input-shape signature.
+ * With a device backend, each node is placed on the device or the host and tensors are moved
+ * where the node reading them runs. */
 #ifndef GRAFT_GRAPH_EXEC_H
 #define GRAFT_GRAPH_EXEC_H
 
@@ -10,30 +12,50 @@ typedef struct exec_plan {
     bool valid;
     int64_t *signature; /* per graph input: ndim then dims */
     int signature_len;
-    int64_t *offsets; /* per value */
-    int64_t *bytes;   /* per value; -1 for values the arena does not hold */
-    int64_t arena_bytes;
-    void *arena;
+    int64_t *offsets; /* per value, in the arena of the value's location */
+    int64_t *bytes;   /* per value; -1 for values no arena holds */
+    int64_t arena_bytes, device_arena_bytes;
+    void *arena;        /* host */
+    void *device_arena; /* device backend memory */
 } exec_plan;
 
 typedef struct executor {
     ir_graph *g;
-    graft_backend *be;
-    int n_values;         /* values when the executor was made (the graph may grow later) */
-    tensor *vals;         /* per value, the run-time tensor */
-    unsigned char *owned; /* per value: 0 borrowed, 1 malloc'ed, 2 in the arena */
+    graft_backend *be;     /* the host (CPU) backend */
+    graft_backend *device; /* a device backend, or NULL */
+    int n_values;          /* values when the executor was made (the graph may grow later) */
+    int n_nodes;
+    tensor *vals;                 /* per value, the run-time tensor */
+    unsigned char *owned;         /* per value: 0 borrowed, 1 heap, 2 in an arena */
+    unsigned char *on_dev;        /* per value: vals[v].data is device memory */
+    void **copy;                  /* per value: the same data in the other place, or NULL */
+    unsigned char *copy_kept;     /* per value: the copy is a constant's and stays across runs */
+    unsigned char *node_on_dev;   /* per node: runs on the device backend */
+    unsigned char *node_fallback; /* per node: on the host because the device lacks the op */
     int *last_use; /* per value: index of the last node reading it (n_nodes: a graph output) */
     int64_t *seen_bytes;
+    int n_fallback_nodes; /* nodes placed on the host because the device has no kernel */
+    /* CUDA-graph replay of the planned forward (exec_graph.c) */
+    bool graph_safe;   /* placement allows recording: no device node reads host-computed data */
+    bool graph_off;    /* recording failed or is disabled */
+    bool last_clean;   /* the last run had no CPU fallback */
+    void *graph;       /* recorded for the plan's signature, or NULL */
+    tensor *graph_out; /* per graph output: its device tensor (data in the arena) */
     exec_plan plan;
     bool count_flops;
     double flops;
     graft_run_stats stats;
 } executor;
 
-graft_status exec_init(executor *x, ir_graph *g, graft_backend *be, graft_err *e);
+graft_status exec_init(executor *x, ir_graph *g, graft_backend *host, graft_backend *device,
+                       graft_err *e);
 void exec_free(executor *x);
-/* inputs[i] binds g->inputs[i] (borrowed). On success the graph outputs are in
- * x->vals[g->outputs[i]], valid until the next run. */
+/* Never record CUDA graphs (every run goes node by node). */
+void exec_disable_graphs(executor *x);
+/* Drop device copies of constants (after weights were edited in place). */
+void exec_drop_device_copies(executor *x);
+/* inputs[i] binds g->inputs[i] (borrowed, host memory). On success the graph outputs are in
+ * x->vals[g->outputs[i]] (host memory), valid until the next run. */
 graft_status exec_run(executor *x, const tensor *inputs, graft_err *e);
 
 #endif

@@ -31,6 +31,7 @@ void ir_node_free(ir_node *n) {
     free(n->outputs);
     for (int i = 0; i < n->n_attrs; i++) ir_attr_free(&n->attrs[i]);
     free(n->attrs);
+    free(n->bn_gamma);
     memset(n, 0, sizeof *n);
 }
 

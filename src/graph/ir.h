@@ -59,6 +59,10 @@ typedef struct ir_node {
     int opset;               /* the model's opset version for this node's domain */
     const struct op_def *op; /* resolved at load time */
     bool dead;               /* removed by a pass; compacted away by ir_compact */
+    /* Conv only, for channel pruning after the passes have rewritten the graph: */
+    float *bn_gamma;         /* (output channels) gamma of the BatchNormalization folded into
+                                this Conv, or NULL; channel pruning slices it with the filters */
+    int64_t loaded_channels; /* output channels before the first channel pruning (0: unpruned) */
 } ir_node;
 
 typedef struct ir_kv {

@@ -42,7 +42,10 @@ static graft_status prepare(graft_model *m, graft_err *e) {
     const graft_ctx_options *o = &m->ctx->options;
     TRY(cpu_backend_create(o->num_threads, o->use_reference_kernels != 0, &m->backend, e));
     m->have_backend = true;
-    return exec_init(&m->exec, &m->g, &m->backend, e);
+    TRY(model_open_device(m, e));
+    TRY(exec_init(&m->exec, &m->g, &m->backend, model_device(m), e));
+    model_note_fallbacks(m);
+    return GRAFT_OK;
 }
 
 static graft_status load_common(graft_ctx *ctx, const void *data, size_t size, const char *base_dir,
@@ -104,6 +107,7 @@ graft_status graft_model_load_memory(graft_ctx *ctx, const void *data, size_t si
 void graft_model_free(graft_model *m) {
     if (!m) return;
     exec_free(&m->exec);
+    if (m->have_device) m->device.destroy(m->device.impl);
     if (m->have_backend) m->backend.destroy(m->backend.impl);
     ir_graph_free(&m->g);
     free(m->op_counts);
@@ -220,7 +224,7 @@ graft_status graft_model_run_stats(const graft_model *m, graft_run_stats *out) {
 graft_status model_set_output(graft_model *m, int value, graft_err *e) {
     ir_graph *g = &m->g;
     exec_free(&m->exec);
-    m->backend.release_state(m->backend.impl);
+    model_release_state(m);
     m->summary_ready = false;
     for (int i = 0; i < g->n_outputs; i++) g->values[g->outputs[i]].is_graph_output = false;
     g->outputs[0] = value;
@@ -248,6 +252,7 @@ graft_status model_set_output(graft_model *m, int value, graft_err *e) {
     }
     free(read);
     if (st == GRAFT_OK) st = graph_optimize(g, e);
-    graft_status st2 = exec_init(&m->exec, g, &m->backend, st == GRAFT_OK ? e : NULL);
+    graft_status st2 =
+        exec_init(&m->exec, g, &m->backend, model_device(m), st == GRAFT_OK ? e : NULL);
     return st != GRAFT_OK ? st : st2;
 }

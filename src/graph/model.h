@@ -13,8 +13,12 @@ typedef struct op_count_entry {
 struct graft_model {
     graft_ctx *ctx;
     ir_graph g;
-    graft_backend backend;
+    graft_backend backend; /* the CPU */
     bool have_backend;
+    graft_backend device; /* a GPU, when the context asks for one and it is usable */
+    bool have_device;
+    char device_name[300];
+    graft_dtype precision; /* what float tensors compute in (UNDEFINED: fp32, as loaded) */
     executor exec;
     op_count_entry *op_counts; /* histogram of the original model's op types */
     int n_op_counts;
@@ -22,6 +26,15 @@ struct graft_model {
     graft_model_summary summary;
     bool summary_ready;
 };
+
+/* Create the device backend the context asks for (or settle on the CPU). */
+graft_status model_open_device(graft_model *m, graft_err *e);
+/* The device backend, or NULL. */
+graft_backend *model_device(graft_model *m);
+/* Drop kernel state and device copies of weights (after weights changed in place). */
+void model_release_state(graft_model *m);
+/* Log, once, the ops that run on the CPU because the device has no kernel for them. */
+void model_note_fallbacks(graft_model *m);
 
 /* Check caller tensors against the declared inputs and order them as g->inputs. */
 graft_status model_bind_inputs(const graft_model *m, const graft_named_tensor *inputs, int n_inputs,

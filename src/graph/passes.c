@@ -117,6 +117,18 @@ static bool is_const_f32(const ir_graph *g, int v, int64_t numel) {
            tensor_numel(&g->values[v].data) == numel;
 }
 
+/* Keep the folded BN's gamma on the Conv: channel pruning ranks channels by it (network
+ * slimming); a second BN folded into the same Conv multiplies in. */
+static graft_status record_gamma(ir_node *conv, const float *gamma, int64_t oc, graft_err *e) {
+    if (!conv->bn_gamma) {
+        conv->bn_gamma = malloc(sizeof(float) * (size_t)(oc ? oc : 1));
+        if (!conv->bn_gamma) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory folding BN");
+        for (int64_t c = 0; c < oc; c++) conv->bn_gamma[c] = 1.0f;
+    }
+    for (int64_t c = 0; c < oc; c++) conv->bn_gamma[c] *= gamma[c];
+    return GRAFT_OK;
+}
+
 /* Conv(x, W, b) -> BN(scale, bias, mean, var) becomes Conv(x, W*s, (b-mean)*s+bias) with
  * s = scale / sqrt(var + eps). New constants replace the old ones (which DCE may then drop). */
 static graft_status fold_one_bn(ir_graph *g, ir_node *conv, ir_node *bn, graft_err *e) {
@@ -153,6 +165,7 @@ static graft_status fold_one_bn(ir_graph *g, ir_node *conv, ir_node *bn, graft_e
         vals[i]->ndim = vals[i]->data.ndim;
         memcpy(vals[i]->dims, vals[i]->data.dims, sizeof vals[i]->dims);
     }
+    TRY(record_gamma(conv, scale, oc, e));
     if (conv->n_in < 3) {
         int *ni = realloc(conv->inputs, sizeof(int) * 3);
         if (!ni) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory folding BN");

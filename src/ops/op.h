@@ -70,6 +70,14 @@ void op_same(value_info *out, const value_info *in);
 /* True when every dim is known. */
 bool op_shape_known(const value_info *v);
 
+/* Input k of `op` is read on the host (a shape, axes, pads, a scalar bound): a device backend
+ * gets it in host memory, and a node computing such a value runs on the host. */
+bool op_input_on_host(const char *op, int k);
+/* Ops that only describe tensors (Shape, Constant): they run where the host has the answer. */
+bool op_runs_on_host(const char *op);
+/* Input k's data is never read (Shape reads only the dims): no copy is needed anywhere. */
+bool op_input_data_unused(const char *op, int k);
+
 /* Declarations of every op's inference and reference kernel. */
 #define OP(name, family, since, until)                                                             \
     graft_status op_infer_##name(const ir_node *node, const value_info *in, int n_in,              \

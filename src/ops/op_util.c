@@ -96,3 +96,32 @@ bool op_shape_known(const value_info *v) {
         if (v->dims[i] < 0) return false;
     return true;
 }
+
+/* Inputs whose values inference or the kernel reads on the host: shapes, axes, pads, bounds and
+ * scalars such as Clip's limits. A device backend receives these inputs in host memory. */
+bool op_input_on_host(const char *op, int k) {
+    static const struct {
+        const char *op;
+        unsigned mask; /* bit k: input k */
+    } table[] = {
+        {"Reshape", 1u << 1},    {"Expand", 1u << 1},
+        {"Slice", 0x1eu},        {"ConstantOfShape", 1u << 0},
+        {"Range", 0x7u},         {"Pad", 0xeu},
+        {"Unsqueeze", 1u << 1},  {"Squeeze", 1u << 1},
+        {"Split", 1u << 1},      {"ReduceMean", 1u << 1},
+        {"ReduceSum", 1u << 1},  {"CumSum", 1u << 1},
+        {"Clip", 0x6u},          {"Dropout", 0x6u},
+    };
+    if (k < 0 || k >= 32) return false;
+    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
+        if (strcmp(table[i].op, op) == 0) return (table[i].mask >> k) & 1u;
+    return false;
+}
+
+bool op_input_data_unused(const char *op, int k) {
+    return k == 0 && strcmp(op, "Shape") == 0;
+}
+
+bool op_runs_on_host(const char *op) {
+    return strcmp(op, "Shape") == 0 || strcmp(op, "Constant") == 0;
+}

@@ -67,6 +67,7 @@ static void unite(chan_plan *p, int a, int b) {
     a = chan_group_root(p, a), b = chan_group_root(p, b);
     if (a == b) return;
     if (p->size[a] != p->size[b]) p->bad[a] = p->bad[b] = true;
+    p->joined[a] = p->joined[b] = true;
     if (b < a) {
         int t = a;
         a = b, b = t;
@@ -137,6 +138,7 @@ static graft_status visit_conv(walk *w, int i) {
     int id = w->p->n_groups++;
     w->p->parent[id] = id;
     w->p->size[id] = W->dims[0];
+    w->p->loaded[id] = n->loaded_channels > W->dims[0] ? n->loaded_channels : W->dims[0];
     w->p->roles[i].roles |= CHAN_SOURCE;
     if (prune_excluded(g, i, w->o)) w->p->bad[id] = w->p->excluded[id] = true;
     chan_seg s = {id, W->dims[0]};
@@ -321,26 +323,39 @@ static graft_status visit(walk *w, int i) {
     return GRAFT_OK;
 }
 
-/* Add each member's per-channel filter norms to its groups' importance. */
-static void add_importance(const ir_graph *g, const chan_plan *p, int i, graft_importance kind,
-                           double **imp) {
+/* One output channel's importance in member conv n: its filter's norm, or |gamma| of the
+ * BatchNormalization folded into n. */
+static double channel_importance(const ir_node *n, const tensor *W, int64_t ch,
+                                 graft_importance kind) {
+    if (kind == GRAFT_IMPORTANCE_BN) return fabs((double)n->bn_gamma[ch]);
+    int64_t per = tensor_numel(W) / W->dims[0];
+    const float *row = (const float *)W->data + ch * per;
+    double sum = 0;
+    for (int64_t j = 0; j < per; j++)
+        sum += kind == GRAFT_IMPORTANCE_L2 ? (double)row[j] * row[j] : fabs(row[j]);
+    return kind == GRAFT_IMPORTANCE_L2 ? sqrt(sum) : sum;
+}
+
+/* Add member i's per-channel importance to its groups' (the groups imp has room for). */
+static graft_status add_importance(const ir_graph *g, const chan_plan *p, int i,
+                                   graft_importance kind, double **imp, graft_err *e) {
     const ir_node *n = &g->nodes[i];
     const tensor *W = &g->values[n->inputs[1]].data;
     const chan_segs *s = &p->segs[n->outputs[0]];
-    int64_t per = tensor_numel(W) / W->dims[0], off = 0;
-    const float *wd = W->data;
+    int64_t off = 0;
     for (int k = 0; k < s->n; off += s->s[k].len, k++) {
         if (s->s[k].group < 0) continue;
         int r = chan_group_root(p, s->s[k].group);
-        if (p->bad[r]) continue;
-        for (int64_t c = 0; c < s->s[k].len; c++) {
-            const float *row = wd + (off + c) * per;
-            double sum = 0;
-            for (int64_t j = 0; j < per; j++)
-                sum += kind == GRAFT_IMPORTANCE_L2 ? (double)row[j] * row[j] : fabs(row[j]);
-            imp[r][c] += kind == GRAFT_IMPORTANCE_L2 ? sqrt(sum) : sum;
-        }
+        if (!imp[r]) continue;
+        if (kind == GRAFT_IMPORTANCE_BN && !n->bn_gamma)
+            return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                           "prune channels: importance bn: Conv '%s' has no BatchNormalization "
+                           "folded into it, so no gamma ranks its channels (use l1 or l2)",
+                           n->name);
+        for (int64_t c = 0; c < s->s[k].len; c++)
+            imp[r][c] += channel_importance(n, W, off + c, kind);
     }
+    return GRAFT_OK;
 }
 
 typedef struct ranked {
@@ -354,9 +369,15 @@ static int by_importance(const void *a, const void *b) {
     return x->channel < y->channel ? -1 : x->channel > y->channel;
 }
 
-/* Keep masks for every prunable root: the round(sparsity * C) least important channels go
- * (ties: the lower index goes first), at least one channel stays. */
-static graft_status choose(chan_plan *p, double sparsity, double **imp, graft_err *e) {
+/* Whether root r is one the options let the plan shrink. */
+static bool in_scope(const chan_plan *p, const graft_prune_options *o, int r) {
+    return !p->bad[r] && !(o->scope == GRAFT_PRUNE_SCOPE_INNER && p->joined[r]);
+}
+
+/* Keep masks for every root in scope: of the L channels it had when loaded, round(sparsity * L)
+ * are gone afterwards (at most L - 1); those still there go least important first (ties: the
+ * lower index first). */
+static graft_status choose(chan_plan *p, const graft_prune_options *o, double **imp, graft_err *e) {
     for (int r = 0; r < p->n_groups; r++) {
         if (chan_group_root(p, r) != r) continue;
         p->groups_total++;
@@ -365,8 +386,16 @@ static graft_status choose(chan_plan *p, double sparsity, double **imp, graft_er
             p->groups_unprunable += !p->excluded[r];
             continue;
         }
-        int64_t c = p->size[r], drop = llround(sparsity * (double)c);
-        if (drop > c - 1) drop = c - 1;
+        if (!in_scope(p, o, r)) {
+            p->groups_out_of_scope++;
+            continue;
+        }
+        int64_t c = p->size[r], loaded = p->loaded[r] > c ? p->loaded[r] : c;
+        int64_t gone = llround(o->sparsity * (double)loaded);
+        if (gone > loaded - 1) gone = loaded - 1;
+        int64_t drop = gone - (loaded - c) > 0 ? gone - (loaded - c) : 0;
+        p->channels_loaded += loaded;
+        p->channels_gone += loaded - c + drop;
         if (drop <= 0) continue;
         ranked *order = malloc(sizeof(ranked) * (size_t)c);
         p->keep[r] = malloc(sizeof(bool) * (size_t)c);
@@ -393,7 +422,7 @@ void chan_plan_free(chan_plan *p) {
     if (p->keep)
         for (int r = 0; r < p->n_groups; r++) free(p->keep[r]);
     free(p->segs), free(p->roles), free(p->parent), free(p->size), free(p->bad);
-    free(p->excluded), free(p->keep);
+    free(p->excluded), free(p->keep), free(p->loaded), free(p->joined);
     memset(p, 0, sizeof *p);
 }
 
@@ -409,7 +438,10 @@ static graft_status plan_alloc(const ir_graph *g, chan_plan *p, graft_err *e) {
     p->bad = calloc(groups, sizeof(bool));
     p->excluded = calloc(groups, sizeof(bool));
     p->keep = calloc(groups, sizeof(bool *));
-    if (!p->segs || !p->roles || !p->parent || !p->size || !p->bad || !p->excluded || !p->keep)
+    p->loaded = calloc(groups, sizeof(int64_t));
+    p->joined = calloc(groups, sizeof(bool));
+    if (!p->segs || !p->roles || !p->parent || !p->size || !p->bad || !p->excluded || !p->keep ||
+        !p->loaded || !p->joined)
         return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory planning channel pruning");
     return GRAFT_OK;
 }
@@ -431,6 +463,8 @@ static graft_status trace(const ir_graph *g, const graft_prune_options *o, chan_
         int root = chan_group_root(p, r);
         p->bad[root] |= p->bad[r];
         p->excluded[root] |= p->excluded[r];
+        p->joined[root] |= p->joined[r];
+        if (p->loaded[r] > p->loaded[root]) p->loaded[root] = p->loaded[r];
     }
     return st;
 }
@@ -442,14 +476,14 @@ graft_status chan_plan_build(const ir_graph *g, const graft_prune_options *o, ch
     double **imp = st == GRAFT_OK ? calloc((size_t)p->n_groups + 1, sizeof(double *)) : NULL;
     if (st == GRAFT_OK && !imp) st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
     for (int r = 0; r < p->n_groups && st == GRAFT_OK; r++) {
-        if (chan_group_root(p, r) != r || p->bad[r]) continue;
+        if (chan_group_root(p, r) != r || !in_scope(p, o, r)) continue;
         imp[r] = calloc((size_t)p->size[r], sizeof(double));
         if (!imp[r]) st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory ranking channels");
     }
     for (int i = 0; i < g->n_nodes && st == GRAFT_OK; i++)
         if (p->roles[i].roles & (CHAN_SOURCE | CHAN_DEPTHWISE))
-            add_importance(g, p, i, o->importance, imp);
-    if (st == GRAFT_OK) st = choose(p, o->sparsity, imp, e);
+            st = add_importance(g, p, i, o->importance, imp, e);
+    if (st == GRAFT_OK) st = choose(p, o, imp, e);
     if (imp)
         for (int r = 0; r < p->n_groups; r++) free(imp[r]);
     free(imp);

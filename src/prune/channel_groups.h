@@ -40,17 +40,24 @@ typedef struct chan_plan {
     chan_segs *segs;  /* per value */
     chan_role *roles; /* per node */
     int n_groups;
-    int *parent;    /* union-find over groups */
-    int64_t *size;  /* channels of each group */
-    bool *bad;      /* a root that cannot be pruned (a reader it cannot shrink, or excluded) */
-    bool *excluded; /* a root left dense because a member is excluded by the options */
-    bool **keep;    /* per root: which channels stay (NULL: all) */
+    int *parent;     /* union-find over groups */
+    int64_t *size;   /* channels of each group */
+    bool *bad;       /* a root that cannot be pruned (a reader it cannot shrink, or excluded) */
+    bool *excluded;  /* a root left dense because a member is excluded by the options */
+    bool **keep;     /* per root: which channels stay (NULL: all) */
+    int64_t *loaded; /* channels of each group as the model was loaded (before any pruning) */
+    bool *joined;    /* a root a residual Add ties to another group (out of the inner scope) */
     int groups_total, groups_pruned, groups_unprunable, groups_excluded;
-    int64_t channels_removed; /* summed over pruned groups (a tied group counts once) */
+    int groups_out_of_scope;  /* prunable roots the options' scope leaves alone */
+    int64_t channels_removed; /* by this plan, summed over pruned groups (a tied group once) */
+    int64_t channels_loaded;  /* over the groups this plan may prune, as loaded */
+    int64_t channels_gone;    /* of those, removed by earlier calls and this plan together */
 } chan_plan;
 
-/* Analyse g and choose the channels to remove for options o (sparsity, importance, exclusions).
- * Deterministic: the same graph and options give the same plan. Free with chan_plan_free. */
+/* Analyse g and choose the channels to remove for options o (sparsity, importance, scope,
+ * exclusions): each group loses round(sparsity * C) of the C channels it had when loaded, less
+ * what earlier calls removed (at least one channel stays). Deterministic: the same graph and
+ * options give the same plan. Free with chan_plan_free. */
 graft_status chan_plan_build(const ir_graph *g, const graft_prune_options *o, chan_plan *p,
                              graft_err *e);
 void chan_plan_free(chan_plan *p);

@@ -54,19 +54,32 @@ static void set_group(ir_node *n, int64_t group) {
         if (!strcmp(n->attrs[a].name, "group")) n->attrs[a].i = group;
 }
 
+/* The folded BN's gamma follows the output channels it belongs to. */
+static void shrink_gamma(ir_node *n, const bool *keep, int64_t len) {
+    if (!n->bn_gamma) return;
+    int64_t k = 0;
+    for (int64_t c = 0; c < len; c++)
+        if (keep[c]) n->bn_gamma[k++] = n->bn_gamma[c];
+}
+
 static graft_status rewrite_conv(ir_graph *g, const chan_plan *p, int i, graft_err *e) {
     int roles = p->roles[i].roles;
     bool *out = NULL, *in = NULL;
-    int64_t len, out_kept = 0, in_kept = 0;
+    int64_t len, out_len = 0, out_kept = 0, in_kept = 0;
     graft_status st = GRAFT_OK;
     if (roles & (CHAN_SOURCE | CHAN_DEPTHWISE))
-        st = chan_value_keep(p, g->nodes[i].outputs[0], &out, &len, &out_kept, e);
+        st = chan_value_keep(p, g->nodes[i].outputs[0], &out, &out_len, &out_kept, e);
     if (st == GRAFT_OK && (roles & CHAN_CONV_IN))
         st = chan_value_keep(p, g->nodes[i].inputs[0], &in, &len, &in_kept, e);
     if (st == GRAFT_OK) st = shrink_input(g, i, 1, 0, out, out_kept, e);
     if (st == GRAFT_OK) st = shrink_input(g, i, 1, 1, in, in_kept, e);
     if (st == GRAFT_OK && g->nodes[i].n_in > 2) st = shrink_input(g, i, 2, 0, out, out_kept, e);
     if (st == GRAFT_OK && out && (roles & CHAN_DEPTHWISE)) set_group(&g->nodes[i], out_kept);
+    if (st == GRAFT_OK && out) {
+        ir_node *n = &g->nodes[i];
+        if ((roles & CHAN_SOURCE) && n->loaded_channels < out_len) n->loaded_channels = out_len;
+        shrink_gamma(n, out, out_len);
+    }
     free(out);
     free(in);
     return st;
@@ -129,7 +142,10 @@ graft_status prune_channels(ir_graph *g, const graft_prune_options *o, graft_pru
         if (st == GRAFT_OK && (roles & CHAN_ELTWISE)) st = rewrite_eltwise(g, &p, i, e);
         if (st == GRAFT_OK && (roles & CHAN_FC)) st = rewrite_fc(g, &p, i, e);
     }
-    if (st == GRAFT_OK && r) r->units_removed += p.channels_removed;
+    if (st == GRAFT_OK && r) {
+        r->units_removed += p.channels_removed;
+        r->sparsity = p.channels_loaded ? (double)p.channels_gone / (double)p.channels_loaded : 0;
+    }
     chan_plan_free(&p);
     return st;
 }

@@ -105,17 +105,26 @@ static graft_status apply_ffn(ir_graph *g, const heads_ffn *f, graft_err *e) {
 
 graft_status prune_heads(ir_graph *g, const graft_prune_options *o, graft_prune_report *r,
                          graft_err *e) {
+    if (o->importance == GRAFT_IMPORTANCE_BN)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "prune heads: importance bn ranks convolution channels; heads and "
+                       "neurons are ranked by l1 or l2");
     heads_plan p;
     TRY(heads_plan_build(g, o, &p, e));
     graft_status st = GRAFT_OK;
+    int64_t units = 0, removed = 0;
     for (int i = 0; i < p.n_attn && st == GRAFT_OK; i++) {
         st = apply_attn(g, &p.attn[i], e);
-        r->units_removed += p.attn[i].n_heads - p.attn[i].n_kept;
+        units += p.attn[i].n_heads;
+        removed += p.attn[i].n_heads - p.attn[i].n_kept;
     }
     for (int i = 0; i < p.n_ffn && st == GRAFT_OK; i++) {
         st = apply_ffn(g, &p.ffn[i], e);
-        r->units_removed += p.ffn[i].n - p.ffn[i].n_kept;
+        units += p.ffn[i].n;
+        removed += p.ffn[i].n - p.ffn[i].n_kept;
     }
+    r->units_removed += removed;
+    r->sparsity = units ? (double)removed / (double)units : 0;
     heads_plan_free(&p);
     return st;
 }

@@ -104,12 +104,21 @@ static graft_status zero_smallest(const mag_layer *L, int nl, int64_t rank, graf
     return GRAFT_OK;
 }
 
+/* The fraction of the layers' weights that are zero. */
+static double zero_fraction(const mag_layer *L, int nl) {
+    int64_t zeros = 0, total = 0;
+    for (int l = 0; l < nl; l++) {
+        total += L[l].n;
+        for (int64_t k = 0; k < L[l].n; k++) zeros += L[l].w[k] == 0.0f;
+    }
+    return total ? (double)zeros / (double)total : 0;
+}
+
 /* Zero the round(sparsity * n) smallest |w| of every weight (per layer), or of all weights taken
  * together (o->global). A weight that already has more zeros than that keeps them all: pruning
  * never revives a weight, so gradual rounds (0.3, then 0.6) only add zeros. */
 graft_status prune_magnitude(ir_graph *g, const graft_prune_options *o, graft_prune_report *r,
                              graft_err *e) {
-    (void)r;
     mag_layer *L;
     int nl;
     TRY(collect(g, o, &L, &nl, e));
@@ -122,6 +131,7 @@ graft_status prune_magnitude(ir_graph *g, const graft_prune_options *o, graft_pr
         for (int l = 0; l < nl && st == GRAFT_OK; l++)
             st = zero_smallest(&L[l], 1, llround(o->sparsity * (double)L[l].n), e);
     }
+    if (r) r->sparsity = zero_fraction(L, nl);
     free(L);
     return st;
 }
@@ -193,7 +203,6 @@ static void nm_apply(float *w, nm_layout lay) {
  * (o->sparsity is not used: half of every group goes). */
 graft_status prune_2_4(ir_graph *g, const graft_prune_options *o, graft_prune_report *r,
                        graft_err *e) {
-    (void)r;
     mag_layer *L;
     int nl;
     TRY(collect(g, o, &L, &nl, e));
@@ -201,6 +210,7 @@ graft_status prune_2_4(ir_graph *g, const graft_prune_options *o, graft_prune_re
         nm_layout lay;
         if (layout_of(g, L[l].node, &lay)) nm_apply(L[l].w, lay);
     }
+    if (r) r->sparsity = zero_fraction(L, nl);
     free(L);
     return GRAFT_OK;
 }

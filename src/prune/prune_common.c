@@ -1,5 +1,6 @@
 /* prune_common.c: what every pruning method shares: which tensors are weights, which nodes stay
- * dense, counting weights; and graft_model_prune, which runs a method and rebuilds the model. */
+ * dense, counting weights; graft_model_prune, which runs a method and rebuilds the model; and the
+ * gradual schedule's sparsities. */
 #include <string.h>
 
 #include "../graph/graph.h"
@@ -62,8 +63,8 @@ graft_status graft_model_prune(graft_model *m, const graft_prune_options *option
     graft_prune_options o = GRAFT_PRUNE_OPTIONS_INIT;
     if (options) o = *options;
     if (o.method < 0 || o.method >= GRAFT_PRUNE_METHOD_COUNT || o.importance < 0 ||
-        o.importance >= GRAFT_IMPORTANCE_COUNT)
-        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "prune: unknown method or importance");
+        o.importance >= GRAFT_IMPORTANCE_COUNT || o.scope < 0 || o.scope >= GRAFT_PRUNE_SCOPE_COUNT)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "prune: unknown method, importance or scope");
     if (!(o.sparsity >= 0.0 && o.sparsity < 1.0) && o.method != GRAFT_PRUNE_2_4)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT, "prune: sparsity must be in [0, 1), got %g",
                        o.sparsity);
@@ -76,7 +77,7 @@ graft_status graft_model_prune(graft_model *m, const graft_prune_options *option
     /* Weights change in place or the graph is rewritten: kernel state (reordered weights) and
      * the executor's plan are rebuilt. */
     exec_free(&m->exec);
-    m->backend.release_state(m->backend.impl);
+    model_release_state(m);
     graft_status st;
     switch (o.method) {
     case GRAFT_PRUNE_MAGNITUDE:
@@ -98,7 +99,8 @@ graft_status graft_model_prune(graft_model *m, const graft_prune_options *option
     }
     if (st == GRAFT_OK) st = graph_infer_shapes(&m->g, e);
     if (st == GRAFT_OK) st = graph_optimize(&m->g, e);
-    graft_status st2 = exec_init(&m->exec, &m->g, &m->backend, st == GRAFT_OK ? e : NULL);
+    graft_status st2 =
+        exec_init(&m->exec, &m->g, &m->backend, model_device(m), st == GRAFT_OK ? e : NULL);
     if (st == GRAFT_OK) st = st2;
     if (st != GRAFT_OK) return st;
     m->summary_ready = false;
@@ -107,4 +109,13 @@ graft_status graft_model_prune(graft_model *m, const graft_prune_options *option
     prune_count(&m->g, &r.params_after, &r.nonzero_after);
     if (report) *report = r;
     return GRAFT_OK;
+}
+
+double graft_prune_schedule(double final_sparsity, int round, int rounds) {
+    if (!(final_sparsity >= 0.0 && final_sparsity < 1.0) || rounds < 1 || round < 0 ||
+        round > rounds)
+        return -1;
+    if (round == rounds) return final_sparsity;
+    double left = 1.0 - (double)round / (double)rounds;
+    return final_sparsity * (1.0 - left * left * left);
 }

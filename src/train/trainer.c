@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "../core/rng.h"
+#include "graft_config.h"
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -141,7 +142,7 @@ graft_status trainer_eval_features(graft_trainer *t, const float *x, const void 
     return GRAFT_OK;
 }
 
-static double current_lr(const graft_trainer *t) {
+double trainer_current_lr(const graft_trainer *t) {
     if (t->options.scheduler == GRAFT_SCHEDULER_PLATEAU) return t->plat.lr;
     return sched_lr(&t->sched, t->step);
 }
@@ -196,8 +197,8 @@ typedef struct epoch_state {
     char *yb;
 } epoch_state;
 
-static int report(graft_trainer *t, int epoch_end, double loss, double acc, double vloss,
-                  double vacc) {
+int trainer_report(graft_trainer *t, int epoch_end, double loss, double acc, double vloss,
+                   double vacc) {
     if (!t->options.callback) return 0;
     graft_train_report r = {epoch_end,
                             t->epoch,
@@ -206,7 +207,7 @@ static int report(graft_trainer *t, int epoch_end, double loss, double acc, doub
                             acc,
                             vloss,
                             vacc,
-                            current_lr(t),
+                            trainer_current_lr(t),
                             t->options.precision == GRAFT_PRECISION_FP16 ? t->scaler.scale : 1.0,
                             t->backbone_seconds,
                             t->head_seconds,
@@ -232,10 +233,10 @@ static graft_status run_epoch(graft_trainer *t, epoch_state *s, const float *x, 
         }
         double loss;
         int64_t correct;
-        TRY(trainer_step(t, s->xb, s->yb, m, current_lr(t), &loss, &correct, e));
+        TRY(trainer_step(t, s->xb, s->yb, m, trainer_current_lr(t), &loss, &correct, e));
         loss_total += loss * (double)m;
         correct_total += correct;
-        *stop = report(t, 0, loss, (double)correct / (double)m, -1.0, -1.0) != 0;
+        *stop = trainer_report(t, 0, loss, (double)correct / (double)m, -1.0, -1.0) != 0;
     }
     *mean_loss = loss_total / (double)n;
     *acc = t->options.loss == GRAFT_LOSS_CROSS_ENTROPY ? (double)correct_total / (double)n : -1.0;
@@ -243,8 +244,8 @@ static graft_status run_epoch(graft_trainer *t, epoch_state *s, const float *x, 
 }
 
 /* After an epoch: validation, plateau, early stopping; *stop when training should end. */
-static graft_status end_epoch(graft_trainer *t, double loss, double acc, const float *vx,
-                              const void *vy, int64_t vn, bool *stop, graft_err *e) {
+graft_status trainer_end_epoch(graft_trainer *t, double loss, double acc, const float *vx,
+                               const void *vy, int64_t vn, bool *stop, graft_err *e) {
     double vloss = -1.0, vacc = -1.0;
     if (vn > 0) TRY(trainer_eval_features(t, vx, vy, vn, &vloss, &vacc, e));
     double metric = vn > 0 ? vloss : loss;
@@ -261,13 +262,19 @@ static graft_status end_epoch(graft_trainer *t, double loss, double acc, const f
         }
     }
     t->epoch++;
-    if (report(t, 1, loss, acc, vloss, vacc)) *stop = true;
+    if (trainer_report(t, 1, loss, acc, vloss, vacc)) *stop = true;
     return GRAFT_OK;
 }
 
 graft_status trainer_run(graft_trainer *t, const float *x, const void *y, int64_t n,
                          const float *vx, const void *vy, int64_t vn, graft_err *e) {
     TRY(setup_schedule(t, n, e));
+    t->gpu.used = false;
+#if GRAFT_HAVE_CUDA
+    bool on_gpu = false;
+    graft_status gst = trainer_run_gpu(t, x, y, n, vx, vy, vn, &on_gpu, e);
+    if (on_gpu || gst != GRAFT_OK) return gst;
+#endif
     epoch_state s = {0};
     s.order = malloc(sizeof(int64_t) * (size_t)n);
     s.xb = malloc(sizeof(float) * (size_t)(t->options.batch_size * t->dim));
@@ -279,7 +286,7 @@ graft_status trainer_run(graft_trainer *t, const float *x, const void *y, int64_
     while (st == GRAFT_OK && !stop && t->epoch < t->options.epochs) {
         double loss, acc;
         st = run_epoch(t, &s, x, y, n, &loss, &acc, &stop, e);
-        if (st == GRAFT_OK && !stop) st = end_epoch(t, loss, acc, vx, vy, vn, &stop, e);
+        if (st == GRAFT_OK && !stop) st = trainer_end_epoch(t, loss, acc, vx, vy, vn, &stop, e);
     }
     free(s.order), free(s.xb), free(s.yb);
     return st;

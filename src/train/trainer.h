@@ -10,6 +10,16 @@
 #include "optim.h"
 #include "schedule.h"
 
+/* The GPU path's record (trainer_gpu.c) and its switches, for tests and logs. */
+typedef struct trainer_gpu_info {
+    bool used;                 /* the last trainer_run trained on the GPU */
+    int place;                 /* cuda_head_place: where the features lived */
+    int64_t feature_h2d_bytes; /* feature bytes copied host -> device in that run */
+    int64_t feature_bus_bytes; /* feature bytes the GPU read from mapped host memory */
+    bool force_host_features;  /* tests: keep the features out of GPU memory */
+    bool disable;              /* train on the CPU even when the model has a GPU */
+} trainer_gpu_info;
+
 struct graft_trainer {
     graft_model *model;
     graft_head_options head_options;
@@ -35,6 +45,7 @@ struct graft_trainer {
     double best_metric;
     int bad_epochs;
     float *best;
+    trainer_gpu_info gpu;
 };
 
 /* Create the head and optimizer for features of size dim (once). */
@@ -50,6 +61,20 @@ graft_status trainer_eval_features(graft_trainer *t, const float *x, const void 
 /* Epochs over features: seeded order, schedule, callback, validation, plateau, early stopping. */
 graft_status trainer_run(graft_trainer *t, const float *x, const void *y, int64_t n,
                          const float *vx, const void *vy, int64_t vn, graft_err *e);
+/* Pieces of the epoch loop that the GPU loop shares: the learning rate of the next step, a
+ * report to the callback (non-zero: stop), and an epoch's end (validation, plateau, early
+ * stopping, the epoch report). */
+double trainer_current_lr(const graft_trainer *t);
+int trainer_report(graft_trainer *t, int epoch_end, double loss, double acc, double vloss,
+                   double vacc);
+graft_status trainer_end_epoch(graft_trainer *t, double loss, double acc, const float *vx,
+                               const void *vy, int64_t vn, bool *stop, graft_err *e);
+/* The epochs on the model's GPU (trainer_gpu.c, CUDA builds): *ran is false when the model has
+ * no GPU or the GPU could not start (a warning is logged); the caller then trains on the CPU.
+ * The head's weights, optimizer state and loss scale are copied back at every epoch's end. */
+graft_status trainer_run_gpu(graft_trainer *t, const float *x, const void *y, int64_t n,
+                             const float *vx, const void *vy, int64_t vn, bool *ran, graft_err *e);
+
 /* Whole tensors as a batch source (slices along dim 0); identity hashes their bytes. */
 typedef struct tensor_source {
     graft_batch_source source;

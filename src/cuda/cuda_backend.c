@@ -1,0 +1,302 @@
+/* cuda_backend.c: the CUDA backend: device, stream, memory pool, library handles, dispatch of
+ * each node to its device kernel (or to the CPU reference on copies when none covers it). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_fallback.h"
+#include "cuda_internal.h"
+
+static const cuda_kernel *const kernel_tables[] = {
+    cuda_elementwise_kernels, cuda_reduce_kernels, cuda_tensor_kernels,
+    cuda_conv_kernels,        cuda_matmul_kernels,
+};
+
+static const cuda_kernel *find_kernel(const char *op) {
+    for (size_t t = 0; t < sizeof kernel_tables / sizeof *kernel_tables; t++)
+        for (const cuda_kernel *k = kernel_tables[t]; k->op; k++)
+            if (strcmp(k->op, op) == 0) return k;
+    return NULL;
+}
+
+static graft_status out_of_memory(cuda_backend *be, size_t bytes, graft_err *e) {
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    cudaGetLastError();
+    return err_set(e, GRAFT_E_OUT_OF_MEMORY,
+                   "out of GPU memory on cuda:%d (%s): %.1f MiB needed, %.1f MiB free of %.1f MiB",
+                   be->device, be->prop.name, (double)bytes / 1048576.0, (double)free_b / 1048576.0,
+                   (double)total_b / 1048576.0);
+}
+
+graft_status cuda_malloc(cuda_backend *be, size_t bytes, void **out, graft_err *e) {
+    *out = NULL;
+    if (bytes == 0) bytes = 1;
+    cudaError_t err = cudaMallocFromPoolAsync(out, bytes, be->pool, be->stream);
+    if (err == cudaErrorMemoryAllocation) {
+        /* Memory the pool caches for reuse may be what is missing: give it back and retry. */
+        cudaGetLastError();
+        cudaStreamSynchronize(be->stream);
+        cudaMemPoolTrimTo(be->pool, 0);
+        err = cudaMallocFromPoolAsync(out, bytes, be->pool, be->stream);
+    }
+    if (err == cudaErrorMemoryAllocation) {
+        cudaGetLastError();
+        *out = NULL;
+        return out_of_memory(be, bytes, e);
+    }
+    if (err != cudaSuccess) return cuda_fail(e, err, "allocating device memory");
+    return GRAFT_OK;
+}
+
+void cuda_free(cuda_backend *be, void *ptr) {
+    if (ptr) cudaFreeAsync(ptr, be->stream);
+}
+
+graft_status cuda_workspace(cuda_backend *be, size_t bytes, void **out, graft_err *e) {
+    if (bytes > be->workspace_bytes) {
+        cuda_free(be, be->workspace);
+        be->workspace = NULL;
+        be->workspace_bytes = 0;
+        size_t grown = bytes < ((size_t)32 << 20) ? ((size_t)32 << 20) : bytes;
+        TRY(cuda_malloc(be, grown, &be->workspace, e));
+        be->workspace_bytes = grown;
+    }
+    *out = be->workspace;
+    return GRAFT_OK;
+}
+
+static graft_status be_alloc(void *impl, size_t bytes, void **out, graft_err *e) {
+    return cuda_malloc(impl, bytes, out, e);
+}
+
+static void be_free(void *impl, void *ptr) {
+    cuda_free(impl, ptr);
+}
+
+static bool be_supports(void *impl, const ir_node *node) {
+    (void)impl;
+    return find_kernel(node->op_type) != NULL;
+}
+
+static graft_status grow_state(cuda_backend *be, int node_index, graft_err *e) {
+    if (node_index < be->n_node_state) return GRAFT_OK;
+    int n = node_index + 64;
+    void **s = realloc(be->node_state, sizeof(void *) * (size_t)n);
+    if (!s) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory for kernel state");
+    be->node_state = s;
+    const cuda_kernel **o = realloc(be->node_state_owner, sizeof(*o) * (size_t)n);
+    if (!o) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory for kernel state");
+    be->node_state_owner = o;
+    bool *w = realloc(be->warned, sizeof(bool) * (size_t)n);
+    if (!w) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory for kernel state");
+    be->warned = w;
+    for (int i = be->n_node_state; i < n; i++) {
+        be->node_state[i] = NULL;
+        be->node_state_owner[i] = NULL;
+        be->warned[i] = false;
+    }
+    be->n_node_state = n;
+    return GRAFT_OK;
+}
+
+static void warn_fallback(cuda_backend *be, int node_index, const ir_node *node) {
+    if (be->warned[node_index] || !be->log) return;
+    be->warned[node_index] = true;
+    char msg[512];
+    snprintf(msg, sizeof msg,
+             "node '%s' (%s): no CUDA kernel covers this case; it runs on the CPU (slow: its "
+             "tensors are copied to the host and back)",
+             node->name ? node->name : "", node->op_type);
+    be->log(be->log_user, GRAFT_LOG_WARN, msg);
+}
+
+static graft_status be_run(void *impl, int node_index, const op_call *call) {
+    cuda_backend *be = impl;
+    const ir_node *node = call->node;
+    TRY(grow_state(be, node_index, call->err));
+    const cuda_kernel *k = find_kernel(node->op_type);
+    if (k) {
+        bool handled = false;
+        graft_status st = k->run(be, call, &be->node_state[node_index], &handled);
+        if (be->node_state[node_index]) be->node_state_owner[node_index] = k;
+        if (st != GRAFT_OK || handled) return st;
+    }
+    warn_fallback(be, node_index, node);
+    be->fallbacks++;
+    if (be->capturing)
+        return op_error(node, call->err, GRAFT_E_UNSUPPORTED,
+                        "runs on the CPU, which a CUDA graph cannot record");
+    return cuda_run_on_cpu(be, call);
+}
+
+static void be_release_state(void *impl) {
+    cuda_backend *be = impl;
+    cudaStreamSynchronize(be->stream);
+    for (int i = 0; i < be->n_node_state; i++) {
+        if (be->node_state[i] && be->node_state_owner[i] && be->node_state_owner[i]->free_state)
+            be->node_state_owner[i]->free_state(be->node_state[i]);
+        be->node_state[i] = NULL;
+        be->node_state_owner[i] = NULL;
+        be->warned[i] = false;
+    }
+}
+
+static graft_status be_synchronize(void *impl, graft_err *e) {
+    cuda_backend *be = impl;
+    CUDA_TRY(e, cudaStreamSynchronize(be->stream), "running the queued GPU work");
+    return cuda_check_launch(e, "running the queued GPU work");
+}
+
+static graft_status be_to_device(void *impl, void *dst, const void *src, size_t bytes,
+                                 graft_err *e) {
+    cuda_backend *be = impl;
+    if (!bytes) return GRAFT_OK;
+    CUDA_TRY(e, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, be->stream),
+             "copying to the GPU");
+    /* The source is the caller's pageable memory, which may change once we return. */
+    CUDA_TRY(e, cudaStreamSynchronize(be->stream), "copying to the GPU");
+    return GRAFT_OK;
+}
+
+static graft_status be_to_host(void *impl, void *dst, const void *src, size_t bytes, graft_err *e) {
+    cuda_backend *be = impl;
+    if (!bytes) return GRAFT_OK;
+    CUDA_TRY(e, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, be->stream),
+             "copying from the GPU");
+    CUDA_TRY(e, cudaStreamSynchronize(be->stream), "copying from the GPU");
+    return GRAFT_OK;
+}
+
+static graft_status be_on_device(void *impl, void *dst, const void *src, size_t bytes,
+                                 graft_err *e) {
+    cuda_backend *be = impl;
+    if (!bytes) return GRAFT_OK;
+    CUDA_TRY(e, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, be->stream),
+             "copying on the GPU");
+    return GRAFT_OK;
+}
+
+static graft_status be_capture_begin(void *impl, graft_err *e) {
+    cuda_backend *be = impl;
+    CUDA_TRY(e, cudaStreamBeginCapture(be->stream, cudaStreamCaptureModeThreadLocal),
+             "starting a CUDA graph capture");
+    be->capturing = true;
+    return GRAFT_OK;
+}
+
+static graft_status be_capture_end(void *impl, void **out, graft_err *e) {
+    cuda_backend *be = impl;
+    *out = NULL;
+    cudaGraph_t graph = NULL;
+    cudaError_t err = cudaStreamEndCapture(be->stream, &graph);
+    be->capturing = false;
+    if (err != cudaSuccess) {
+        if (graph) cudaGraphDestroy(graph);
+        cudaGetLastError();
+        return cuda_fail(e, err, "recording a CUDA graph");
+    }
+    cudaGraphExec_t exec = NULL;
+    err = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        return cuda_fail(e, err, "instantiating a CUDA graph");
+    }
+    *out = exec;
+    return GRAFT_OK;
+}
+
+static graft_status be_replay(void *impl, void *graph, graft_err *e) {
+    cuda_backend *be = impl;
+    CUDA_TRY(e, cudaGraphLaunch((cudaGraphExec_t)graph, be->stream), "replaying a CUDA graph");
+    return GRAFT_OK;
+}
+
+static void be_graph_free(void *impl, void *graph) {
+    (void)impl;
+    if (graph) cudaGraphExecDestroy((cudaGraphExec_t)graph);
+}
+
+static int64_t be_fallback_count(void *impl) {
+    return ((cuda_backend *)impl)->fallbacks;
+}
+
+static void be_destroy(void *impl) {
+    cuda_backend *be = impl;
+    if (!be) return;
+    cudaSetDevice(be->device);
+    if (be->n_node_state) be_release_state(be);
+    cuda_free(be, be->workspace);
+    if (be->stream) cudaStreamSynchronize(be->stream);
+    free(be->node_state);
+    free(be->node_state_owner);
+    free(be->warned);
+    if (be->lt) cublasLtDestroy(be->lt);
+    if (be->dnn) cudnnDestroy(be->dnn);
+    if (be->pool) cudaMemPoolDestroy(be->pool);
+    if (be->stream) cudaStreamDestroy(be->stream);
+    cudaGetLastError();
+    free(be);
+}
+
+static graft_status init_device(cuda_backend *be, graft_err *e) {
+    CUDA_TRY(e, cudaSetDevice(be->device), "selecting the GPU");
+    CUDA_TRY(e, cudaGetDeviceProperties(&be->prop, be->device), "reading the GPU's properties");
+    CUDA_TRY(e, cudaStreamCreateWithFlags(&be->stream, cudaStreamNonBlocking), "creating a stream");
+    struct cudaMemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = cudaMemAllocationTypePinned;
+    props.handleTypes = cudaMemHandleTypeNone;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = be->device;
+    CUDA_TRY(e, cudaMemPoolCreate(&be->pool, &props), "creating a device memory pool");
+    uint64_t keep = UINT64_MAX; /* freed blocks stay in the pool for the next batch */
+    CUDA_TRY(e, cudaMemPoolSetAttribute(be->pool, cudaMemPoolAttrReleaseThreshold, &keep),
+             "configuring the memory pool");
+    CUBLAS_TRY(e, cublasLtCreate(&be->lt), "creating a cuBLASLt handle");
+    CUDNN_TRY(e, cudnnCreate(&be->dnn), "creating a cuDNN handle");
+    CUDNN_TRY(e, cudnnSetStream(be->dnn, be->stream), "binding cuDNN to the stream");
+    return GRAFT_OK;
+}
+
+graft_status cuda_backend_create(const cuda_backend_options *o, graft_backend *out, graft_err *e) {
+    char why[256] = "";
+    int n = cuda_device_count(why, sizeof why);
+    if (n == 0) return err_set(e, GRAFT_E_BACKEND, "no usable GPU: %s", why);
+    if (o->device < 0 || o->device >= n)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "cuda:%d does not exist (%d GPU%s found)",
+                       o->device, n, n == 1 ? "" : "s");
+    cuda_backend *be = calloc(1, sizeof *be);
+    if (!be) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory creating the CUDA backend");
+    be->device = o->device;
+    be->allow_tf32 = o->allow_tf32;
+    be->log = o->log;
+    be->log_user = o->log_user;
+    be->num_threads = o->num_threads;
+    graft_status st = init_device(be, e);
+    if (st != GRAFT_OK) {
+        be_destroy(be);
+        return st;
+    }
+    *out = (graft_backend){.name = "cuda",
+                           .impl = be,
+                           .is_device = true,
+                           .alloc = be_alloc,
+                           .free = be_free,
+                           .supports = be_supports,
+                           .run = be_run,
+                           .release_state = be_release_state,
+                           .synchronize = be_synchronize,
+                           .copy_to_device = be_to_device,
+                           .copy_to_host = be_to_host,
+                           .copy_on_device = be_on_device,
+                           .capture_begin = be_capture_begin,
+                           .capture_end = be_capture_end,
+                           .replay = be_replay,
+                           .graph_free = be_graph_free,
+                           .fallback_count = be_fallback_count,
+                           .destroy = be_destroy};
+    return GRAFT_OK;
+}

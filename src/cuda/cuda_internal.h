@@ -1,0 +1,89 @@
+/* cuda_internal.h: the CUDA backend's state and the helpers its kernel files share. */
+#ifndef GRAFT_CUDA_INTERNAL_H
+#define GRAFT_CUDA_INTERNAL_H
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include "cuda_backend.h"
+
+typedef struct cuda_kernel cuda_kernel;
+
+typedef struct cuda_backend {
+    int device;
+    bool allow_tf32;
+    cudaStream_t stream;
+    cudaMemPool_t pool;
+    cublasLtHandle_t lt;
+    cudnnHandle_t dnn;
+    void *workspace; /* shared scratch for cuBLASLt and cuDNN, grown on demand */
+    size_t workspace_bytes;
+    void **node_state; /* per node index, owned by the kernel that made it */
+    const cuda_kernel **node_state_owner;
+    bool *warned; /* per node index: the CPU fallback was reported */
+    int64_t fallbacks; /* node runs that went to the CPU reference */
+    bool capturing;
+    int n_node_state;
+    cuda_log_fn log;
+    void *log_user;
+    int num_threads;
+    struct cudaDeviceProp prop;
+} cuda_backend;
+
+/* A device kernel for one op. Inputs and outputs have dtype and shape set; their data is device
+ * memory, except inputs at positions op_input_on_host() names, which are host memory. Outputs
+ * are NOT zero-filled: write every element. Enqueue work on be->stream only and do not
+ * synchronize. Set *handled = false (return GRAFT_OK) for a case it does not cover (a dtype, an
+ * attribute); the backend then runs the CPU reference on copies. Per-node state (descriptors,
+ * plans) goes in *state, freed with free_state. */
+typedef graft_status (*cuda_kernel_fn)(cuda_backend *be, const op_call *call, void **state,
+                                       bool *handled);
+struct cuda_kernel {
+    const char *op;
+    cuda_kernel_fn run;
+    void (*free_state)(void *state);
+};
+
+/* Kernel tables, one per op family file, each ending with {NULL, NULL, NULL}. */
+extern const cuda_kernel cuda_elementwise_kernels[]; /* cuda_elementwise.c */
+extern const cuda_kernel cuda_reduce_kernels[];      /* cuda_reduce.c */
+extern const cuda_kernel cuda_tensor_kernels[];      /* cuda_tensor.c */
+extern const cuda_kernel cuda_conv_kernels[];        /* cuda_conv.c: Conv, pools (cuDNN) */
+extern const cuda_kernel cuda_matmul_kernels[];      /* cuda_matmul.c: MatMul, Gemm (cuBLASLt) */
+
+/* Error helpers: set e with what failed and the library's own message; return the status. */
+graft_status cuda_fail(graft_err *e, cudaError_t err, const char *what);
+graft_status cudnn_fail(graft_err *e, cudnnStatus_t st, const char *what);
+graft_status cublas_fail(graft_err *e, cublasStatus_t st, const char *what);
+/* cuda_fail when err is not cudaSuccess, else GRAFT_OK. */
+static inline graft_status cuda_fail_if(graft_err *e, cudaError_t err, const char *what) {
+    return err == cudaSuccess ? GRAFT_OK : cuda_fail(e, err, what);
+}
+#define CUDA_TRY(e, expr, what)                                                                    \
+    do {                                                                                           \
+        cudaError_t cuda_try_ = (expr);                                                            \
+        if (cuda_try_ != cudaSuccess) return cuda_fail((e), cuda_try_, (what));                    \
+    } while (0)
+#define CUDNN_TRY(e, expr, what)                                                                   \
+    do {                                                                                           \
+        cudnnStatus_t cudnn_try_ = (expr);                                                         \
+        if (cudnn_try_ != CUDNN_STATUS_SUCCESS) return cudnn_fail((e), cudnn_try_, (what));        \
+    } while (0)
+#define CUBLAS_TRY(e, expr, what)                                                                  \
+    do {                                                                                           \
+        cublasStatus_t cublas_try_ = (expr);                                                       \
+        if (cublas_try_ != CUBLAS_STATUS_SUCCESS) return cublas_fail((e), cublas_try_, (what));    \
+    } while (0)
+
+/* Device memory from the backend's stream-ordered pool; an out-of-memory error names the bytes
+ * asked for and the bytes free. Temporaries: allocate, use on be->stream, free on be->stream. */
+graft_status cuda_malloc(cuda_backend *be, size_t bytes, void **out, graft_err *e);
+void cuda_free(cuda_backend *be, void *ptr);
+/* The shared workspace, at least `bytes` large (valid until the next call). */
+graft_status cuda_workspace(cuda_backend *be, size_t bytes, void **out, graft_err *e);
+
+/* Launch checks: after a kernel launch, report a launch error (bad configuration) at once. */
+graft_status cuda_check_launch(graft_err *e, const char *what);
+
+#endif

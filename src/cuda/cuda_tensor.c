@@ -1,0 +1,367 @@
+/* cuda_tensor.c: CUDA kernels of the data-movement ops (reshapes, Transpose, Slice, Expand,
+ * Concat, Split, Gather): host-side checks, views and unit sizes; launchers in tensor.cu. */
+#include <stdint.h>
+#include <string.h>
+
+#include "../ops/tensor_plan.h"
+#include "cuda_internal.h"
+#include "cuda_tensor.h"
+#include "tensor_launch.h"
+
+/* Outputs come shaped by inference; a kernel that disagrees must stop rather than overrun. */
+graft_status cuda_tensor_expect_shape(const op_call *c, const tensor *out, graft_dtype dtype,
+                                      int ndim, const int64_t *dims) {
+    if (out->dtype == dtype && shapes_equal(out->ndim, out->dims, ndim, dims)) return GRAFT_OK;
+    char s1[256], s2[256];
+    return op_error(c->node, c->err, GRAFT_E_INTERNAL,
+                    "output is %s %s but the kernel computes %s %s", graft_dtype_name(out->dtype),
+                    shape_str(s1, sizeof s1, out->ndim, out->dims), graft_dtype_name(dtype),
+                    shape_str(s2, sizeof s2, ndim, dims));
+}
+
+graft_status cuda_tensor_missing(const op_call *c, int i) {
+    return op_error(c->node, c->err, GRAFT_E_INVALID_ARGUMENT, "input %d is missing", i);
+}
+
+/* Largest power of two up to `unit` that divides v (a size, stride or address remainder). */
+static int unit_dividing(int unit, int64_t v) {
+    while (unit > 1 && v % unit != 0) unit /= 2;
+    return unit;
+}
+
+static int64_t addr_mod16(const void *p) {
+    return (int64_t)((uintptr_t)p & 15u);
+}
+
+/* Drop size-1 axes and merge neighbours contiguous with each other. Returns the new rank (0: a
+ * single element), or -1 for an empty view. */
+static int view_simplify(int ndim, const int64_t *dims, const int64_t *strides, int64_t *d,
+                         int64_t *s) {
+    int n = 0;
+    for (int i = 0; i < ndim; i++) {
+        if (dims[i] == 0) return -1;
+        if (dims[i] == 1) continue;
+        if (n > 0 && s[n - 1] == strides[i] * dims[i]) {
+            d[n - 1] *= dims[i];
+            s[n - 1] = strides[i];
+        } else {
+            d[n] = dims[i];
+            s[n] = strides[i];
+            n++;
+        }
+    }
+    return n;
+}
+
+/* A copy view in units of `unit` bytes: n axes (-1 empty, 0 a single unit). */
+typedef struct copy_view {
+    int n, unit;
+    int64_t d[CUDA_TENSOR_VIEW_DIMS], s[CUDA_TENSOR_VIEW_DIMS];
+} copy_view;
+
+/* Rewrite an element view as bytes (each element one more axis of elem contiguous bytes), merge,
+ * then regroup the bytes into the widest unit that every row length, stride and both pointers
+ * allow: rows that are contiguous in src move as 16-byte words when aligned. */
+static void plan_view(copy_view *v, size_t elem, int ndim, const int64_t *dims,
+                      const int64_t *strides, const void *src, const void *dst) {
+    int64_t bd[CUDA_TENSOR_VIEW_DIMS], bs[CUDA_TENSOR_VIEW_DIMS];
+    for (int k = 0; k < ndim; k++) {
+        bd[k] = dims[k];
+        bs[k] = strides[k] * (int64_t)elem;
+    }
+    bd[ndim] = (int64_t)elem;
+    bs[ndim] = 1;
+    int n = view_simplify(ndim + 1, bd, bs, v->d, v->s);
+    v->n = n;
+    v->unit = 1;
+    if (n <= 0) {
+        v->unit = (int)elem; /* n == 0: one element of one byte, or an empty view */
+        return;
+    }
+    /* A strided last axis (only for 1-byte elements) keeps single bytes. */
+    if (v->s[n - 1] != 1) return;
+    int u = unit_dividing(16, v->d[n - 1]);
+    for (int k = 0; k < n - 1; k++) u = unit_dividing(u, v->s[k]);
+    u = unit_dividing(u, addr_mod16(src));
+    u = unit_dividing(u, addr_mod16(dst));
+    v->d[n - 1] /= u;
+    for (int k = 0; k < n - 1; k++) v->s[k] /= u;
+    v->unit = u;
+    int64_t d[CUDA_TENSOR_VIEW_DIMS], s[CUDA_TENSOR_VIEW_DIMS];
+    memcpy(d, v->d, sizeof d);
+    memcpy(s, v->s, sizeof s);
+    v->n = view_simplify(n, d, s, v->d, v->s);
+}
+
+/* The axis that is contiguous in src when the last one is not, if tiling pays off; else -1. */
+static int tiled_axis(const copy_view *v) {
+    int n = v->n;
+    if (n < 2 || v->s[n - 1] == 1 || v->s[n - 1] == 0 || v->d[n - 1] < 8) return -1;
+    for (int k = n - 2; k >= 0; k--)
+        if (v->s[k] == 1) return v->d[k] >= 8 ? k : -1;
+    return -1;
+}
+
+graft_status cuda_tensor_copy_strided(cuda_backend *be, const op_call *c, void *dst,
+                                      const void *src, size_t elem, int ndim, const int64_t *dims,
+                                      const int64_t *strides) {
+    copy_view v;
+    plan_view(&v, elem, ndim, dims, strides, src, dst);
+    graft_err *e = c->err;
+    if (v.n < 0) return GRAFT_OK;
+    if (v.n == 0 || (v.n == 1 && v.s[0] == 1)) {
+        size_t bytes = (size_t)v.unit * (size_t)(v.n == 0 ? 1 : v.d[0]);
+        CUDA_TRY(e, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, be->stream),
+                 "copying a tensor view on the GPU");
+        return GRAFT_OK;
+    }
+    int axis = tiled_axis(&v);
+    if (axis >= 0)
+        CUDA_TRY(e, cuda_tensor_copy_tiled(dst, src, v.unit, v.n, v.d, v.s, axis, be->stream),
+                 "launching the tiled copy kernel");
+    else
+        CUDA_TRY(e, cuda_tensor_copy_view(dst, src, v.unit, v.n, v.d, v.s, be->stream),
+                 "launching the strided copy kernel");
+    return GRAFT_OK;
+}
+
+/* Reshape-like ops keep the bytes in order; only the shape (already on the output) changes. */
+static graft_status copy_same_bytes(cuda_backend *be, const op_call *c, bool *handled) {
+    const tensor *in = c->in[0];
+    tensor *out = c->out[0];
+    *handled = true;
+    if (!in) return cuda_tensor_missing(c, 0);
+    int64_t nbytes = tensor_nbytes(in);
+    if (in->dtype != out->dtype || nbytes != tensor_nbytes(out)) {
+        char s1[256], s2[256];
+        return op_error(c->node, c->err, GRAFT_E_INTERNAL, "cannot copy %s %s into %s %s",
+                        graft_dtype_name(in->dtype), shape_str(s1, sizeof s1, in->ndim, in->dims),
+                        graft_dtype_name(out->dtype),
+                        shape_str(s2, sizeof s2, out->ndim, out->dims));
+    }
+    if (nbytes > 0 && out->data != in->data)
+        CUDA_TRY(c->err,
+                 cudaMemcpyAsync(out->data, in->data, (size_t)nbytes, cudaMemcpyDeviceToDevice,
+                                 be->stream),
+                 "copying a reshaped tensor on the GPU");
+    return GRAFT_OK;
+}
+
+static graft_status cu_reshape(cuda_backend *be, const op_call *c, void **state, bool *handled) {
+    (void)state;
+    return copy_same_bytes(be, c, handled);
+}
+
+static graft_status cu_transpose(cuda_backend *be, const op_call *c, void **state, bool *handled) {
+    (void)state;
+    *handled = true;
+    const tensor *in = c->in[0];
+    if (!in) return cuda_tensor_missing(c, 0);
+    int perm[GRAFT_MAX_DIMS];
+    TRY(transpose_perm(c->node, in->ndim, perm, c->err));
+    int64_t in_strides[GRAFT_MAX_DIMS], strides[GRAFT_MAX_DIMS], dims[GRAFT_MAX_DIMS];
+    dims_strides(in->ndim, in->dims, in_strides);
+    for (int i = 0; i < in->ndim; i++) {
+        dims[i] = in->dims[perm[i]];
+        strides[i] = in_strides[perm[i]];
+    }
+    TRY(cuda_tensor_expect_shape(c, c->out[0], in->dtype, in->ndim, dims));
+    return cuda_tensor_copy_strided(be, c, c->out[0]->data, in->data, graft_dtype_size(in->dtype),
+                                    in->ndim, dims, strides);
+}
+
+static graft_status cu_slice(cuda_backend *be, const op_call *c, void **state, bool *handled) {
+    (void)state;
+    *handled = true;
+    const tensor *in = c->in[0];
+    if (!in) return cuda_tensor_missing(c, 0);
+    /* Only input 0 is device memory; the plan reads its shape and the host-side lists. */
+    value_info vi[5];
+    int n = c->n_in < 5 ? c->n_in : 5;
+    for (int i = 0; i < n; i++) tensor_value_info(&vi[i], c->in[i]);
+    slice_plan p;
+    TRY(slice_plan_make(c->node, vi, n, &p, c->err));
+    TRY(cuda_tensor_expect_shape(c, c->out[0], in->dtype, p.ndim, p.len));
+    if (tensor_numel(c->out[0]) == 0) return GRAFT_OK;
+    int64_t in_strides[GRAFT_MAX_DIMS], strides[GRAFT_MAX_DIMS], first = 0;
+    dims_strides(in->ndim, in->dims, in_strides);
+    for (int i = 0; i < in->ndim; i++) {
+        strides[i] = in_strides[i] * p.step[i];
+        first += p.start[i] * in_strides[i];
+    }
+    size_t elem = graft_dtype_size(in->dtype);
+    return cuda_tensor_copy_strided(be, c, c->out[0]->data,
+                                    (const char *)in->data + first * (int64_t)elem, elem, in->ndim,
+                                    p.len, strides);
+}
+
+static graft_status cu_expand(cuda_backend *be, const op_call *c, void **state, bool *handled) {
+    (void)state;
+    *handled = true;
+    const tensor *in = c->in[0];
+    tensor *out = c->out[0];
+    if (!in) return cuda_tensor_missing(c, 0);
+    int64_t in_strides[GRAFT_MAX_DIMS], strides[GRAFT_MAX_DIMS];
+    dims_strides(in->ndim, in->dims, in_strides);
+    int lead = out->ndim - in->ndim;
+    bool ok = lead >= 0 && out->dtype == in->dtype;
+    for (int i = 0; ok && i < out->ndim; i++) {
+        int j = i - lead;
+        if (j < 0 || in->dims[j] == 1)
+            strides[i] = 0; /* broadcast: reread the same element */
+        else if (in->dims[j] == out->dims[i])
+            strides[i] = in_strides[j];
+        else
+            ok = false;
+    }
+    if (!ok) {
+        char s1[256], s2[256];
+        return op_error(c->node, c->err, GRAFT_E_SHAPE, "cannot expand %s to %s",
+                        shape_str(s1, sizeof s1, in->ndim, in->dims),
+                        shape_str(s2, sizeof s2, out->ndim, out->dims));
+    }
+    return cuda_tensor_copy_strided(be, c, out->data, in->data, graft_dtype_size(in->dtype),
+                                    out->ndim, out->dims, strides);
+}
+
+/* A piece of Concat's output (or Split's input) must match it everywhere but on the axis. */
+static graft_status check_piece(const op_call *c, const tensor *whole, const tensor *piece,
+                                int axis) {
+    bool ok = piece->dtype == whole->dtype && piece->ndim == whole->ndim;
+    for (int d = 0; ok && d < whole->ndim; d++)
+        if (d != axis && piece->dims[d] != whole->dims[d]) ok = false;
+    if (ok) return GRAFT_OK;
+    char s1[256], s2[256];
+    return op_error(
+        c->node, c->err, GRAFT_E_SHAPE, "piece %s %s does not fit %s %s on axis %d",
+        graft_dtype_name(piece->dtype), shape_str(s1, sizeof s1, piece->ndim, piece->dims),
+        graft_dtype_name(whole->dtype), shape_str(s2, sizeof s2, whole->ndim, whole->dims), axis);
+}
+
+/* Bytes of one row of t along axis: dims[axis] * (product of the dims after it) elements. */
+static int64_t axis_block_bytes(const tensor *t, int axis) {
+    return dtype_bytes(t->dtype, dims_numel(t->ndim - axis, t->dims + axis));
+}
+
+/* Check the pieces against whole and find the widest unit that every row, piece width, piece
+ * offset and pointer allows. */
+static graft_status pieces_unit(const op_call *c, const tensor *whole, tensor *const *pieces, int n,
+                                int axis, int *unit) {
+    int64_t sum_axis = 0, off = 0;
+    int u = unit_dividing(16, addr_mod16(whole->data));
+    for (int i = 0; i < n; i++) {
+        if (!pieces[i]) return cuda_tensor_missing(c, i);
+        TRY(check_piece(c, whole, pieces[i], axis));
+        int64_t w = axis_block_bytes(pieces[i], axis);
+        sum_axis += pieces[i]->dims[axis];
+        if (w > 0)
+            u = unit_dividing(unit_dividing(unit_dividing(u, w), off), addr_mod16(pieces[i]->data));
+        off += w;
+    }
+    if (sum_axis != whole->dims[axis])
+        return op_error(c->node, c->err, GRAFT_E_SHAPE,
+                        "pieces add up to %lld on axis %d, not %lld", (long long)sum_axis, axis,
+                        (long long)whole->dims[axis]);
+    *unit = unit_dividing(u, off);
+    return GRAFT_OK;
+}
+
+/* Concat (join) and Split (cut) move each piece's block of every outer row, a batch of pieces
+ * per launch. */
+static graft_status join_or_cut(cuda_backend *be, const op_call *c, tensor *whole,
+                                tensor *const *pieces, int n, bool join) {
+    int axis, unit = 1;
+    TRY(op_axis(c->node, attr_i(c->node, "axis", 0), whole->ndim, &axis, c->err));
+    TRY(pieces_unit(c, whole, pieces, n, axis, &unit));
+    int64_t rows = dims_numel(axis, whole->dims), row = axis_block_bytes(whole, axis) / unit;
+    if (rows == 0 || row == 0) return GRAFT_OK;
+    int64_t off = 0;
+    for (int b = 0; b < n; b += CUDA_TENSOR_PIECES) {
+        void *ptr[CUDA_TENSOR_PIECES];
+        int64_t widths[CUDA_TENSOR_PIECES], offsets[CUDA_TENSOR_PIECES];
+        int m = n - b < CUDA_TENSOR_PIECES ? n - b : CUDA_TENSOR_PIECES;
+        for (int i = 0; i < m; i++) {
+            ptr[i] = pieces[b + i]->data;
+            widths[i] = axis_block_bytes(pieces[b + i], axis) / unit;
+            offsets[i] = off;
+            off += widths[i];
+        }
+        CUDA_TRY(c->err,
+                 cuda_tensor_copy_pieces(whole->data, ptr, widths, offsets, m, rows, row, unit,
+                                         join, be->stream),
+                 join ? "launching the Concat kernel" : "launching the Split kernel");
+    }
+    return GRAFT_OK;
+}
+
+static graft_status cu_concat(cuda_backend *be, const op_call *c, void **state, bool *handled) {
+    (void)state;
+    *handled = true;
+    return join_or_cut(be, c, c->out[0], (tensor *const *)c->in, c->n_in, true);
+}
+
+/* Split's sizes need no reading: inference has already shaped every output from them. */
+static graft_status cu_split(cuda_backend *be, const op_call *c, void **state, bool *handled) {
+    (void)state;
+    *handled = true;
+    if (!c->in[0]) return cuda_tensor_missing(c, 0);
+    return join_or_cut(be, c, (tensor *)c->in[0], c->out, c->n_out, false);
+}
+
+static graft_status cu_gather(cuda_backend *be, const op_call *c, void **state, bool *handled) {
+    (void)state;
+    *handled = true;
+    const tensor *data = c->in[0], *idx = c->in[1];
+    if (!data || !idx) return cuda_tensor_missing(c, data ? 1 : 0);
+    if (data->ndim == 0)
+        return op_error(c->node, c->err, GRAFT_E_SHAPE, "cannot gather from a scalar");
+    if (idx->dtype != GRAFT_DTYPE_I64 && idx->dtype != GRAFT_DTYPE_I32)
+        return op_error(c->node, c->err, GRAFT_E_DTYPE, "indices must be int32 or int64");
+    int axis;
+    TRY(op_axis(c->node, attr_i(c->node, "axis", 0), data->ndim, &axis, c->err));
+    int64_t dims[GRAFT_MAX_DIMS];
+    int nd = 0;
+    for (int i = 0; i < axis; i++) dims[nd++] = data->dims[i];
+    for (int i = 0; i < idx->ndim && nd < GRAFT_MAX_DIMS; i++) dims[nd++] = idx->dims[i];
+    for (int i = axis + 1; i < data->ndim && nd < GRAFT_MAX_DIMS; i++) dims[nd++] = data->dims[i];
+    TRY(cuda_tensor_expect_shape(c, c->out[0], data->dtype, data->ndim - 1 + idx->ndim, dims));
+    int64_t dim = data->dims[axis], n = tensor_numel(idx);
+    int64_t outer = dims_numel(axis, data->dims);
+    int64_t block =
+        dtype_bytes(data->dtype, dims_numel(data->ndim - axis - 1, data->dims + axis + 1));
+    /* Every index is out of range for an empty axis: that much the host can see. */
+    if (dim == 0 && n > 0)
+        return op_error(c->node, c->err, GRAFT_E_INVALID_ARGUMENT,
+                        "gathers %lld indices from an empty axis", (long long)n);
+    if (tensor_numel(c->out[0]) == 0) return GRAFT_OK;
+    if ((uintptr_t)idx->data % graft_dtype_size(idx->dtype) != 0) {
+        *handled = false; /* misaligned indices cannot be loaded whole on the device */
+        return GRAFT_OK;
+    }
+    int unit = unit_dividing(unit_dividing(unit_dividing(16, block), addr_mod16(data->data)),
+                             addr_mod16(c->out[0]->data));
+    /* Out-of-range indices give zero rows (see tensor.cu); no flag is checked yet. */
+    CUDA_TRY(c->err,
+             cuda_tensor_gather(c->out[0]->data, data->data, idx->data,
+                                idx->dtype == GRAFT_DTYPE_I64, outer, dim, n, block / unit, unit,
+                                NULL, be->stream),
+             "launching the Gather kernel");
+    return GRAFT_OK;
+}
+
+const cuda_kernel cuda_tensor_kernels[] = {
+    {"Flatten", cu_reshape, NULL},
+    {"Reshape", cu_reshape, NULL},
+    {"Squeeze", cu_reshape, NULL},
+    {"Unsqueeze", cu_reshape, NULL},
+    {"Transpose", cu_transpose, NULL},
+    {"Slice", cu_slice, NULL},
+    {"Expand", cu_expand, NULL},
+    {"Concat", cu_concat, NULL},
+    {"Split", cu_split, NULL},
+    {"Gather", cu_gather, NULL},
+    {"ConstantOfShape", cuda_tensor_constant_of_shape, NULL},
+    {"Range", cuda_tensor_range_kernel, NULL},
+    {"Pad", cuda_tensor_pad_kernel, NULL},
+    {NULL, NULL, NULL},
+};

@@ -1,0 +1,27 @@
+/* cuda_tensor.h: helpers shared by the tensor family's glue files (cuda_tensor*.c). */
+#ifndef GRAFT_CUDA_TENSOR_H
+#define GRAFT_CUDA_TENSOR_H
+
+#include "cuda_internal.h"
+
+/* The error for an output whose dtype or shape differs from what the kernel computes. */
+graft_status cuda_tensor_expect_shape(const op_call *c, const tensor *out, graft_dtype dtype,
+                                      int ndim, const int64_t *dims);
+/* The error for a missing required input i. */
+graft_status cuda_tensor_missing(const op_call *c, int i);
+
+/* Enqueue dst (dense, row-major over dims) = the view of src (elements of elem bytes, strides in
+ * elements, src at the view's first element), in the widest units the layout allows. */
+graft_status cuda_tensor_copy_strided(cuda_backend *be, const op_call *c, void *dst,
+                                      const void *src, size_t elem, int ndim, const int64_t *dims,
+                                      const int64_t *strides);
+
+/* Kernels in cuda_tensor_generate.c. */
+graft_status cuda_tensor_constant_of_shape(cuda_backend *be, const op_call *c, void **state,
+                                           bool *handled);
+graft_status cuda_tensor_range_kernel(cuda_backend *be, const op_call *c, void **state,
+                                      bool *handled);
+graft_status cuda_tensor_pad_kernel(cuda_backend *be, const op_call *c, void **state,
+                                    bool *handled);
+
+#endif

@@ -1,0 +1,313 @@
+// elementwise.cu: CUDA kernels of the one-input element-wise ops (activations, math functions,
+// Clip, Not) and of Cast, with their launchers.
+#include <math.h>
+#include <stdint.h>
+
+#include <limits>
+
+#include "cuda/elementwise_common.cuh"
+
+namespace ew {
+namespace {
+
+// ---- float unary ops -------------------------------------------------------------------------
+
+// The float and double forms of each math function, picked by overload.
+__device__ __forceinline__ float m_exp(float v) {
+    return expf(v);
+}
+__device__ __forceinline__ double m_exp(double v) {
+    return exp(v);
+}
+__device__ __forceinline__ float m_log(float v) {
+    return logf(v);
+}
+__device__ __forceinline__ double m_log(double v) {
+    return log(v);
+}
+__device__ __forceinline__ float m_tanh(float v) {
+    return tanhf(v);
+}
+__device__ __forceinline__ double m_tanh(double v) {
+    return tanh(v);
+}
+__device__ __forceinline__ float m_erf(float v) {
+    return erff(v);
+}
+__device__ __forceinline__ double m_erf(double v) {
+    return erf(v);
+}
+__device__ __forceinline__ float m_sqrt(float v) {
+    return sqrtf(v);
+}
+__device__ __forceinline__ double m_sqrt(double v) {
+    return sqrt(v);
+}
+__device__ __forceinline__ float m_abs(float v) {
+    return fabsf(v);
+}
+__device__ __forceinline__ double m_abs(double v) {
+    return fabs(v);
+}
+// Products and sums kept apart (no fused multiply-add) where the CPU reference rounds each.
+__device__ __forceinline__ float m_mul(float a, float b) {
+    return __fmul_rn(a, b);
+}
+__device__ __forceinline__ double m_mul(double a, double b) {
+    return __dmul_rn(a, b);
+}
+__device__ __forceinline__ float m_add(float a, float b) {
+    return __fadd_rn(a, b);
+}
+__device__ __forceinline__ double m_add(double a, double b) {
+    return __dadd_rn(a, b);
+}
+
+// One float op on element type T, computed in compute_t<T> with the CPU reference's formulas
+// (same operation order), rounded once on store. NaN passes through Relu, LeakyRelu and Clip.
+template <int OP, class T> struct unary_float {
+    using C = compute_t<T>;
+    C alpha, lo, hi;
+
+    __device__ __forceinline__ C eval(C v) const {
+        const C zero = 0, one = 1, half = (C)0.5;
+        if constexpr (OP == EW_RELU) return v < zero ? zero : v;
+        if constexpr (OP == EW_LEAKY_RELU) return v < zero ? alpha * v : v;
+        if constexpr (OP == EW_CLIP) {
+            C t = v < lo ? lo : v; // max with lo first, then min with hi: lo > hi gives hi
+            return t > hi ? hi : t;
+        }
+        if constexpr (OP == EW_SIGMOID) return one / (one + m_exp(-v));
+        if constexpr (OP == EW_TANH) return m_tanh(v);
+        if constexpr (OP == EW_ERF) return m_erf(v);
+        if constexpr (OP == EW_GELU)
+            return m_mul(m_mul(half, v), one + m_erf(m_mul(v, (C)0.7071067811865476)));
+        if constexpr (OP == EW_GELU_TANH) {
+            C cube = m_mul(m_mul(m_mul((C)0.044715, v), v), v);
+            C inner = m_mul((C)0.7978845608028654, m_add(v, cube));
+            return m_mul(m_mul(half, v), one + m_tanh(inner));
+        }
+        if constexpr (OP == EW_SQRT) return m_sqrt(v);
+        if constexpr (OP == EW_NEG) return -v;
+        if constexpr (OP == EW_RECIPROCAL) return one / v;
+        if constexpr (OP == EW_EXP) return m_exp(v);
+        if constexpr (OP == EW_LOG) return m_log(v);
+        if constexpr (OP == EW_ABS) return m_abs(v);
+        return v;
+    }
+    __device__ __forceinline__ T operator()(T x) const { return store<T>(eval(load(x))); }
+};
+
+template <int OP, class T>
+cudaError_t launch_unary_float(const void *x, void *y, int64_t n, const ew_unary_params &p,
+                               cudaStream_t s) {
+    using C = compute_t<T>;
+    unary_float<OP, T> f{(C)p.alpha, (C)p.lo, (C)p.hi};
+    return launch_flat<unary_float<OP, T>, T, T>(f, x, y, n, s);
+}
+
+template <class T>
+cudaError_t unary_float_op(ew_unary_op op, const void *x, void *y, int64_t n,
+                           const ew_unary_params &p, cudaStream_t s) {
+    switch (op) {
+#define EW_CASE(OP)                                                                                \
+    case OP:                                                                                       \
+        return launch_unary_float<OP, T>(x, y, n, p, s);
+        EW_CASE(EW_RELU)
+        EW_CASE(EW_LEAKY_RELU)
+        EW_CASE(EW_CLIP)
+        EW_CASE(EW_SIGMOID)
+        EW_CASE(EW_TANH)
+        EW_CASE(EW_ERF)
+        EW_CASE(EW_GELU)
+        EW_CASE(EW_GELU_TANH)
+        EW_CASE(EW_SQRT)
+        EW_CASE(EW_NEG)
+        EW_CASE(EW_RECIPROCAL)
+        EW_CASE(EW_EXP)
+        EW_CASE(EW_LOG)
+        EW_CASE(EW_ABS)
+#undef EW_CASE
+    default:
+        return cudaErrorNotSupported;
+    }
+}
+
+// ---- integer unary ops -----------------------------------------------------------------------
+
+// Relu, Neg, Abs, Clip on integers. Negation goes through uint64 so the most negative value
+// wraps, as the CPU reference does.
+template <int OP, class T> struct unary_int {
+    T lo, hi;
+    __device__ __forceinline__ T operator()(T v) const {
+        if constexpr (OP == EW_RELU) return v < (T)0 ? (T)0 : v;
+        if constexpr (OP == EW_NEG) return (T)(0 - (uint64_t)(int64_t)v);
+        if constexpr (OP == EW_ABS) {
+            if constexpr (std::is_signed<T>::value)
+                return v < (T)0 ? (T)(0 - (uint64_t)(int64_t)v) : v;
+            return v;
+        }
+        if constexpr (OP == EW_CLIP) {
+            T t = v < lo ? lo : v;
+            return t > hi ? hi : t;
+        }
+        return v;
+    }
+};
+
+template <int OP, class T>
+cudaError_t launch_unary_int(const void *x, void *y, int64_t n, const ew_unary_params &p,
+                             cudaStream_t s) {
+    unary_int<OP, T> f{p.has_ilo ? (T)p.ilo : std::numeric_limits<T>::lowest(),
+                       p.has_ihi ? (T)p.ihi : std::numeric_limits<T>::max()};
+    return launch_flat<unary_int<OP, T>, T, T>(f, x, y, n, s);
+}
+
+template <class T>
+cudaError_t unary_int_op(ew_unary_op op, const void *x, void *y, int64_t n,
+                         const ew_unary_params &p, cudaStream_t s) {
+    if constexpr (std::is_signed<T>::value) {
+        if (op == EW_RELU) return launch_unary_int<EW_RELU, T>(x, y, n, p, s);
+        if (op == EW_NEG) return launch_unary_int<EW_NEG, T>(x, y, n, p, s);
+    }
+    if (op == EW_ABS) return launch_unary_int<EW_ABS, T>(x, y, n, p, s);
+    if (op == EW_CLIP) return launch_unary_int<EW_CLIP, T>(x, y, n, p, s);
+    return cudaErrorNotSupported; // other ops make no sense on integers: the CPU path decides
+}
+
+struct not_op {
+    __device__ __forceinline__ uint8_t operator()(uint8_t v) const { return v == 0; }
+};
+
+// ---- Cast ------------------------------------------------------------------------------------
+
+template <int DT> struct dtype_c;
+template <> struct dtype_c<GRAFT_DTYPE_F32> { using type = float; };
+template <> struct dtype_c<GRAFT_DTYPE_F16> { using type = __half; };
+template <> struct dtype_c<GRAFT_DTYPE_BF16> { using type = __nv_bfloat16; };
+template <> struct dtype_c<GRAFT_DTYPE_F64> { using type = double; };
+template <> struct dtype_c<GRAFT_DTYPE_I64> { using type = int64_t; };
+template <> struct dtype_c<GRAFT_DTYPE_I32> { using type = int32_t; };
+template <> struct dtype_c<GRAFT_DTYPE_I8> { using type = int8_t; };
+template <> struct dtype_c<GRAFT_DTYPE_U8> { using type = uint8_t; };
+template <> struct dtype_c<GRAFT_DTYPE_BOOL> { using type = uint8_t; };
+
+// Truncate toward zero into int64, saturating, NaN to 0 (scalar_f64_to_int for signed targets).
+__device__ __forceinline__ int64_t f64_to_i64(double d) {
+    if (d != d) return 0;
+    if (d >= 9223372036854775808.0) return INT64_MAX;
+    if (d <= -9223372036854775808.0) return INT64_MIN;
+    return (int64_t)d;
+}
+
+// One element FROM -> TO with the reference's rules (elementwise_cast.c, core/scalar.h).
+template <int FROM, int TO> struct cast_op {
+    using S = typename dtype_c<FROM>::type;
+    using D = typename dtype_c<TO>::type;
+
+    __device__ __forceinline__ D from_int(int64_t v) const {
+        if constexpr (TO == GRAFT_DTYPE_BOOL)
+            return (D)(v != 0);
+        else if constexpr (!is_floating<D>)
+            return (D)(uint64_t)v; // keep the low bits
+        else if constexpr (TO == GRAFT_DTYPE_F32)
+            return (float)v;
+        else
+            return store<D>((double)v); // f64, or rounded once from double to f16 / bf16
+    }
+    __device__ __forceinline__ D operator()(S x) const {
+        if constexpr (is_floating<S>) {
+            if constexpr (TO == GRAFT_DTYPE_BOOL) {
+                return (D)(load(x) != 0); // NaN is true
+            } else if constexpr (!is_floating<D>) {
+                return (D)(uint64_t)f64_to_i64((double)load(x));
+            } else if constexpr (FROM == GRAFT_DTYPE_F64 || TO == GRAFT_DTYPE_F64) {
+                return store<D>((double)load(x));
+            } else {
+                return store<D>((float)load(x)); // between f32 / f16 / bf16: exact in f32
+            }
+        } else {
+            int64_t v = FROM == GRAFT_DTYPE_BOOL ? (int64_t)(x != 0) : (int64_t)x;
+            return from_int(v);
+        }
+    }
+};
+
+template <int FROM>
+cudaError_t cast_from(graft_dtype to, const void *x, void *y, int64_t n, cudaStream_t s) {
+    using S = typename dtype_c<FROM>::type;
+    switch (to) {
+#define EW_CASE(DT)                                                                                \
+    case DT:                                                                                       \
+        return launch_flat<cast_op<FROM, DT>, S, typename dtype_c<DT>::type>(cast_op<FROM, DT>{},  \
+                                                                             x, y, n, s);
+        EW_CASE(GRAFT_DTYPE_F32)
+        EW_CASE(GRAFT_DTYPE_F16)
+        EW_CASE(GRAFT_DTYPE_BF16)
+        EW_CASE(GRAFT_DTYPE_F64)
+        EW_CASE(GRAFT_DTYPE_I64)
+        EW_CASE(GRAFT_DTYPE_I32)
+        EW_CASE(GRAFT_DTYPE_I8)
+        EW_CASE(GRAFT_DTYPE_U8)
+        EW_CASE(GRAFT_DTYPE_BOOL)
+#undef EW_CASE
+    default:
+        return cudaErrorNotSupported;
+    }
+}
+
+} // namespace
+} // namespace ew
+
+using namespace ew;
+
+extern "C" cudaError_t ew_unary(ew_unary_op op, graft_dtype dt, const void *x, void *y, int64_t n,
+                                const ew_unary_params *p, cudaStream_t stream) {
+    switch (dt) {
+    case GRAFT_DTYPE_F32:
+        return unary_float_op<float>(op, x, y, n, *p, stream);
+    case GRAFT_DTYPE_F16:
+        return unary_float_op<__half>(op, x, y, n, *p, stream);
+    case GRAFT_DTYPE_BF16:
+        return unary_float_op<__nv_bfloat16>(op, x, y, n, *p, stream);
+    case GRAFT_DTYPE_F64:
+        return unary_float_op<double>(op, x, y, n, *p, stream);
+    case GRAFT_DTYPE_I8:
+        return unary_int_op<int8_t>(op, x, y, n, *p, stream);
+    case GRAFT_DTYPE_I16:
+        return unary_int_op<int16_t>(op, x, y, n, *p, stream);
+    case GRAFT_DTYPE_I32:
+        return unary_int_op<int32_t>(op, x, y, n, *p, stream);
+    case GRAFT_DTYPE_I64:
+        return unary_int_op<int64_t>(op, x, y, n, *p, stream);
+    case GRAFT_DTYPE_U8:
+        return unary_int_op<uint8_t>(op, x, y, n, *p, stream);
+    default:
+        return cudaErrorNotSupported;
+    }
+}
+
+extern "C" cudaError_t ew_not(const void *x, void *y, int64_t n, cudaStream_t stream) {
+    return launch_flat<not_op, uint8_t, uint8_t>(not_op{}, x, y, n, stream);
+}
+
+extern "C" cudaError_t ew_cast(graft_dtype from, const void *x, graft_dtype to, void *y, int64_t n,
+                               cudaStream_t stream) {
+    switch (from) {
+#define EW_CASE(DT)                                                                                \
+    case DT:                                                                                       \
+        return cast_from<DT>(to, x, y, n, stream);
+        EW_CASE(GRAFT_DTYPE_F32)
+        EW_CASE(GRAFT_DTYPE_F16)
+        EW_CASE(GRAFT_DTYPE_BF16)
+        EW_CASE(GRAFT_DTYPE_F64)
+        EW_CASE(GRAFT_DTYPE_I64)
+        EW_CASE(GRAFT_DTYPE_I32)
+        EW_CASE(GRAFT_DTYPE_I8)
+        EW_CASE(GRAFT_DTYPE_U8)
+        EW_CASE(GRAFT_DTYPE_BOOL)
+#undef EW_CASE
+    default:
+        return cudaErrorNotSupported;
+    }
+}

@@ -1,0 +1,141 @@
+/* train_launch.h: launchers of the head-training kernels (src/cuda/train.cu, train_optim.cu):
+ * batch gathers, activations and dropout, losses, gradient norms and the fused optimizers. */
+#ifndef GRAFT_CUDA_TRAIN_LAUNCH_H
+#define GRAFT_CUDA_TRAIN_LAUNCH_H
+
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* How the head's compute copies are rounded: the values of graft_precision (FP32, BF16, FP16). */
+enum { TRAIN_ROUND_NONE = 0, TRAIN_ROUND_BF16 = 1, TRAIN_ROUND_F16 = 2 };
+/* Activations: the values of graft_activation. */
+enum { TRAIN_ACT_RELU = 0, TRAIN_ACT_GELU = 1, TRAIN_ACT_TANH = 2 };
+/* Losses: the values of loss_kind (src/train/loss.h). */
+enum { TRAIN_LOSS_CE = 0, TRAIN_LOSS_BCE = 1, TRAIN_LOSS_MSE = 2 };
+/* Optimizers: the values of optim_kind (src/train/optim.h). */
+enum { TRAIN_OPT_SGD = 0, TRAIN_OPT_ADAM = 1, TRAIN_OPT_ADAMW = 2, TRAIN_OPT_LAMB = 3 };
+
+/* Partial sums per parameter tensor in the deterministic norm reductions (one per block). */
+#define TRAIN_PARTIALS 128
+
+/* The training state that lives on the device between steps, so that a step needs no host
+ * round trip: the loss scaler (fp16), the optimizer's step count and this step's scalars, and
+ * the loss sums. The host reads it (one copy) at an epoch's end or when it reports a step. */
+typedef struct train_state {
+    /* 8-byte fields first: the layout is the same for gcc and nvcc */
+    int64_t growth_interval;
+    int64_t growth_tracker;
+    int64_t skipped;   /* optimizer steps skipped for inf/NaN gradients */
+    int64_t opt_steps; /* optimizer steps taken (PyTorch's state["step"]) */
+    double step_loss;  /* mean loss of the last micro-batch */
+    double epoch_loss; /* sum over the epoch's micro-batches of loss * rows */
+    double wsum;       /* CE: the batch's sum of target weights, the gradient's divisor */
+    int64_t step_correct, epoch_correct;
+    int64_t bad_batches; /* CE micro-batches whose target weights summed to zero */
+    float scale, growth_factor, backoff_factor;
+    float inv_scale;   /* 1/scale of this step (fp32, as PyTorch rounds it) */
+    float clip_coef;   /* multiplies the gradients when clip_apply */
+    float total_norm;  /* of the last clipped step */
+    float step_size;   /* Adam: lr / (1 - beta1^t) */
+    float bc2_sqrt;    /* Adam: sqrt(1 - beta2^t) */
+    float bc1, bc2;    /* LAMB: 1 - beta^t */
+    int32_t found_inf; /* set by the gradient check, cleared by the step's finalisation */
+    int32_t skip;      /* this step is skipped (fp16 inf/NaN) */
+    int32_t clip_apply;
+    int32_t first; /* SGD: the first step copies d into the momentum buffer */
+} train_state;
+
+/* ---- forward, losses, backward (train.cu) -------------------------------------------------- */
+
+/* dst (m, cols) = round(src[idx[i]] rows); src may be mapped host memory. */
+cudaError_t train_gather_rows(float *dst, const float *src, const int64_t *idx, int64_t m,
+                              int64_t cols, int round, cudaStream_t stream);
+/* dst (m) = src[idx[i]] (class indices). */
+cudaError_t train_gather_i64(int64_t *dst, const int64_t *src, const int64_t *idx, int64_t m,
+                             cudaStream_t stream);
+/* dst (n) = round(src) (src == dst allowed: nothing to do in fp32). */
+cudaError_t train_round(float *dst, const float *src, int64_t n, int round, cudaStream_t stream);
+/* z (m, cols) rounded in place; y = round(act(z)), then dropout with probability p:
+ * round(y * mask / (1 - p)), the mask drawn from a counter hash of (seed, element) (not the CPU
+ * head's RNG stream). p == 0: no dropout. */
+cudaError_t train_act_forward(float *y, float *z, int64_t m, int64_t cols, int act, float p,
+                              uint64_t seed, int round, cudaStream_t stream);
+/* g (m, cols), in place: through the dropout mask of (seed, p), then times act'(z), rounded. */
+cudaError_t train_act_backward(float *g, const float *z, int64_t m, int64_t cols, int act, float p,
+                               uint64_t seed, int round, cudaStream_t stream);
+/* acc (cols) += round(sum over the m rows of g (m, cols)), the sum in double. */
+cudaError_t train_colsum_add(float *acc, const float *g, int64_t m, int64_t cols, int round,
+                             cudaStream_t stream);
+/* acc (n) += round(v). */
+cudaError_t train_add_rounded(float *acc, const float *v, int64_t n, int round,
+                              cudaStream_t stream);
+
+typedef struct train_loss_args {
+    int kind; /* TRAIN_LOSS_* */
+    int64_t m, c;
+    double smoothing;          /* CE */
+    double wsum_c;             /* CE: sum of the class weights (c without weights) */
+    const float *class_weight; /* CE: (c) device, or NULL */
+    const float *pos_weight;   /* BCE: (c) device, or NULL */
+    const void *targets;       /* CE: int64 (m); else f32 (m, c); device */
+    double grad_mult;          /* 1 / accumulate */
+    int scale_grad;            /* fp16: the gradient is also multiplied by the loss scale */
+    int round;                 /* of the gradient */
+} train_loss_args;
+
+/* The mean loss of logits (m, c) into st->step_loss (added, times m, to st->epoch_loss), the
+ * correct predictions (CE) likewise, and dlogits (m, c) = round(d(loss)/d(logits) * grad_mult
+ * [* st->scale]). scratch: 4 * m doubles of device memory. */
+cudaError_t train_loss(const float *logits, float *dlogits, const train_loss_args *a,
+                       double *scratch, train_state *st, cudaStream_t stream);
+
+/* ---- optimizer step (train_optim.cu) ------------------------------------------------------- */
+
+/* Per-block partial sums of (g * inv_scale)^2 (inv_scale = 1 unless fp16) into
+ * partials[0..TRAIN_PARTIALS), and st->found_inf when a gradient is inf or NaN (fp16). */
+cudaError_t train_grad_check(const float *g, int64_t n, int fp16, double *partials, train_state *st,
+                             cudaStream_t stream);
+
+typedef struct train_step_args {
+    int kind; /* TRAIN_OPT_* */
+    int fp16; /* unscale, check and update the loss scale */
+    int clip; /* clip by global norm to max_norm */
+    float max_norm;
+    float lr, beta1, beta2;
+    int n_params;
+} train_step_args;
+
+/* The step's scalars from the gradient checks (partials: TRAIN_PARTIALS per parameter): skip
+ * and the scaler update (fp16), the clipping coefficient, the step count and bias corrections. */
+cudaError_t train_step_finalize(train_state *st, const double *partials, train_step_args a,
+                                cudaStream_t stream);
+
+typedef struct train_optim_args {
+    int kind; /* TRAIN_OPT_* */
+    float lr;
+    float weight_decay; /* 0 for parameters without decay */
+    float momentum, dampening;
+    int nesterov;
+    float beta1, beta2, eps;
+    int amsgrad;
+    int fp16; /* the gradients are still scaled: multiply by st->inv_scale */
+} train_optim_args;
+
+/* One fused update of a parameter tensor w (n) from its gradient g, which it then clears (also
+ * when the step is skipped). State buffers: SGD s0 = momentum (or NULL); Adam/AdamW s0 = exp_avg,
+ * s1 = exp_avg_sq, s2 = max_exp_avg_sq (or NULL); LAMB s0, s1 and partials (2 * TRAIN_PARTIALS
+ * doubles of scratch). */
+cudaError_t train_optim_update(float *w, float *g, float *s0, float *s1, float *s2, int64_t n,
+                               train_optim_args a, double *partials, const train_state *st,
+                               cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,26 @@
+/* exec_internal.h: what the executor's files share: placement, buffers in either place. */
+#ifndef GRAFT_GRAPH_EXEC_INTERNAL_H
+#define GRAFT_GRAPH_EXEC_INTERNAL_H
+
+#include "exec.h"
+
+graft_status exec_place_nodes(executor *x, graft_err *e);
+graft_status exec_buffer_alloc(executor *x, bool dev, size_t bytes, void **out, graft_err *e);
+void exec_buffer_free(executor *x, bool dev, void *p);
+/* Free v's copy in the other place (a constant's kept copy only when kept_too). */
+void exec_free_copy(executor *x, int v, bool kept_too);
+/* Free v's own buffer when the executor owns it on the heap. */
+void exec_free_primary(executor *x, int v);
+graft_status exec_value_at(executor *x, int v, bool dev, tensor *view, graft_err *e);
+graft_status exec_outputs_to_host(executor *x, graft_err *e);
+
+/* CUDA graphs (exec_graph.c). */
+bool exec_graph_can_record(const executor *x, bool planned);
+/* Copy the graph inputs the device reads into buffers that stay (the graph reads them). */
+graft_status exec_graph_stage_inputs(executor *x, const tensor *inputs, graft_err *e);
+graft_status exec_graph_replay(executor *x, const tensor *inputs, graft_err *e);
+/* Keep what replays need after a recorded run: the outputs' device tensors. */
+graft_status exec_graph_keep(executor *x, void *graph, graft_err *e);
+void exec_graph_free(executor *x);
+
+#endif

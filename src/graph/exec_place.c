@@ -1,0 +1,134 @@
+/* exec_place.c: where each node runs when a device backend is present, and moving tensors
+ * between host and device memory for the nodes that read them. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec.h"
+#include "exec_internal.h"
+
+/* A node runs on the host when the device lacks its op, or when what it computes is read as a
+ * shape, axes or bound (op_input_on_host): such chains (Shape -> Gather -> Concat -> Reshape)
+ * stay on the host whole, so no small tensor crosses to the device and back. */
+graft_status exec_place_nodes(executor *x, graft_err *e) {
+    const ir_graph *g = x->g;
+    free(x->node_on_dev);
+    free(x->node_fallback);
+    x->node_on_dev = calloc((size_t)g->n_nodes + 1, 1);
+    x->node_fallback = calloc((size_t)g->n_nodes + 1, 1);
+    if (!x->node_on_dev || !x->node_fallback)
+        return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory placing nodes");
+    x->n_fallback_nodes = 0;
+    if (!x->device) return GRAFT_OK;
+    unsigned char *host_needed = calloc((size_t)g->n_values + 1, 1);
+    if (!host_needed) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory placing nodes");
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_in; k++)
+            if (n->inputs[k] >= 0 && op_input_on_host(n->op_type, k)) host_needed[n->inputs[k]] = 1;
+    }
+    for (int i = g->n_nodes - 1; i >= 0; i--) {
+        const ir_node *n = &g->nodes[i];
+        bool shape_chain = op_runs_on_host(n->op_type);
+        for (int k = 0; k < n->n_out; k++)
+            if (n->outputs[k] >= 0 && host_needed[n->outputs[k]]) shape_chain = true;
+        bool supported = x->device->supports(x->device->impl, n);
+        x->node_on_dev[i] = supported && !shape_chain;
+        if (!supported && !shape_chain) {
+            x->n_fallback_nodes++;
+            x->node_fallback[i] = 1;
+        }
+        if (!shape_chain) continue;
+        for (int k = 0; k < n->n_in; k++)
+            if (n->inputs[k] >= 0 && !op_input_data_unused(n->op_type, k))
+                host_needed[n->inputs[k]] = 1;
+    }
+    /* A recording can replay the forward when every host node only computes shapes from host
+     * data: then no device node reads what the host computed, except at host positions. */
+    x->graph_safe = x->n_fallback_nodes == 0;
+    /* A graph input read as a value (a shape, axes) is baked into the recording: its values
+     * are not part of the plan's signature, so such a model is not recorded. */
+    for (int i = 0; i < g->n_inputs; i++)
+        if (host_needed[g->inputs[i]]) x->graph_safe = false;
+    for (int i = 0; i < g->n_nodes && x->graph_safe; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (!x->node_on_dev[i]) continue;
+        for (int k = 0; k < n->n_in; k++) {
+            int v = n->inputs[k];
+            if (v < 0 || op_input_on_host(n->op_type, k)) continue;
+            int p = g->values[v].producer;
+            if (p >= 0 && !x->node_on_dev[p]) x->graph_safe = false;
+        }
+    }
+    free(host_needed);
+    return GRAFT_OK;
+}
+
+graft_status exec_buffer_alloc(executor *x, bool dev, size_t bytes, void **out, graft_err *e) {
+    if (dev) return x->device->alloc(x->device->impl, bytes, out, e);
+    *out = calloc(1, bytes ? bytes : 1);
+    if (!*out)
+        return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of host memory allocating %zu bytes", bytes);
+    return GRAFT_OK;
+}
+
+void exec_buffer_free(executor *x, bool dev, void *p) {
+    if (!p) return;
+    if (dev)
+        x->device->free(x->device->impl, p);
+    else
+        free(p);
+}
+
+void exec_free_copy(executor *x, int v, bool kept_too) {
+    if (!x->copy[v] || (x->copy_kept[v] && !kept_too)) return;
+    exec_buffer_free(x, !x->on_dev[v], x->copy[v]);
+    x->copy[v] = NULL;
+    x->copy_kept[v] = 0;
+}
+
+void exec_drop_device_copies(executor *x) {
+    if (!x || !x->copy) return;
+    for (int v = 0; v < x->n_values; v++)
+        if (x->copy_kept[v]) exec_free_copy(x, v, true);
+}
+
+/* A view of value v with its data in the wanted place, copying it there once per run (once for
+ * good for a constant). */
+graft_status exec_value_at(executor *x, int v, bool dev, tensor *view, graft_err *e) {
+    *view = x->vals[v];
+    if ((bool)x->on_dev[v] == dev) return GRAFT_OK;
+    if (!x->copy[v]) {
+        size_t bytes = (size_t)tensor_nbytes(&x->vals[v]);
+        void *p = NULL;
+        TRY(exec_buffer_alloc(x, dev, bytes, &p, e));
+        graft_status st =
+            !bytes ? GRAFT_OK
+            : dev  ? x->device->copy_to_device(x->device->impl, p, x->vals[v].data, bytes, e)
+                   : x->device->copy_to_host(x->device->impl, p, x->vals[v].data, bytes, e);
+        if (st != GRAFT_OK) {
+            exec_buffer_free(x, dev, p);
+            return st;
+        }
+        x->copy[v] = p;
+        x->copy_kept[v] = x->g->values[v].is_const;
+    }
+    view->data = x->copy[v];
+    return GRAFT_OK;
+}
+
+/* Graph outputs computed on the device come back to host memory the caller can read. */
+graft_status exec_outputs_to_host(executor *x, graft_err *e) {
+    const ir_graph *g = x->g;
+    for (int i = 0; i < g->n_outputs; i++) {
+        int v = g->outputs[i];
+        if (!x->on_dev[v]) continue;
+        tensor host;
+        TRY(exec_value_at(x, v, false, &host, e));
+        exec_free_primary(x, v);
+        x->vals[v] = host;
+        x->on_dev[v] = 0;
+        x->owned[v] = 1;
+        x->copy[v] = NULL;
+    }
+    return GRAFT_OK;
+}

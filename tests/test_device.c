@@ -1,0 +1,198 @@
+/* test_device.c: choosing where a model runs: cpu, auto (GPU or one warning and the CPU),
+ * cuda[:N] (that GPU or a clear error), nonsense rejected; the GPU list agrees with the build. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graft.h"
+#include "onnx.pb-c.h"
+#include "test_util.h"
+
+typedef struct {
+    int warnings;
+    char last[1024];
+} log_capture;
+
+static void capture(graft_log_level level, const char *msg, void *user) {
+    log_capture *c = user;
+    if (level >= GRAFT_LOG_WARN) c->warnings++;
+    snprintf(c->last, sizeof c->last, "%s", msg);
+}
+
+static graft_ctx *ctx_on(const char *device, log_capture *c) {
+    graft_ctx_options o = GRAFT_CTX_OPTIONS_INIT;
+    o.device = device;
+    o.log_fn = capture;
+    o.log_user = c;
+    graft_ctx *ctx = NULL;
+    return graft_ctx_create(&o, &ctx) == GRAFT_OK ? ctx : NULL;
+}
+
+static void check_auto(const char *model, int gpus, const char *why) {
+    log_capture c = {0};
+    graft_ctx *ctx = ctx_on("auto", &c);
+    graft_model *a = NULL, *b = NULL;
+    graft_status s1 = graft_model_load(ctx, model, &a);
+    graft_status s2 = graft_model_load(ctx, model, &b);
+    CHECK("device_auto_loads", s1 == GRAFT_OK && s2 == GRAFT_OK, "%s", graft_last_error(ctx));
+    const char *d = graft_model_device(a);
+    if (gpus > 0) {
+        CHECK("device_auto_takes_gpu", strncmp(d, "cuda:0 (", 8) == 0, "device '%s'", d);
+        CHECK("device_auto_gpu_no_warning", c.warnings == 0, "%d warnings: %s", c.warnings, c.last);
+    } else {
+        CHECK("device_auto_falls_back", strcmp(d, "cpu") == 0, "device '%s'", d);
+        CHECK("device_auto_one_warning",
+              c.warnings == 1 && strstr(c.last, "running on the CPU") && strstr(c.last, why),
+              "%d warnings, last '%s' (want one naming '%s')", c.warnings, c.last, why);
+    }
+    graft_model_free(a);
+    graft_model_free(b);
+    graft_ctx_free(ctx);
+}
+
+static void check_explicit(const char *model, int gpus) {
+    const char *devices[] = {"cuda", "cuda:0", "cuda:7"};
+    for (int i = 0; i < 3; i++) {
+        log_capture c = {0};
+        graft_ctx *ctx = ctx_on(devices[i], &c);
+        graft_model *m = NULL;
+        graft_status st = graft_model_load(ctx, model, &m);
+        char name[64];
+        snprintf(name, sizeof name, "device_%s", devices[i]);
+        bool exists = gpus > (i == 2 ? 7 : 0);
+        if (exists)
+            CHECK(name, st == GRAFT_OK && strncmp(graft_model_device(m), "cuda:", 5) == 0, "%s",
+                  graft_last_error(ctx));
+        else
+            CHECK(
+                name,
+                st != GRAFT_OK && !m && strstr(graft_last_error(ctx), devices[i]) &&
+                    (strstr(graft_last_error(ctx), "GPU") || strstr(graft_last_error(ctx), "CUDA")),
+                "status %d, error '%s'", (int)st, graft_last_error(ctx));
+        graft_model_free(m);
+        graft_ctx_free(ctx);
+    }
+}
+
+/* A model of one ConstantOfShape reading its shape from the input "shape" (2 int64s): asked
+ * for a (200000, 1000000) float output it needs 800 GB. Packed bytes, malloc'ed. */
+static uint8_t *constant_of_shape_model(size_t *len) {
+    Onnx__TensorShapeProto__Dimension dim = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT;
+    dim.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+    dim.dim_value = 2;
+    Onnx__TensorShapeProto__Dimension *dims[] = {&dim};
+    Onnx__TensorShapeProto shape = ONNX__TENSOR_SHAPE_PROTO__INIT;
+    shape.n_dim = 1, shape.dim = dims;
+    Onnx__TypeProto__Tensor in_tt = ONNX__TYPE_PROTO__TENSOR__INIT, out_tt = in_tt;
+    in_tt.has_elem_type = 1, in_tt.elem_type = GRAFT_DTYPE_I64, in_tt.shape = &shape;
+    out_tt.has_elem_type = 1, out_tt.elem_type = GRAFT_DTYPE_F32;
+    Onnx__TypeProto in_type = ONNX__TYPE_PROTO__INIT, out_type = in_type;
+    in_type.value_case = out_type.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+    in_type.tensor_type = &in_tt, out_type.tensor_type = &out_tt;
+    Onnx__ValueInfoProto in = ONNX__VALUE_INFO_PROTO__INIT, out = in;
+    in.name = "shape", in.type = &in_type, out.name = "y", out.type = &out_type;
+    Onnx__ValueInfoProto *ins[] = {&in}, *outs[] = {&out};
+    char *node_in[] = {"shape"}, *node_out[] = {"y"};
+    Onnx__NodeProto node = ONNX__NODE_PROTO__INIT;
+    node.n_input = 1, node.input = node_in, node.n_output = 1, node.output = node_out;
+    node.op_type = "ConstantOfShape", node.name = "fill";
+    Onnx__NodeProto *nodes[] = {&node};
+    Onnx__GraphProto graph = ONNX__GRAPH_PROTO__INIT;
+    graph.name = "oom", graph.n_node = 1, graph.node = nodes;
+    graph.n_input = 1, graph.input = ins, graph.n_output = 1, graph.output = outs;
+    Onnx__OperatorSetIdProto opset = ONNX__OPERATOR_SET_ID_PROTO__INIT;
+    opset.domain = "", opset.has_version = 1, opset.version = 17;
+    Onnx__OperatorSetIdProto *opsets[] = {&opset};
+    Onnx__ModelProto model = ONNX__MODEL_PROTO__INIT;
+    model.has_ir_version = 1, model.ir_version = 8, model.graph = &graph;
+    model.n_opset_import = 1, model.opset_import = opsets;
+    *len = onnx__model_proto__get_packed_size(&model);
+    uint8_t *buf = malloc(*len);
+    if (buf) onnx__model_proto__pack(&model, buf);
+    return buf;
+}
+
+/* Asking the GPU for more than it has is an error naming the sizes, and the model still runs
+ * afterwards. */
+static void check_out_of_memory(int gpus) {
+    if (gpus == 0) {
+        SKIP("device_out_of_memory", "no usable GPU");
+        return;
+    }
+    size_t len = 0;
+    uint8_t *bytes = constant_of_shape_model(&len);
+    log_capture c = {0};
+    graft_ctx *ctx = ctx_on("cuda:0", &c);
+    graft_model *m = NULL;
+    graft_status st = graft_model_load_memory(ctx, bytes, len, NULL, &m);
+    int64_t huge[2] = {200000, 1000000}, small[2] = {2, 3};
+    graft_named_tensor in = {"shape", {GRAFT_DTYPE_I64, 1, {2}, huge}};
+    if (st == GRAFT_OK) st = graft_model_run(m, &in, 1);
+    const char *msg = graft_last_error(ctx);
+    CHECK("device_out_of_memory",
+          st == GRAFT_E_OUT_OF_MEMORY && strstr(msg, "out of GPU memory") &&
+              strstr(msg, "needed") && strstr(msg, "free"),
+          "status %d, '%s'", (int)st, msg);
+    in.tensor.data = small;
+    st = m ? graft_model_run(m, &in, 1) : GRAFT_E_INVALID_ARGUMENT;
+    const graft_tensor *y = NULL;
+    if (st == GRAFT_OK) st = graft_model_output(m, 0, &y);
+    CHECK("device_runs_after_out_of_memory",
+          st == GRAFT_OK && y->ndim == 2 && y->dims[0] == 2 && y->dims[1] == 3 &&
+              ((const float *)y->data)[5] == 0.0f,
+          "status %d, '%s'", (int)st, graft_last_error(ctx));
+    graft_model_free(m);
+    graft_ctx_free(ctx);
+    free(bytes);
+}
+
+int main(int argc, char **argv) {
+    const char *model = argc > 1 ? argv[1] : "models/digits_cnn.onnx";
+    char why[256] = "";
+    int gpus = graft_gpu_count(why, sizeof why);
+    CHECK("device_gpu_count_says_why", gpus > 0 || why[0], "no GPU and no reason");
+    CHECK("device_cuda_built_agrees", graft_cuda_built() || gpus == 0, "GPUs in a CPU build");
+    graft_gpu_info info;
+    graft_status st = graft_gpu_info_get(gpus, &info);
+    CHECK("device_info_out_of_range", st != GRAFT_OK, "cuda:%d answered", gpus);
+    if (gpus > 0) {
+        st = graft_gpu_info_get(0, &info);
+        CHECK("device_info",
+              st == GRAFT_OK && info.name[0] && info.total_bytes > 0 && info.cc_major >= 5 &&
+                  info.cudnn_version > 0,
+              "status %d", (int)st);
+    }
+    log_capture c = {0};
+    graft_ctx *ctx = ctx_on("cpu", &c);
+    graft_model *m = NULL;
+    st = graft_model_load(ctx, model, &m);
+    CHECK("device_cpu",
+          st == GRAFT_OK && strcmp(graft_model_device(m), "cpu") == 0 && c.warnings == 0, "%s",
+          graft_last_error(ctx));
+    st = graft_model_set_precision(m, GRAFT_DTYPE_F16);
+    CHECK("device_half_needs_gpu",
+          st == GRAFT_E_UNSUPPORTED && strstr(graft_last_error(ctx), "GPU"), "status %d, '%s'",
+          (int)st, graft_last_error(ctx));
+    st = graft_model_set_precision(m, GRAFT_DTYPE_I64);
+    CHECK("device_precision_rejects_int", st == GRAFT_E_INVALID_ARGUMENT, "status %d", (int)st);
+    CHECK("device_fp32_is_noop", graft_model_set_precision(m, GRAFT_DTYPE_F32) == GRAFT_OK, "%s",
+          graft_last_error(ctx));
+    graft_model_free(m);
+    graft_ctx_free(ctx);
+    const char *bad[] = {"gpu", "cuda:", "cuda:x", "cuda:-1", "CUDA"};
+    for (int i = 0; i < 5; i++) {
+        ctx = ctx_on(bad[i], &c);
+        m = NULL;
+        st = graft_model_load(ctx, model, &m);
+        char name[64];
+        snprintf(name, sizeof name, "device_rejects_%s", bad[i]);
+        CHECK(name, st == GRAFT_E_INVALID_ARGUMENT && strstr(graft_last_error(ctx), bad[i]),
+              "status %d, '%s'", (int)st, graft_last_error(ctx));
+        graft_ctx_free(ctx);
+    }
+    check_auto(model, gpus, why);
+    check_explicit(model, gpus);
+    check_out_of_memory(gpus);
+    return test_failures ? 1 : 0;
+}
