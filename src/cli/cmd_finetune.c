@@ -197,6 +197,7 @@ static void print_summary(session *s, const run *r, const int64_t *counts, int n
     if (total)
         printf("  val accuracy      %.4f (%lld of %lld, exported model)\n", (double)right / total,
                (long long)right, (long long)total);
+    printf("  device            %s\n", graft_model_device(s->model));
     printf("  time              backbone %.1fs (%lld samples run; the rest from the cache), head "
            "%.1fs\n",
            r->last.backbone_seconds, (long long)r->last.backbone_samples, r->last.head_seconds);

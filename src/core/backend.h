@@ -26,7 +26,9 @@ typedef struct graft_backend {
     graft_status (*run)(void *impl, int node_index, const op_call *call);
     void (*release_state)(void *impl);
     graft_status (*synchronize)(void *impl, graft_err *e);
-    /* Device backends only (NULL otherwise): copies that are complete when they return. */
+    /* Device backends only (NULL otherwise). copy_to_device returns once `src` may change (the
+     * device copy completes in stream order, before any later work); copy_to_host returns with
+     * the data in `dst`. */
     graft_status (*copy_to_device)(void *impl, void *dst, const void *src, size_t bytes,
                                    graft_err *e);
     graft_status (*copy_to_host)(void *impl, void *dst, const void *src, size_t bytes,

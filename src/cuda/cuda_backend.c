@@ -146,27 +146,26 @@ static void be_release_state(void *impl) {
 static graft_status be_synchronize(void *impl, graft_err *e) {
     cuda_backend *be = impl;
     CUDA_TRY(e, cudaStreamSynchronize(be->stream), "running the queued GPU work");
-    return cuda_check_launch(e, "running the queued GPU work");
+    TRY(cuda_check_launch(e, "running the queued GPU work"));
+    int bad = 0;
+    CUDA_TRY(e, cudaMemcpy(&bad, be->bad_index, sizeof bad, cudaMemcpyDeviceToHost),
+             "reading the GPU's error flags");
+    if (bad) {
+        CUDA_TRY(e, cudaMemset(be->bad_index, 0, sizeof(int)), "clearing the GPU's error flags");
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "a Gather index is out of range for the axis it indexes (found on the GPU; "
+                       "the CPU names the index: run with the device cpu to see it)");
+    }
+    return GRAFT_OK;
 }
 
 static graft_status be_to_device(void *impl, void *dst, const void *src, size_t bytes,
                                  graft_err *e) {
-    cuda_backend *be = impl;
-    if (!bytes) return GRAFT_OK;
-    CUDA_TRY(e, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, be->stream),
-             "copying to the GPU");
-    /* The source is the caller's pageable memory, which may change once we return. */
-    CUDA_TRY(e, cudaStreamSynchronize(be->stream), "copying to the GPU");
-    return GRAFT_OK;
+    return bytes ? cuda_upload(impl, dst, src, bytes, e) : GRAFT_OK;
 }
 
 static graft_status be_to_host(void *impl, void *dst, const void *src, size_t bytes, graft_err *e) {
-    cuda_backend *be = impl;
-    if (!bytes) return GRAFT_OK;
-    CUDA_TRY(e, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, be->stream),
-             "copying from the GPU");
-    CUDA_TRY(e, cudaStreamSynchronize(be->stream), "copying from the GPU");
-    return GRAFT_OK;
+    return bytes ? cuda_download(impl, dst, src, bytes, e) : GRAFT_OK;
 }
 
 static graft_status be_on_device(void *impl, void *dst, const void *src, size_t bytes,
@@ -230,6 +229,8 @@ static void be_destroy(void *impl) {
     if (be->n_node_state) be_release_state(be);
     cuda_free(be, be->workspace);
     if (be->stream) cudaStreamSynchronize(be->stream);
+    cuda_transfer_fini(be);
+    if (be->bad_index) cudaFree(be->bad_index);
     free(be->node_state);
     free(be->node_state_owner);
     free(be->warned);
@@ -258,6 +259,8 @@ static graft_status init_device(cuda_backend *be, graft_err *e) {
     CUBLAS_TRY(e, cublasLtCreate(&be->lt), "creating a cuBLASLt handle");
     CUDNN_TRY(e, cudnnCreate(&be->dnn), "creating a cuDNN handle");
     CUDNN_TRY(e, cudnnSetStream(be->dnn, be->stream), "binding cuDNN to the stream");
+    CUDA_TRY(e, cudaMalloc((void **)&be->bad_index, sizeof(int)), "allocating an error flag");
+    CUDA_TRY(e, cudaMemset(be->bad_index, 0, sizeof(int)), "clearing an error flag");
     return GRAFT_OK;
 }
 

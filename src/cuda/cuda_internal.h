@@ -21,9 +21,12 @@ typedef struct cuda_backend {
     size_t workspace_bytes;
     void **node_state; /* per node index, owned by the kernel that made it */
     const cuda_kernel **node_state_owner;
-    bool *warned; /* per node index: the CPU fallback was reported */
+    bool *warned;      /* per node index: the CPU fallback was reported */
     int64_t fallbacks; /* node runs that went to the CPU reference */
     bool capturing;
+    int *bad_index; /* device flag a Gather raises for an out-of-range index */
+    void *stage[2]; /* pinned host staging buffers for copies (cuda_transfer.c) */
+    cudaEvent_t stage_done[2];
     int n_node_state;
     cuda_log_fn log;
     void *log_user;
@@ -82,6 +85,14 @@ graft_status cuda_malloc(cuda_backend *be, size_t bytes, void **out, graft_err *
 void cuda_free(cuda_backend *be, void *ptr);
 /* The shared workspace, at least `bytes` large (valid until the next call). */
 graft_status cuda_workspace(cuda_backend *be, size_t bytes, void **out, graft_err *e);
+
+/* Host <-> device copies through pinned staging buffers (cuda_transfer.c). An upload returns
+ * once the source has been read (the device copy completes in stream order); a download
+ * returns with the data in dst. */
+graft_status cuda_upload(cuda_backend *be, void *dst, const void *src, size_t bytes, graft_err *e);
+graft_status cuda_download(cuda_backend *be, void *dst, const void *src, size_t bytes,
+                           graft_err *e);
+void cuda_transfer_fini(cuda_backend *be);
 
 /* Launch checks: after a kernel launch, report a launch error (bad configuration) at once. */
 graft_status cuda_check_launch(graft_err *e, const char *what);

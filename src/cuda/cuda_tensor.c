@@ -340,11 +340,12 @@ static graft_status cu_gather(cuda_backend *be, const op_call *c, void **state, 
     }
     int unit = unit_dividing(unit_dividing(unit_dividing(16, block), addr_mod16(data->data)),
                              addr_mod16(c->out[0]->data));
-    /* Out-of-range indices give zero rows (see tensor.cu); no flag is checked yet. */
+    /* Out-of-range indices give zero rows and raise the backend's flag, which the next
+     * synchronize reports as an error (see tensor.cu). */
     CUDA_TRY(c->err,
              cuda_tensor_gather(c->out[0]->data, data->data, idx->data,
                                 idx->dtype == GRAFT_DTYPE_I64, outer, dim, n, block / unit, unit,
-                                NULL, be->stream),
+                                be->bad_index, be->stream),
              "launching the Gather kernel");
     return GRAFT_OK;
 }
