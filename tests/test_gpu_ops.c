@@ -176,6 +176,8 @@ static int tol_parse(const char *tol, gpu_tol_kind *kind, double *bound, int *ax
         *kind = GPU_TOL_REL, *bound = TOL_F32;
     else if (strcmp(tol, "half") == 0)
         *kind = GPU_TOL_HALF, *bound = TOL_HALF;
+    else if (strncmp(tol, "half:", 5) == 0 && atof(tol + 5) > 0)
+        *kind = GPU_TOL_HALF, *bound = atof(tol + 5);
     else if (strncmp(tol, "argmax:", 7) == 0)
         *kind = GPU_TOL_ARGMAX, *axis = atoi(tol + 7);
     else

@@ -44,6 +44,7 @@ static double rms_error(const graft_tensor *a, const graft_tensor *b) {
 }
 
 static graft_dtype precision = GRAFT_DTYPE_F32;
+static graft_log_level log_level = GRAFT_LOG_WARN;
 
 static int check_run(const char *dir, const char *name, graft_model *m, graft_ctx *ctx,
                      const graft_named_tensor *in, int ni, const char *test) {
@@ -106,6 +107,7 @@ static void check_model(const char *dir, const char *name, int reference, const 
     graft_ctx_options opts = GRAFT_CTX_OPTIONS_INIT;
     opts.use_reference_kernels = reference;
     opts.device = device;
+    opts.log_level = log_level;
     graft_ctx *ctx;
     graft_model *m = NULL;
     graft_ctx_create(&opts, &ctx);
@@ -157,6 +159,8 @@ int main(int argc, char **argv) {
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--reference") == 0)
             reference = 1;
+        else if (strcmp(argv[i], "--verbose") == 0)
+            log_level = GRAFT_LOG_DEBUG; /* e.g. which nodes a GPU fuses */
         else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc)
             device = argv[++i];
         else if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc) {

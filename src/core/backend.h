@@ -43,6 +43,12 @@ typedef struct graft_backend {
     graft_status (*capture_end)(void *impl, void **graph, graft_err *e);
     graft_status (*replay)(void *impl, void *graph, graft_err *e);
     void (*graph_free)(void *impl, void *graph);
+    /* Optional: fused groups. Called after placement with how many nodes read each value (+1
+     * for a graph output); sets group_end[i] to the last member of the group node i belongs to
+     * (i when it is on its own). The executor keeps every buffer a member reads or writes alive
+     * until that last member has run; the backend may defer the members' work until then. */
+    void (*plan_groups)(void *impl, const ir_graph *g, const unsigned char *node_on_dev,
+                        const int *readers, int *group_end);
     /* How many node runs fell back to the CPU so far (they cannot be captured). */
     int64_t (*fallback_count)(void *impl);
     void (*destroy)(void *impl);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cuda_fallback.h"
+#include "cuda_groups.h"
 #include "cuda_internal.h"
 
 static const cuda_kernel *const kernel_tables[] = {
@@ -112,10 +113,8 @@ static void warn_fallback(cuda_backend *be, int node_index, const ir_node *node)
     be->log(be->log_user, GRAFT_LOG_WARN, msg);
 }
 
-static graft_status be_run(void *impl, int node_index, const op_call *call) {
-    cuda_backend *be = impl;
+graft_status cuda_run_node(cuda_backend *be, int node_index, const op_call *call) {
     const ir_node *node = call->node;
-    TRY(grow_state(be, node_index, call->err));
     const cuda_kernel *k = find_kernel(node->op_type);
     if (k) {
         bool handled = false;
@@ -129,6 +128,13 @@ static graft_status be_run(void *impl, int node_index, const op_call *call) {
         return op_error(node, call->err, GRAFT_E_UNSUPPORTED,
                         "runs on the CPU, which a CUDA graph cannot record");
     return cuda_run_on_cpu(be, call);
+}
+
+static graft_status be_run(void *impl, int node_index, const op_call *call) {
+    cuda_backend *be = impl;
+    TRY(grow_state(be, node_index, call->err));
+    if (cuda_in_group(be, node_index)) return cuda_group_step(be, node_index, call);
+    return cuda_run_node(be, node_index, call);
 }
 
 static void be_release_state(void *impl) {
@@ -230,6 +236,7 @@ static void be_destroy(void *impl) {
     cuda_free(be, be->workspace);
     if (be->stream) cudaStreamSynchronize(be->stream);
     cuda_transfer_fini(be);
+    cuda_groups_free(be->groups);
     if (be->bad_index) cudaFree(be->bad_index);
     free(be->node_state);
     free(be->node_state_owner);
@@ -300,6 +307,7 @@ graft_status cuda_backend_create(const cuda_backend_options *o, graft_backend *o
                            .replay = be_replay,
                            .graph_free = be_graph_free,
                            .fallback_count = be_fallback_count,
+                           .plan_groups = cuda_plan_groups,
                            .destroy = be_destroy};
     return GRAFT_OK;
 }

@@ -8,41 +8,11 @@
 
 #include "../ops/nn.h"
 #include "conv_util_launch.h"
+#include "cuda_conv.h"
+#include "cuda_float_types.h"
 #include "cuda_internal.h"
 
-/* Convolution algorithms that need more scratch than this are passed over. */
-#define CONV_MAX_WORKSPACE ((size_t)256 << 20)
-
-/* cuDNN's view of a window: 2 or 3 spatial axes (1-D runs as 2-D with a leading axis of 1) and
- * symmetric pads. What symmetric pads cannot express is padded explicitly: the input is copied
- * into a buffer with `before` elements in front of each axis and enough behind it that cuDNN's
- * floor((in + 2 pad - extent) / stride) + 1 is exactly the output size graft inferred. */
-typedef struct dnn_window {
-    int nsp;
-    int64_t in[3];     /* the original input's spatial sizes */
-    int padded[3];     /* spatial sizes of what cuDNN reads (the copy when `copy`) */
-    int64_t before[3]; /* explicit padding in front of each axis */
-    int kernel[3], stride[3], dilation[3], pad[3], out[3];
-    bool copy;
-} dnn_window;
-
-/* One node's cuDNN descriptors for the shapes it was last run with. */
-typedef struct dnn_state {
-    graft_dtype dtype;
-    int ndim[2];
-    int64_t dims[2][GRAFT_MAX_DIMS]; /* X, and W for Conv */
-    bool usable;                     /* false: these shapes run on the CPU */
-    dnn_window win;
-    uint32_t fill_bits; /* the explicit padding's value: 0, or -inf for MaxPool */
-    cudnnTensorDescriptor_t x_desc, y_desc;
-    cudnnFilterDescriptor_t w_desc;
-    cudnnConvolutionDescriptor_t conv_desc;
-    cudnnPoolingDescriptor_t pool_desc;
-    cudnnConvolutionFwdAlgo_t algo;
-    size_t workspace_bytes;
-} dnn_state;
-
-static void dnn_state_free(void *state) {
+void dnn_state_free(void *state) {
     dnn_state *s = state;
     if (!s) return;
     if (s->x_desc) cudnnDestroyTensorDescriptor(s->x_desc);
@@ -53,20 +23,11 @@ static void dnn_state_free(void *state) {
     free(s);
 }
 
-static bool dnn_type(graft_dtype dt, cudnnDataType_t *out) {
-    switch (dt) {
-    case GRAFT_DTYPE_F32:
-        *out = CUDNN_DATA_FLOAT;
-        return true;
-    case GRAFT_DTYPE_F16:
-        *out = CUDNN_DATA_HALF;
-        return true;
-    case GRAFT_DTYPE_BF16:
-        *out = CUDNN_DATA_BFLOAT16;
-        return true;
-    default:
-        return false;
-    }
+bool dnn_type(graft_dtype dt, cudnnDataType_t *out) {
+    static const cudnnDataType_t types[] = {CUDNN_DATA_FLOAT, CUDNN_DATA_HALF, CUDNN_DATA_BFLOAT16};
+    int i = cuda_float_index(dt);
+    if (i >= 0) *out = types[i];
+    return i >= 0;
 }
 
 static size_t elem_bytes(graft_dtype dt) {
@@ -159,8 +120,8 @@ static graft_status make_tensor_desc(cudnnTensorDescriptor_t *desc, cudnnDataTyp
 
 /* The input cuDNN reads: X itself, or X copied with explicit padding into *tmp (freed by the
  * caller with cuda_free on the stream once the cuDNN call is enqueued). */
-static graft_status dnn_input(cuda_backend *be, const op_call *c, const dnn_state *s,
-                              const void **x, void **tmp) {
+graft_status dnn_input(cuda_backend *be, const op_call *c, const dnn_state *s, const void **x,
+                       void **tmp) {
     const tensor *xt = c->in[0];
     *x = xt->data;
     *tmp = NULL;
@@ -214,12 +175,10 @@ static bool dnn_state_matches(const dnn_state *s, const op_call *c, int n_keyed)
     return true;
 }
 
-typedef graft_status (*dnn_build_fn)(cuda_backend *be, const op_call *c, dnn_state *s);
-
 /* The node's state for these shapes (inputs 0..n_keyed-1), built on first use or after a shape
  * change. */
-static graft_status dnn_state_get(cuda_backend *be, const op_call *c, void **state, int n_keyed,
-                                  dnn_build_fn build, dnn_state **out) {
+graft_status dnn_state_get(cuda_backend *be, const op_call *c, void **state, int n_keyed,
+                           dnn_build_fn build, dnn_state **out) {
     dnn_state *s = *state;
     if (s && dnn_state_matches(s, c, n_keyed)) {
         *out = s;
@@ -332,7 +291,7 @@ static graft_status conv_check_output(const op_call *c, dnn_state *s) {
     return GRAFT_OK;
 }
 
-static graft_status conv_build(cuda_backend *be, const op_call *c, dnn_state *s) {
+graft_status conv_build(cuda_backend *be, const op_call *c, dnn_state *s) {
     const tensor *x = c->in[0], *w = c->in[1];
     nn_window win;
     TRY(nn_window_init(c->node, x->ndim - 2, x->dims + 2, w->dims + 2, &win, c->err));

@@ -6,6 +6,7 @@
 
 #include "../core/scalar.h"
 #include "../core/tensor.h"
+#include "../ops/broadcast_plan.h"
 #include "cuda_internal.h"
 #include "elementwise_launch.h"
 
@@ -33,66 +34,22 @@ static graft_status copy_bytes(cuda_backend *be, void *dst, const void *src, int
 
 /* ---- broadcast plans ------------------------------------------------------------------------ */
 
-static graft_status broadcast_error(const op_call *c, const tensor *t, const tensor *y) {
-    char st[256], sy[256];
-    return op_error(c->node, c->err, GRAFT_E_SHAPE,
-                    "input of shape %s does not broadcast to the output shape %s",
-                    shape_str(st, sizeof st, t->ndim, t->dims),
-                    shape_str(sy, sizeof sy, y->ndim, y->dims));
-}
+_Static_assert(EW_MAX_INPUTS <= BCAST_MAX_INPUTS, "ew_plan's inputs fit the shared plan's");
 
-/* Strides of input t over the output's dims (0 where broadcast), outermost first. */
-static graft_status input_strides(const op_call *c, const tensor *t, const tensor *y,
-                                  int64_t *strides) {
-    int off = y->ndim - t->ndim;
-    if (off < 0) return broadcast_error(c, t, y);
-    int64_t s = 1;
-    for (int i = y->ndim - 1; i >= 0; i--) {
-        int64_t d = i >= off ? t->dims[i - off] : 1;
-        if (d != y->dims[i] && d != 1) return broadcast_error(c, t, y);
-        strides[i] = d == 1 ? 0 : s;
-        s *= d;
-    }
-    return GRAFT_OK;
-}
-
-/* The plan of n_in inputs broadcast to y, as the CPU reference's: dims of size 1 dropped,
- * adjacent dims merged where every input walks them contiguously; then stored innermost first
- * for the kernels. */
+/* The shared plan (see src/ops/broadcast_plan.h), stored innermost first for the kernels. */
 static graft_status plan_make(const op_call *c, const tensor *const *ins, int n_in, const tensor *y,
                               ew_plan *p) {
-    int64_t full[EW_MAX_INPUTS][GRAFT_MAX_DIMS], dims[GRAFT_MAX_DIMS];
-    int64_t strides[EW_MAX_INPUTS][GRAFT_MAX_DIMS];
     if (y->ndim < 0 || y->ndim > GRAFT_MAX_DIMS)
         return op_error(c->node, c->err, GRAFT_E_SHAPE, "output rank %d is out of range",
                         (int)y->ndim);
-    for (int k = 0; k < n_in; k++) {
-        if (!ins[k] || (!ins[k]->data && tensor_numel(ins[k]) != 0))
-            return op_error(c->node, c->err, GRAFT_E_INVALID_ARGUMENT, "input %d is missing", k);
-        TRY(input_strides(c, ins[k], y, full[k]));
-    }
-    int nd = 0;
-    for (int i = 0; i < y->ndim; i++) {
-        if (y->dims[i] == 1) continue;
-        bool merge = nd > 0;
-        for (int k = 0; k < n_in && merge; k++)
-            merge = strides[k][nd - 1] == full[k][i] * y->dims[i];
-        if (merge) {
-            dims[nd - 1] *= y->dims[i];
-            for (int k = 0; k < n_in; k++) strides[k][nd - 1] = full[k][i];
-            continue;
-        }
-        dims[nd] = y->dims[i];
-        for (int k = 0; k < n_in; k++) strides[k][nd] = full[k][i];
-        nd++;
-    }
+    bcast_plan b;
+    TRY(bcast_plan_make(c->node, c->err, ins, n_in, y, &b));
     memset(p, 0, sizeof *p);
-    p->numel = tensor_numel(y);
-    p->ndim = nd > 0 ? nd : 1;
-    p->dims[0] = 1;
-    for (int d = 0; d < nd; d++) {
-        p->dims[d] = dims[nd - 1 - d];
-        for (int k = 0; k < n_in; k++) p->strides[k][d] = strides[k][nd - 1 - d];
+    p->numel = b.numel;
+    p->ndim = b.ndim;
+    for (int d = 0; d < b.ndim; d++) {
+        p->dims[d] = b.dims[b.ndim - 1 - d];
+        for (int k = 0; k < n_in; k++) p->strides[k][d] = b.strides[k][b.ndim - 1 - d];
     }
     return GRAFT_OK;
 }

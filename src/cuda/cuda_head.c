@@ -336,28 +336,6 @@ cuda_head_counters cuda_head_get_counters(const cuda_head *ch) {
     return ch->counters;
 }
 
-/* The labels as loss_compute checks them, once for the whole set (the CPU checks each batch). */
-static graft_status check_labels(const cuda_head *ch, const void *y, int64_t n, graft_err *e) {
-    int64_t c = ch->n_outputs;
-    if (ch->loss == LOSS_SOFTMAX_CE) {
-        const int64_t *cls = y;
-        for (int64_t i = 0; i < n; i++)
-            if (cls[i] < 0 || cls[i] >= c)
-                return err_set(e, GRAFT_E_INVALID_ARGUMENT,
-                               "cross-entropy: sample %lld has class %lld, outside [0, %lld)",
-                               (long long)i, (long long)cls[i], (long long)c);
-    } else if (ch->loss == LOSS_BCE_LOGITS) {
-        const float *t = y;
-        for (int64_t i = 0; i < n * c; i++)
-            if (!(t[i] >= 0.0f && t[i] <= 1.0f))
-                return err_set(e, GRAFT_E_INVALID_ARGUMENT,
-                               "binary cross-entropy: target of sample %lld, class %lld is %g, "
-                               "not in [0, 1]",
-                               (long long)(i / c), (long long)(i % c), (double)t[i]);
-    }
-    return GRAFT_OK;
-}
-
 /* GPU memory when the features fit with room to spare; else the host array page-locked and
  * mapped; else pinned staging buffers that each batch's rows are copied through. */
 static graft_status place_features(cuda_head *ch, graft_err *e) {
@@ -406,7 +384,9 @@ graft_status cuda_head_set_data(cuda_head *ch, const float *x, const void *y, in
     release_data(ch);
     if (!x || !y || n < 1)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT, "GPU head: no training data");
-    TRY(check_labels(ch, y, n, e));
+    /* The labels as loss_compute checks them, once for the whole set (the CPU checks each
+     * batch). */
+    TRY(loss_check_targets(ch->loss, y, n, ch->n_outputs, e));
     ch->n = n;
     ch->dim = ch->layers[0].in;
     ch->host_x = x;

@@ -9,6 +9,7 @@
 #include "cuda_backend.h"
 
 typedef struct cuda_kernel cuda_kernel;
+typedef struct cuda_groups cuda_groups;
 
 typedef struct cuda_backend {
     int device;
@@ -24,8 +25,9 @@ typedef struct cuda_backend {
     bool *warned;      /* per node index: the CPU fallback was reported */
     int64_t fallbacks; /* node runs that went to the CPU reference */
     bool capturing;
-    int *bad_index; /* device flag a Gather raises for an out-of-range index */
-    void *stage[2]; /* pinned host staging buffers for copies (cuda_transfer.c) */
+    int *bad_index;      /* device flag a Gather raises for an out-of-range index */
+    cuda_groups *groups; /* fused groups of the current placement (cuda_groups.c) */
+    void *stage[2];      /* pinned host staging buffers for copies (cuda_transfer.c) */
     cudaEvent_t stage_done[2];
     int n_node_state;
     cuda_log_fn log;
@@ -47,6 +49,32 @@ struct cuda_kernel {
     cuda_kernel_fn run;
     void (*free_state)(void *state);
 };
+
+/* A fused group: nodes the backend runs as one kernel (or a few). The executor still binds each
+ * member's inputs and outputs and calls run for each member in graph order; the backend only
+ * records the calls of all but the last member and runs the group at the last one. Every buffer
+ * a member reads or writes lives until the group's last member has run. A value a member writes
+ * that only later members read need not be written at all.
+ *
+ * match: does a group start at node `first` (on the device)? Fill members[0..n) with node
+ * indices in graph order (members[0] == first), return n >= 2, or 0. Rules: every member runs
+ * on the device (node_on_dev); a value written by a member and read by a node outside the
+ * group (or a graph output: readers counts it) must still be written by run; members need not
+ * be consecutive in graph order.
+ * run: calls[k] is member k's call. Set *handled = false (GRAFT_OK) to have the members run one
+ * by one through their own kernels instead (a dtype or shape the fused kernel lacks). */
+typedef struct cuda_fusion {
+    const char *name;
+    int (*match)(const ir_graph *g, int first, const unsigned char *node_on_dev, const int *readers,
+                 int *members, int max_members);
+    graft_status (*run)(cuda_backend *be, const op_call *calls, int n_calls, void **state,
+                        bool *handled);
+    void (*free_state)(void *state);
+} cuda_fusion;
+
+/* Fusion tables, each ending with {NULL, NULL, NULL, NULL}; tried in this order. */
+extern const cuda_fusion cuda_bert_fusions[]; /* cuda_fuse_bert.c */
+extern const cuda_fusion cuda_conv_fusions[]; /* cuda_fuse_conv.c */
 
 /* Kernel tables, one per op family file, each ending with {NULL, NULL, NULL}. */
 extern const cuda_kernel cuda_elementwise_kernels[]; /* cuda_elementwise.c */

@@ -3,7 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ops/broadcast_plan.h"
 #include "conv_util_launch.h"
+#include "cuda_float_types.h"
 #include "cuda_matmul.h"
 
 /* The workspace cuBLASLt may ask for; the backend's shared workspace starts at this size. */
@@ -46,19 +48,10 @@ static uint32_t pointer_alignment(const void *p) {
 }
 
 static bool gemm_cuda_type(graft_dtype dt, cudaDataType_t *out) {
-    switch (dt) {
-    case GRAFT_DTYPE_F32:
-        *out = CUDA_R_32F;
-        return true;
-    case GRAFT_DTYPE_F16:
-        *out = CUDA_R_16F;
-        return true;
-    case GRAFT_DTYPE_BF16:
-        *out = CUDA_R_16BF;
-        return true;
-    default:
-        return false;
-    }
+    static const cudaDataType_t types[] = {CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF};
+    int i = cuda_float_index(dt);
+    if (i >= 0) *out = types[i];
+    return i >= 0;
 }
 
 static gemm_key gemm_key_of(const cuda_backend *be, const cuda_gemm_args *g) {
@@ -353,23 +346,9 @@ typedef struct matmul_batches {
     int64_t sa[GRAFT_MAX_DIMS], sb[GRAFT_MAX_DIMS], sy[GRAFT_MAX_DIMS]; /* element strides */
 } matmul_batches;
 
-static void matmul_batches_make(const tensor *a, const tensor *b, int64_t m, int64_t n, int64_t k,
-                                matmul_batches *mb) {
-    int nba = a->ndim > 2 ? a->ndim - 2 : 0, nbb = b->ndim > 2 ? b->ndim - 2 : 0;
-    int nb = nba > nbb ? nba : nbb;
-    int64_t dims[GRAFT_MAX_DIMS], sa[GRAFT_MAX_DIMS], sb[GRAFT_MAX_DIMS], sy[GRAFT_MAX_DIMS];
-    int64_t stride_a = m * k, stride_b = k * n, stride_y = m * n;
-    for (int i = nb - 1; i >= 0; i--) {
-        int ia = i - (nb - nba), ib = i - (nb - nbb);
-        int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
-        dims[i] = da > db ? da : db;
-        sa[i] = da == 1 ? 0 : stride_a;
-        sb[i] = db == 1 ? 0 : stride_b;
-        sy[i] = stride_y;
-        stride_a *= da;
-        stride_b *= db;
-        stride_y *= dims[i];
-    }
+static void matmul_batches_make(const matmul_bcast *p, matmul_batches *mb) {
+    int nb = p->nb;
+    const int64_t *dims = p->dims, *sa = p->sa, *sb = p->sb, *sy = p->sy;
     mb->n = 0;
     for (int i = 0; i < nb; i++) {
         if (dims[i] == 1) continue;
@@ -389,10 +368,6 @@ static void matmul_batches_make(const tensor *a, const tensor *b, int64_t m, int
         mb->sy[mb->n] = sy[i];
         mb->n++;
     }
-}
-
-static bool float_dtype(graft_dtype dt) {
-    return dt == GRAFT_DTYPE_F32 || dt == GRAFT_DTYPE_F16 || dt == GRAFT_DTYPE_BF16;
 }
 
 /* The strided-batched calls of the outer batch dims, one per outer index. */
@@ -433,13 +408,13 @@ static graft_status run_MatMul(cuda_backend *be, const op_call *c, void **state,
     const tensor *a = c->in[0], *b = c->in[1];
     tensor *y = c->out[0];
     *handled = false;
-    if (!float_dtype(y->dtype) || a->dtype != y->dtype || b->dtype != y->dtype || a->ndim < 1 ||
+    if (!cuda_is_float(y->dtype) || a->dtype != y->dtype || b->dtype != y->dtype || a->ndim < 1 ||
         b->ndim < 1)
         return GRAFT_OK;
     /* numpy: a 1-D A is a row (1, K), a 1-D B a column (K, 1). */
-    int64_t k = a->dims[a->ndim - 1];
-    int64_t m = a->ndim >= 2 ? a->dims[a->ndim - 2] : 1;
-    int64_t n = b->ndim >= 2 ? b->dims[b->ndim - 1] : 1;
+    matmul_bcast bc;
+    matmul_bcast_make(a, b, &bc);
+    int64_t m = bc.m, n = bc.n, k = bc.k;
     int64_t kb = b->dims[b->ndim >= 2 ? b->ndim - 2 : 0];
     if (kb != k)
         return op_error(c->node, c->err, GRAFT_E_SHAPE, "A has %lld columns but B %lld rows",
@@ -455,7 +430,7 @@ static graft_status run_MatMul(cuda_backend *be, const op_call *c, void **state,
         return GRAFT_OK;
     }
     matmul_batches mb;
-    matmul_batches_make(a, b, m, n, k, &mb);
+    matmul_batches_make(&bc, &mb);
     cuda_gemm_args g = {.rows = m,
                         .cols = n,
                         .k = k,
@@ -510,7 +485,7 @@ static graft_status run_Gemm(cuda_backend *be, const op_call *c, void **state, b
     const tensor *a = c->in[0], *b = c->in[1], *cm = c->n_in > 2 ? c->in[2] : NULL;
     tensor *y = c->out[0];
     *handled = false;
-    if (!float_dtype(y->dtype) || a->dtype != y->dtype || b->dtype != y->dtype ||
+    if (!cuda_is_float(y->dtype) || a->dtype != y->dtype || b->dtype != y->dtype ||
         (cm && cm->dtype != y->dtype) || a->ndim != 2 || b->ndim != 2 || y->ndim != 2)
         return GRAFT_OK;
     bool ta = attr_i(c->node, "transA", 0) != 0, tb = attr_i(c->node, "transB", 0) != 0;

@@ -3,12 +3,14 @@
 #include <string.h>
 
 #include "../ops/reduce.h"
+#include "../ops/shape_plan.h"
+#include "cuda_float_types.h"
 #include "cuda_internal.h"
 #include "reduce_launch.h"
 
 /* The float dtypes the kernels cover (F64 and the rest go to the CPU reference). */
 static bool is_float_dt(graft_dtype dt) {
-    return dt == GRAFT_DTYPE_F32 || dt == GRAFT_DTYPE_F16 || dt == GRAFT_DTYPE_BF16;
+    return cuda_is_float(dt);
 }
 
 /* What the sum, ArgMax and CumSum kernels cover. */
@@ -20,15 +22,6 @@ static graft_status launched(const op_call *c, cudaError_t err, const char *what
     if (err == cudaSuccess) return GRAFT_OK;
     return op_error(c->node, c->err, GRAFT_E_BACKEND, "%s: %s (%s)", what, cudaGetErrorString(err),
                     cudaGetErrorName(err));
-}
-
-/* Do not trust that inference ran: the output must be what the kernel will write. */
-static graft_status check_out(const op_call *c, int i, graft_dtype dt, int64_t numel) {
-    const tensor *o = c->out[i];
-    if (!o || o->dtype != dt || tensor_numel(o) != numel || (numel > 0 && !o->data))
-        return op_error(c->node, c->err, GRAFT_E_INTERNAL,
-                        "output %d was not allocated as inference said", i);
-    return GRAFT_OK;
 }
 
 /* Device-to-device copy of a whole tensor, on the backend's stream. */
@@ -58,7 +51,7 @@ static graft_status run_softmax(cuda_backend *be, const op_call *c, bool *handle
     const tensor *x = c->in[0];
     *handled = is_float_dt(x->dtype);
     if (!*handled) return GRAFT_OK;
-    TRY(check_out(c, 0, x->dtype, tensor_numel(x)));
+    TRY(op_check_output(c, 0, x->dtype, tensor_numel(x)));
     int axis;
     bool single;
     TRY(softmax_axis(c->node, x->ndim, &axis, &single, c->err));
@@ -96,7 +89,7 @@ static graft_status ln_stat_outputs(const op_call *c, int64_t rows, tensor *stat
         if (i == 2 && stat[0] && stat[0]->dtype != dt) *ok = false;
         if (!*ok) return GRAFT_OK;
         *stat_dt = dt;
-        TRY(check_out(c, i, dt, rows));
+        TRY(op_check_output(c, i, dt, rows));
     }
     return GRAFT_OK;
 }
@@ -111,7 +104,7 @@ static graft_status k_layernorm(cuda_backend *be, const op_call *c, void **state
     int axis;
     TRY(op_axis(c->node, attr_i(c->node, "axis", -1), x->ndim, &axis, c->err));
     axis_split s = axis_split_dims(x->ndim, x->dims, axis, false);
-    TRY(check_out(c, 0, x->dtype, tensor_numel(x)));
+    TRY(op_check_output(c, 0, x->dtype, tensor_numel(x)));
     tensor *stat[2];
     graft_dtype stat_dt;
     TRY(ln_stat_outputs(c, s.outer, stat, &stat_dt, handled));
@@ -173,14 +166,12 @@ static bool reduce_split(const tensor *x, const reduce_axes *ax, axis_split *s) 
 static graft_status run_reduce(cuda_backend *be, const op_call *c, bool *handled, bool mean) {
     const tensor *x = c->in[0];
     tensor *y = c->out[0];
-    bool axes_present = c->n_in > 1 && c->in[1];
     reduce_axes ax;
-    TRY(reduce_resolve_axes(c->node, x->ndim, axes_present, axes_present ? c->in[1] : NULL, &ax,
-                            c->err));
+    TRY(reduce_call_axes(c, &ax));
     *handled = ax.known && is_numeric_dt(x->dtype);
     if (!*handled) return GRAFT_OK;
     if (ax.noop) {
-        TRY(check_out(c, 0, x->dtype, tensor_numel(x)));
+        TRY(op_check_output(c, 0, x->dtype, tensor_numel(x)));
         return copy_tensor(be, c, y, x);
     }
     int64_t n_out = 1, n_red = 1;
@@ -190,7 +181,7 @@ static graft_status run_reduce(cuda_backend *be, const op_call *c, bool *handled
         else
             n_out *= x->dims[i];
     }
-    TRY(check_out(c, 0, x->dtype, n_out));
+    TRY(op_check_output(c, 0, x->dtype, n_out));
     if (n_out == 0) return GRAFT_OK;
     if (n_red == 0) {
         /* Sums over nothing are 0; a float mean of nothing is NaN (0 / 0). */
@@ -227,7 +218,7 @@ static graft_status k_global_average_pool(cuda_backend *be, const op_call *c, vo
     *handled = x->ndim >= 3 && is_float_dt(x->dtype);
     if (!*handled) return GRAFT_OK;
     axis_split s = {x->dims[0] * x->dims[1], dims_numel(x->ndim - 2, x->dims + 2), 1};
-    TRY(check_out(c, 0, x->dtype, s.outer));
+    TRY(op_check_output(c, 0, x->dtype, s.outer));
     if (s.outer == 0) return GRAFT_OK;
     /* Empty planes average to 0 in the reference (not NaN as ReduceMean's do). */
     if (s.n == 0) return zero_tensor(be, c, y);
@@ -245,7 +236,7 @@ static graft_status k_argmax(cuda_backend *be, const op_call *c, void **state, b
     TRY(op_axis(c->node, attr_i(c->node, "axis", 0), x->ndim, &axis, c->err));
     bool last = attr_i(c->node, "select_last_index", 0) != 0;
     axis_split s = axis_split_dims(x->ndim, x->dims, axis, true);
-    TRY(check_out(c, 0, GRAFT_DTYPE_I64, s.outer * s.inner));
+    TRY(op_check_output(c, 0, GRAFT_DTYPE_I64, s.outer * s.inner));
     if (s.outer * s.inner == 0) return GRAFT_OK;
     if (s.n == 0)
         return op_error(c->node, c->err, GRAFT_E_SHAPE, "cannot take ArgMax over an empty axis");
@@ -265,7 +256,7 @@ static graft_status k_cumsum(cuda_backend *be, const op_call *c, void **state, b
     TRY(op_axis(c->node, axis_value, x->ndim, &axis, c->err));
     *handled = is_numeric_dt(x->dtype);
     if (!*handled) return GRAFT_OK;
-    TRY(check_out(c, 0, x->dtype, tensor_numel(x)));
+    TRY(op_check_output(c, 0, x->dtype, tensor_numel(x)));
     bool exclusive = attr_i(c->node, "exclusive", 0) != 0;
     bool reverse = attr_i(c->node, "reverse", 0) != 0;
     axis_split s = axis_split_dims(x->ndim, x->dims, axis, true);
@@ -331,7 +322,7 @@ static graft_status k_batchnorm(cuda_backend *be, const op_call *c, void **state
             return op_error(c->node, c->err, GRAFT_E_SHAPE,
                             "input %d has %lld values, expected %lld", i,
                             (long long)tensor_numel(c->in[i]), (long long)groups);
-    TRY(check_out(c, 0, x->dtype, tensor_numel(x)));
+    TRY(op_check_output(c, 0, x->dtype, tensor_numel(x)));
     if (tensor_numel(x) > 0 && groups > 0) TRY(bn_fold_apply(be, c, groups, run));
     for (int o = 1; o < c->n_out && o < 3; o++)
         if (c->out[o]) TRY(copy_tensor(be, c, c->out[o], c->in[o + 2]));

@@ -3,25 +3,10 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../ops/tensor_plan.h"
+#include "../ops/shape_plan.h"
 #include "cuda_internal.h"
 #include "cuda_tensor.h"
 #include "tensor_launch.h"
-
-/* Outputs come shaped by inference; a kernel that disagrees must stop rather than overrun. */
-graft_status cuda_tensor_expect_shape(const op_call *c, const tensor *out, graft_dtype dtype,
-                                      int ndim, const int64_t *dims) {
-    if (out->dtype == dtype && shapes_equal(out->ndim, out->dims, ndim, dims)) return GRAFT_OK;
-    char s1[256], s2[256];
-    return op_error(c->node, c->err, GRAFT_E_INTERNAL,
-                    "output is %s %s but the kernel computes %s %s", graft_dtype_name(out->dtype),
-                    shape_str(s1, sizeof s1, out->ndim, out->dims), graft_dtype_name(dtype),
-                    shape_str(s2, sizeof s2, ndim, dims));
-}
-
-graft_status cuda_tensor_missing(const op_call *c, int i) {
-    return op_error(c->node, c->err, GRAFT_E_INVALID_ARGUMENT, "input %d is missing", i);
-}
 
 /* Largest power of two up to `unit` that divides v (a size, stride or address remainder). */
 static int unit_dividing(int unit, int64_t v) {
@@ -31,26 +16,6 @@ static int unit_dividing(int unit, int64_t v) {
 
 static int64_t addr_mod16(const void *p) {
     return (int64_t)((uintptr_t)p & 15u);
-}
-
-/* Drop size-1 axes and merge neighbours contiguous with each other. Returns the new rank (0: a
- * single element), or -1 for an empty view. */
-static int view_simplify(int ndim, const int64_t *dims, const int64_t *strides, int64_t *d,
-                         int64_t *s) {
-    int n = 0;
-    for (int i = 0; i < ndim; i++) {
-        if (dims[i] == 0) return -1;
-        if (dims[i] == 1) continue;
-        if (n > 0 && s[n - 1] == strides[i] * dims[i]) {
-            d[n - 1] *= dims[i];
-            s[n - 1] = strides[i];
-        } else {
-            d[n] = dims[i];
-            s[n] = strides[i];
-            n++;
-        }
-    }
-    return n;
 }
 
 /* A copy view in units of `unit` bytes: n axes (-1 empty, 0 a single unit). */
@@ -127,18 +92,11 @@ graft_status cuda_tensor_copy_strided(cuda_backend *be, const op_call *c, void *
 
 /* Reshape-like ops keep the bytes in order; only the shape (already on the output) changes. */
 static graft_status copy_same_bytes(cuda_backend *be, const op_call *c, bool *handled) {
+    *handled = true;
+    TRY(same_bytes_check(c));
     const tensor *in = c->in[0];
     tensor *out = c->out[0];
-    *handled = true;
-    if (!in) return cuda_tensor_missing(c, 0);
     int64_t nbytes = tensor_nbytes(in);
-    if (in->dtype != out->dtype || nbytes != tensor_nbytes(out)) {
-        char s1[256], s2[256];
-        return op_error(c->node, c->err, GRAFT_E_INTERNAL, "cannot copy %s %s into %s %s",
-                        graft_dtype_name(in->dtype), shape_str(s1, sizeof s1, in->ndim, in->dims),
-                        graft_dtype_name(out->dtype),
-                        shape_str(s2, sizeof s2, out->ndim, out->dims));
-    }
     if (nbytes > 0 && out->data != in->data)
         CUDA_TRY(c->err,
                  cudaMemcpyAsync(out->data, in->data, (size_t)nbytes, cudaMemcpyDeviceToDevice,
@@ -152,90 +110,32 @@ static graft_status cu_reshape(cuda_backend *be, const op_call *c, void **state,
     return copy_same_bytes(be, c, handled);
 }
 
+/* Transpose, Slice and Expand copy a view of the input densely into the output. */
+static graft_status copy_input_view(cuda_backend *be, const op_call *c, bool *handled,
+                                    graft_status (*plan)(const op_call *, tensor_view *)) {
+    *handled = true;
+    tensor_view v;
+    TRY(plan(c, &v));
+    if (tensor_numel(c->out[0]) == 0) return GRAFT_OK;
+    size_t elem = graft_dtype_size(c->in[0]->dtype);
+    return cuda_tensor_copy_strided(be, c, c->out[0]->data,
+                                    (const char *)c->in[0]->data + v.offset * (int64_t)elem, elem,
+                                    v.ndim, v.dims, v.strides);
+}
+
 static graft_status cu_transpose(cuda_backend *be, const op_call *c, void **state, bool *handled) {
     (void)state;
-    *handled = true;
-    const tensor *in = c->in[0];
-    if (!in) return cuda_tensor_missing(c, 0);
-    int perm[GRAFT_MAX_DIMS];
-    TRY(transpose_perm(c->node, in->ndim, perm, c->err));
-    int64_t in_strides[GRAFT_MAX_DIMS], strides[GRAFT_MAX_DIMS], dims[GRAFT_MAX_DIMS];
-    dims_strides(in->ndim, in->dims, in_strides);
-    for (int i = 0; i < in->ndim; i++) {
-        dims[i] = in->dims[perm[i]];
-        strides[i] = in_strides[perm[i]];
-    }
-    TRY(cuda_tensor_expect_shape(c, c->out[0], in->dtype, in->ndim, dims));
-    return cuda_tensor_copy_strided(be, c, c->out[0]->data, in->data, graft_dtype_size(in->dtype),
-                                    in->ndim, dims, strides);
+    return copy_input_view(be, c, handled, transpose_view);
 }
 
 static graft_status cu_slice(cuda_backend *be, const op_call *c, void **state, bool *handled) {
     (void)state;
-    *handled = true;
-    const tensor *in = c->in[0];
-    if (!in) return cuda_tensor_missing(c, 0);
-    /* Only input 0 is device memory; the plan reads its shape and the host-side lists. */
-    value_info vi[5];
-    int n = c->n_in < 5 ? c->n_in : 5;
-    for (int i = 0; i < n; i++) tensor_value_info(&vi[i], c->in[i]);
-    slice_plan p;
-    TRY(slice_plan_make(c->node, vi, n, &p, c->err));
-    TRY(cuda_tensor_expect_shape(c, c->out[0], in->dtype, p.ndim, p.len));
-    if (tensor_numel(c->out[0]) == 0) return GRAFT_OK;
-    int64_t in_strides[GRAFT_MAX_DIMS], strides[GRAFT_MAX_DIMS], first = 0;
-    dims_strides(in->ndim, in->dims, in_strides);
-    for (int i = 0; i < in->ndim; i++) {
-        strides[i] = in_strides[i] * p.step[i];
-        first += p.start[i] * in_strides[i];
-    }
-    size_t elem = graft_dtype_size(in->dtype);
-    return cuda_tensor_copy_strided(be, c, c->out[0]->data,
-                                    (const char *)in->data + first * (int64_t)elem, elem, in->ndim,
-                                    p.len, strides);
+    return copy_input_view(be, c, handled, slice_view);
 }
 
 static graft_status cu_expand(cuda_backend *be, const op_call *c, void **state, bool *handled) {
     (void)state;
-    *handled = true;
-    const tensor *in = c->in[0];
-    tensor *out = c->out[0];
-    if (!in) return cuda_tensor_missing(c, 0);
-    int64_t in_strides[GRAFT_MAX_DIMS], strides[GRAFT_MAX_DIMS];
-    dims_strides(in->ndim, in->dims, in_strides);
-    int lead = out->ndim - in->ndim;
-    bool ok = lead >= 0 && out->dtype == in->dtype;
-    for (int i = 0; ok && i < out->ndim; i++) {
-        int j = i - lead;
-        if (j < 0 || in->dims[j] == 1)
-            strides[i] = 0; /* broadcast: reread the same element */
-        else if (in->dims[j] == out->dims[i])
-            strides[i] = in_strides[j];
-        else
-            ok = false;
-    }
-    if (!ok) {
-        char s1[256], s2[256];
-        return op_error(c->node, c->err, GRAFT_E_SHAPE, "cannot expand %s to %s",
-                        shape_str(s1, sizeof s1, in->ndim, in->dims),
-                        shape_str(s2, sizeof s2, out->ndim, out->dims));
-    }
-    return cuda_tensor_copy_strided(be, c, out->data, in->data, graft_dtype_size(in->dtype),
-                                    out->ndim, out->dims, strides);
-}
-
-/* A piece of Concat's output (or Split's input) must match it everywhere but on the axis. */
-static graft_status check_piece(const op_call *c, const tensor *whole, const tensor *piece,
-                                int axis) {
-    bool ok = piece->dtype == whole->dtype && piece->ndim == whole->ndim;
-    for (int d = 0; ok && d < whole->ndim; d++)
-        if (d != axis && piece->dims[d] != whole->dims[d]) ok = false;
-    if (ok) return GRAFT_OK;
-    char s1[256], s2[256];
-    return op_error(
-        c->node, c->err, GRAFT_E_SHAPE, "piece %s %s does not fit %s %s on axis %d",
-        graft_dtype_name(piece->dtype), shape_str(s1, sizeof s1, piece->ndim, piece->dims),
-        graft_dtype_name(whole->dtype), shape_str(s2, sizeof s2, whole->ndim, whole->dims), axis);
+    return copy_input_view(be, c, handled, expand_view);
 }
 
 /* Bytes of one row of t along axis: dims[axis] * (product of the dims after it) elements. */
@@ -243,36 +143,27 @@ static int64_t axis_block_bytes(const tensor *t, int axis) {
     return dtype_bytes(t->dtype, dims_numel(t->ndim - axis, t->dims + axis));
 }
 
-/* Check the pieces against whole and find the widest unit that every row, piece width, piece
- * offset and pointer allows. */
-static graft_status pieces_unit(const op_call *c, const tensor *whole, tensor *const *pieces, int n,
-                                int axis, int *unit) {
-    int64_t sum_axis = 0, off = 0;
+/* The widest unit that every row, piece width, piece offset and pointer allows (the pieces
+ * already checked against whole). */
+static int pieces_unit(const tensor *whole, tensor *const *pieces, int n, int axis) {
+    int64_t off = 0;
     int u = unit_dividing(16, addr_mod16(whole->data));
     for (int i = 0; i < n; i++) {
-        if (!pieces[i]) return cuda_tensor_missing(c, i);
-        TRY(check_piece(c, whole, pieces[i], axis));
         int64_t w = axis_block_bytes(pieces[i], axis);
-        sum_axis += pieces[i]->dims[axis];
         if (w > 0)
             u = unit_dividing(unit_dividing(unit_dividing(u, w), off), addr_mod16(pieces[i]->data));
         off += w;
     }
-    if (sum_axis != whole->dims[axis])
-        return op_error(c->node, c->err, GRAFT_E_SHAPE,
-                        "pieces add up to %lld on axis %d, not %lld", (long long)sum_axis, axis,
-                        (long long)whole->dims[axis]);
-    *unit = unit_dividing(u, off);
-    return GRAFT_OK;
+    return unit_dividing(u, off);
 }
 
 /* Concat (join) and Split (cut) move each piece's block of every outer row, a batch of pieces
  * per launch. */
 static graft_status join_or_cut(cuda_backend *be, const op_call *c, tensor *whole,
                                 tensor *const *pieces, int n, bool join) {
-    int axis, unit = 1;
-    TRY(op_axis(c->node, attr_i(c->node, "axis", 0), whole->ndim, &axis, c->err));
-    TRY(pieces_unit(c, whole, pieces, n, axis, &unit));
+    int axis;
+    TRY(concat_pieces_check(c, whole, pieces, n, &axis));
+    int unit = pieces_unit(whole, pieces, n, axis);
     int64_t rows = dims_numel(axis, whole->dims), row = axis_block_bytes(whole, axis) / unit;
     if (rows == 0 || row == 0) return GRAFT_OK;
     int64_t off = 0;
@@ -304,27 +195,16 @@ static graft_status cu_concat(cuda_backend *be, const op_call *c, void **state, 
 static graft_status cu_split(cuda_backend *be, const op_call *c, void **state, bool *handled) {
     (void)state;
     *handled = true;
-    if (!c->in[0]) return cuda_tensor_missing(c, 0);
+    if (!c->in[0]) return op_missing_input(c, 0);
     return join_or_cut(be, c, (tensor *)c->in[0], c->out, c->n_out, false);
 }
 
 static graft_status cu_gather(cuda_backend *be, const op_call *c, void **state, bool *handled) {
     (void)state;
     *handled = true;
-    const tensor *data = c->in[0], *idx = c->in[1];
-    if (!data || !idx) return cuda_tensor_missing(c, data ? 1 : 0);
-    if (data->ndim == 0)
-        return op_error(c->node, c->err, GRAFT_E_SHAPE, "cannot gather from a scalar");
-    if (idx->dtype != GRAFT_DTYPE_I64 && idx->dtype != GRAFT_DTYPE_I32)
-        return op_error(c->node, c->err, GRAFT_E_DTYPE, "indices must be int32 or int64");
     int axis;
-    TRY(op_axis(c->node, attr_i(c->node, "axis", 0), data->ndim, &axis, c->err));
-    int64_t dims[GRAFT_MAX_DIMS];
-    int nd = 0;
-    for (int i = 0; i < axis; i++) dims[nd++] = data->dims[i];
-    for (int i = 0; i < idx->ndim && nd < GRAFT_MAX_DIMS; i++) dims[nd++] = idx->dims[i];
-    for (int i = axis + 1; i < data->ndim && nd < GRAFT_MAX_DIMS; i++) dims[nd++] = data->dims[i];
-    TRY(cuda_tensor_expect_shape(c, c->out[0], data->dtype, data->ndim - 1 + idx->ndim, dims));
+    TRY(gather_check(c, &axis));
+    const tensor *data = c->in[0], *idx = c->in[1];
     int64_t dim = data->dims[axis], n = tensor_numel(idx);
     int64_t outer = dims_numel(axis, data->dims);
     int64_t block =

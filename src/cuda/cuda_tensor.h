@@ -4,12 +4,6 @@
 
 #include "cuda_internal.h"
 
-/* The error for an output whose dtype or shape differs from what the kernel computes. */
-graft_status cuda_tensor_expect_shape(const op_call *c, const tensor *out, graft_dtype dtype,
-                                      int ndim, const int64_t *dims);
-/* The error for a missing required input i. */
-graft_status cuda_tensor_missing(const op_call *c, int i);
-
 /* Enqueue dst (dense, row-major over dims) = the view of src (elements of elem bytes, strides in
  * elements, src at the view's first element), in the widest units the layout allows. */
 graft_status cuda_tensor_copy_strided(cuda_backend *be, const op_call *c, void *dst,

@@ -3,7 +3,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../ops/tensor_plan.h"
+#include "../ops/shape_plan.h"
 #include "cuda_tensor.h"
 #include "tensor_launch.h"
 
@@ -11,14 +11,6 @@ _Static_assert((int)CUDA_PAD_CONSTANT == (int)PAD_CONSTANT &&
                    (int)CUDA_PAD_REFLECT == (int)PAD_REFLECT &&
                    (int)CUDA_PAD_EDGE == (int)PAD_EDGE && (int)CUDA_PAD_WRAP == (int)PAD_WRAP,
                "tensor_launch.h's pad modes follow tensor_plan.h's");
-
-static graft_status bad_output(const op_call *c, const char *what) {
-    char s[256];
-    const tensor *out = c->out[0];
-    return op_error(c->node, c->err, GRAFT_E_INTERNAL, "output %s %s does not fit %s",
-                    graft_dtype_name(out->dtype), shape_str(s, sizeof s, out->ndim, out->dims),
-                    what);
-}
 
 static bool all_zero(const unsigned char *bytes, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -52,17 +44,15 @@ graft_status cuda_tensor_constant_of_shape(cuda_backend *be, const op_call *c, v
     (void)state;
     *handled = true;
     tensor *out = c->out[0];
-    const tensor *value = attr_t(c->node, "value");
+    const tensor *value;
+    TRY(constant_of_shape_value(c, &value));
     int64_t n = tensor_numel(out);
     if (!value) {
-        if (out->dtype != GRAFT_DTYPE_F32) return bad_output(c, "the default float zero");
         static const unsigned char zero[4] = {0};
         return fill_value(be, c, out->data, n, zero, sizeof zero);
     }
     size_t elem = graft_dtype_size(out->dtype);
-    if (value->dtype != out->dtype || tensor_numel(value) != 1 || !value->data || elem > 8 ||
-        elem == 0)
-        return bad_output(c, "the value attribute");
+    if (elem > 8 || elem == 0) return op_bad_output(c, "the value attribute");
     if (n > 0 && (uintptr_t)out->data % elem != 0) {
         *handled = false; /* a misaligned output: let the CPU write it */
         return GRAFT_OK;
@@ -76,13 +66,8 @@ graft_status cuda_tensor_range_kernel(cuda_backend *be, const op_call *c, void *
     *handled = true;
     tensor *out = c->out[0];
     if (c->n_in < 3) return op_error(c->node, c->err, GRAFT_E_INVALID_ARGUMENT, "needs 3 inputs");
-    for (int i = 0; i < 3; i++)
-        if (!c->in[i] || tensor_numel(c->in[i]) != 1 || c->in[i]->dtype != out->dtype)
-            return op_error(c->node, c->err, GRAFT_E_INVALID_ARGUMENT,
-                            "start, limit and delta must be one-element tensors of the output's "
-                            "dtype");
-    int64_t n = out->ndim == 1 ? out->dims[0] : -1;
-    if (n < 0) return bad_output(c, "a range");
+    int64_t n;
+    TRY(range_check(c, &n));
     switch (out->dtype) {
     case GRAFT_DTYPE_F32:
     case GRAFT_DTYPE_F64:
@@ -106,63 +91,17 @@ graft_status cuda_tensor_range_kernel(cuda_backend *be, const op_call *c, void *
     return GRAFT_OK;
 }
 
-/* The pad value as elem bytes of dtype: the float attribute before opset 11, then the optional
- * constant_value input (host memory; zero when omitted). */
-static graft_status pad_constant(const op_call *c, graft_dtype dtype, unsigned char *bytes) {
-    memset(bytes, 0, 16);
-    if (c->node->opset < 11) {
-        tensor t;
-        memset(&t, 0, sizeof t);
-        t.dtype = dtype;
-        t.data = bytes;
-        tensor_set_f64(&t, 0, attr_f(c->node, "value", 0.0f));
-        return GRAFT_OK;
-    }
-    const tensor *cv = c->n_in > 2 ? c->in[2] : NULL;
-    if (!cv || tensor_numel(cv) < 1) return GRAFT_OK;
-    if (cv->dtype != dtype)
-        return op_error(c->node, c->err, GRAFT_E_DTYPE, "constant_value is %s, data is %s",
-                        graft_dtype_name(cv->dtype), graft_dtype_name(dtype));
-    memcpy(bytes, cv->data, graft_dtype_size(dtype));
-    return GRAFT_OK;
-}
-
-/* The output shape the pads give, checked against the one inference set. */
-static graft_status pad_check(const op_call *c, const pad_plan *p) {
-    const tensor *in = c->in[0], *out = c->out[0];
-    int64_t dims[GRAFT_MAX_DIMS];
-    for (int k = 0; k < in->ndim; k++) {
-        dims[k] = in->dims[k] + p->begin[k] + p->end[k];
-        if (p->mode != PAD_CONSTANT && in->dims[k] == 0 && dims[k] > 0)
-            return op_error(c->node, c->err, GRAFT_E_SHAPE,
-                            "cannot pad the empty axis %d in a mode that copies input values", k);
-    }
-    if (!p->pads_known || out->dtype != in->dtype ||
-        !shapes_equal(out->ndim, out->dims, in->ndim, dims)) {
-        char s1[256], s2[256];
-        return op_error(c->node, c->err, GRAFT_E_INTERNAL, "output %s does not match pads (%s)",
-                        shape_str(s1, sizeof s1, out->ndim, out->dims),
-                        shape_str(s2, sizeof s2, in->ndim, dims));
-    }
-    return GRAFT_OK;
-}
-
 graft_status cuda_tensor_pad_kernel(cuda_backend *be, const op_call *c, void **state,
                                     bool *handled) {
     (void)state;
     *handled = true;
     const tensor *in = c->in[0];
     tensor *out = c->out[0];
-    if (!in) return cuda_tensor_missing(c, 0);
+    if (!in) return op_missing_input(c, 0);
     /* Only input 0 is device memory; the plan reads its shape and the host-side pads/axes. */
-    value_info vi[4];
-    int n = c->n_in < 4 ? c->n_in : 4;
-    for (int i = 0; i < n; i++) tensor_value_info(&vi[i], c->in[i]);
     pad_plan p;
-    TRY(pad_plan_make(c->node, vi, n, &p, c->err));
-    TRY(pad_check(c, &p));
     unsigned char cval[16];
-    TRY(pad_constant(c, in->dtype, cval));
+    TRY(pad_call_plan(c, &p, cval));
     size_t elem = graft_dtype_size(in->dtype);
     if (tensor_numel(out) == 0) return GRAFT_OK;
     bool aligned = (uintptr_t)out->data % elem == 0 && (uintptr_t)in->data % elem == 0;

@@ -44,9 +44,10 @@ graft_status exec_init(executor *x, ir_graph *g, graft_backend *host, graft_back
     x->copy = calloc(nv, sizeof *x->copy);
     x->copy_kept = calloc(nv, 1);
     x->last_use = malloc(nv * sizeof(int));
+    x->group_first = malloc(((size_t)g->n_nodes + 1) * sizeof(int));
     x->seen_bytes = malloc(nv * sizeof(int64_t));
     if (!x->vals || !x->owned || !x->on_dev || !x->copy || !x->copy_kept || !x->last_use ||
-        !x->seen_bytes) {
+        !x->seen_bytes || !x->group_first) {
         exec_free(x);
         return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory creating the executor");
     }
@@ -60,6 +61,23 @@ graft_status exec_init(executor *x, ir_graph *g, graft_backend *host, graft_back
         for (int k = 0; k < g->nodes[i].n_in; k++)
             if (g->nodes[i].inputs[k] >= 0) x->last_use[g->nodes[i].inputs[k]] = i;
     for (int i = 0; i < g->n_outputs; i++) x->last_use[g->outputs[i]] = g->n_nodes;
+    /* A fused group's members may run only when its last member does: what they read and
+     * write lives until then. */
+    for (int i = 0; i < g->n_nodes; i++) x->group_first[i] = i;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (x->group_end[i] > i && x->group_first[x->group_end[i]] > i)
+            x->group_first[x->group_end[i]] = i;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        int end = x->group_end[i];
+        if (end == i) continue;
+        for (int k = 0; k < n->n_in; k++)
+            if (n->inputs[k] >= 0 && x->last_use[n->inputs[k]] < end)
+                x->last_use[n->inputs[k]] = end;
+        for (int k = 0; k < n->n_out; k++)
+            if (n->outputs[k] >= 0 && x->last_use[n->outputs[k]] < end)
+                x->last_use[n->outputs[k]] = end;
+    }
     return GRAFT_OK;
 }
 
@@ -82,6 +100,8 @@ void exec_free(executor *x) {
     free(x->copy_kept);
     free(x->node_on_dev);
     free(x->node_fallback);
+    free(x->group_end);
+    free(x->group_first);
     free(x->last_use);
     free(x->seen_bytes);
     memset(x, 0, sizeof *x);
@@ -208,8 +228,8 @@ static void release_value(executor *x, run_state *rs, int v) {
     }
 }
 
-static void release_after(executor *x, run_state *rs, int node_index) {
-    const ir_node *n = &x->g->nodes[node_index];
+static void release_node_values(executor *x, run_state *rs, int j, int node_index) {
+    const ir_node *n = &x->g->nodes[j];
     for (int k = 0; k < n->n_in; k++) {
         int v = n->inputs[k];
         if (v >= 0 && x->last_use[v] == node_index) release_value(x, rs, v);
@@ -218,6 +238,14 @@ static void release_after(executor *x, run_state *rs, int node_index) {
         int v = n->outputs[k];
         if (v >= 0 && x->last_use[v] == node_index) release_value(x, rs, v); /* nothing reads it */
     }
+}
+
+/* Free what node_index was the last to need: its own values and, at the end of a fused group,
+ * the values of the group's earlier members. */
+static void release_after(executor *x, run_state *rs, int node_index) {
+    for (int j = x->group_first[node_index]; j < node_index; j++)
+        if (x->group_end[j] == node_index) release_node_values(x, rs, j, node_index);
+    release_node_values(x, rs, node_index, node_index);
 }
 
 /* The inputs of node i, each in the place the node reads it from. */

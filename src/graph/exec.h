@@ -32,7 +32,9 @@ typedef struct executor {
     unsigned char *copy_kept;     /* per value: the copy is a constant's and stays across runs */
     unsigned char *node_on_dev;   /* per node: runs on the device backend */
     unsigned char *node_fallback; /* per node: on the host because the device lacks the op */
-    int *last_use; /* per value: index of the last node reading it (n_nodes: a graph output) */
+    int *group_end;               /* per node: the last node of its fused group (itself alone) */
+    int *group_first; /* per node: the first member of the group it ends (itself otherwise) */
+    int *last_use;    /* per value: index of the last node reading it (n_nodes: a graph output) */
     int64_t *seen_bytes;
     int n_fallback_nodes; /* nodes placed on the host because the device has no kernel */
     /* CUDA-graph replay of the planned forward (exec_graph.c) */

@@ -6,6 +6,25 @@
 #include "exec.h"
 #include "exec_internal.h"
 
+/* Fused groups the device backend wants (every node on its own without one). */
+static graft_status plan_groups(executor *x, graft_err *e) {
+    const ir_graph *g = x->g;
+    free(x->group_end);
+    x->group_end = malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
+    if (!x->group_end) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory placing nodes");
+    for (int i = 0; i < g->n_nodes; i++) x->group_end[i] = i;
+    if (!x->device || !x->device->plan_groups) return GRAFT_OK;
+    int *readers = calloc((size_t)g->n_values + 1, sizeof(int));
+    if (!readers) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory placing nodes");
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            if (g->nodes[i].inputs[k] >= 0) readers[g->nodes[i].inputs[k]]++;
+    for (int i = 0; i < g->n_outputs; i++) readers[g->outputs[i]]++;
+    x->device->plan_groups(x->device->impl, g, x->node_on_dev, readers, x->group_end);
+    free(readers);
+    return GRAFT_OK;
+}
+
 /* A node runs on the host when the device lacks its op, or when what it computes is read as a
  * shape, axes or bound (op_input_on_host): such chains (Shape -> Gather -> Concat -> Reshape)
  * stay on the host whole, so no small tensor crosses to the device and back. */
@@ -18,7 +37,7 @@ graft_status exec_place_nodes(executor *x, graft_err *e) {
     if (!x->node_on_dev || !x->node_fallback)
         return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory placing nodes");
     x->n_fallback_nodes = 0;
-    if (!x->device) return GRAFT_OK;
+    if (!x->device) return plan_groups(x, e);
     unsigned char *host_needed = calloc((size_t)g->n_values + 1, 1);
     if (!host_needed) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory placing nodes");
     for (int i = 0; i < g->n_nodes; i++) {
@@ -60,7 +79,7 @@ graft_status exec_place_nodes(executor *x, graft_err *e) {
         }
     }
     free(host_needed);
-    return GRAFT_OK;
+    return plan_groups(x, e);
 }
 
 graft_status exec_buffer_alloc(executor *x, bool dev, size_t bytes, void **out, graft_err *e) {

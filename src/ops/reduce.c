@@ -228,6 +228,12 @@ graft_status reduce_resolve_axes(const ir_node *node, int rank, bool axes_presen
     return GRAFT_OK;
 }
 
+graft_status reduce_call_axes(const op_call *c, reduce_axes *out) {
+    bool axes_present = c->n_in > 1 && c->in[1];
+    return reduce_resolve_axes(c->node, c->in[0]->ndim, axes_present,
+                               axes_present ? c->in[1] : NULL, out, c->err);
+}
+
 static graft_status infer_reduce(const ir_node *node, const value_info *in, int n_in,
                                  value_info *out, int n_out, graft_err *e) {
     bool from_input = axes_from_input(node);

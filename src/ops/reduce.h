@@ -18,6 +18,8 @@ typedef struct reduce_axes {
  * `axes_present` says whether that input is given, `axes` is its value (NULL when not known). */
 graft_status reduce_resolve_axes(const ir_node *node, int rank, bool axes_present,
                                  const tensor *axes, reduce_axes *out, graft_err *e);
+/* The same for a kernel call: input 0's rank, input 1 (host memory) as the axes. */
+graft_status reduce_call_axes(const op_call *c, reduce_axes *out);
 
 /* Softmax / LogSoftmax / ArgMax / CumSum / LayerNormalization view a tensor as
  * (outer, n, inner): `n` elements along the processed axis (or axes), `inner` the stride

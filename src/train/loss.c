@@ -4,6 +4,27 @@
 
 #include "loss.h"
 
+graft_status loss_check_targets(loss_kind kind, const void *targets, int64_t n, int64_t c,
+                                graft_err *e) {
+    if (kind == LOSS_SOFTMAX_CE) {
+        const int64_t *y = targets;
+        for (int64_t i = 0; i < n; i++)
+            if (y[i] < 0 || y[i] >= c)
+                return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                               "cross-entropy: sample %lld has class %lld, outside [0, %lld)",
+                               (long long)i, (long long)y[i], (long long)c);
+    } else if (kind == LOSS_BCE_LOGITS) {
+        const float *t = targets;
+        for (int64_t i = 0; i < n * c; i++)
+            if (!(t[i] >= 0.0f && t[i] <= 1.0f))
+                return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                               "binary cross-entropy: target of sample %lld, class %lld is %g, "
+                               "not in [0, 1]",
+                               (long long)(i / c), (long long)(i % c), (double)t[i]);
+    }
+    return GRAFT_OK;
+}
+
 /* Softmax cross-entropy, PyTorch's mean with label smoothing eps and class weights w (1 when
  * absent): loss = [(1-eps) sum_i w[y_i] (-logp[i, y_i]) + eps/C sum_i sum_k w[k] (-logp[i, k])]
  * / W, with W = sum_i w[y_i]. */
@@ -11,13 +32,8 @@ static graft_status ce_loss(double *loss, double *dl, const loss_spec *s, const 
                             const int64_t *y, int64_t n, int64_t c, graft_err *e) {
     double eps = s->label_smoothing, wsum_t = 0.0, wsum_c = 0.0, total = 0.0;
     const float *w = s->class_weight;
-    for (int64_t i = 0; i < n; i++) {
-        if (y[i] < 0 || y[i] >= c)
-            return err_set(e, GRAFT_E_INVALID_ARGUMENT,
-                           "cross-entropy: sample %lld has class %lld, outside [0, %lld)",
-                           (long long)i, (long long)y[i], (long long)c);
-        wsum_t += w ? (double)w[y[i]] : 1.0;
-    }
+    TRY(loss_check_targets(LOSS_SOFTMAX_CE, y, n, c, e));
+    for (int64_t i = 0; i < n; i++) wsum_t += w ? (double)w[y[i]] : 1.0;
     for (int64_t k = 0; k < c; k++) wsum_c += w ? (double)w[k] : 1.0;
     if (!(wsum_t != 0.0))
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
@@ -55,12 +71,7 @@ static double sigmoid(double z) {
 static graft_status bce_loss(double *loss, double *dl, const loss_spec *s, const double *x,
                              const float *t, int64_t n, int64_t c, graft_err *e) {
     double total = 0.0, inv = 1.0 / ((double)n * (double)c);
-    for (int64_t i = 0; i < n * c; i++)
-        if (!(t[i] >= 0.0f && t[i] <= 1.0f))
-            return err_set(e, GRAFT_E_INVALID_ARGUMENT,
-                           "binary cross-entropy: target of sample %lld, class %lld is %g, "
-                           "not in [0, 1]",
-                           (long long)(i / c), (long long)(i % c), (double)t[i]);
+    TRY(loss_check_targets(LOSS_BCE_LOGITS, t, n, c, e));
     for (int64_t i = 0; i < n * c; i++) {
         double pw = s->pos_weight ? (double)s->pos_weight[i % c] : 1.0, ti = t[i];
         total += pw * ti * softplus(-x[i]) + (1.0 - ti) * softplus(x[i]);

@@ -27,6 +27,11 @@ typedef struct loss_spec {
 graft_status loss_compute(double *loss, float *dlogits, const loss_spec *spec, const float *logits,
                           const void *targets, int64_t n, int64_t c, graft_err *e);
 
+/* The targets' checks loss_compute makes: class indices in [0, c) for cross-entropy, targets in
+ * [0, 1] (not NaN) for BCE; nothing for MSE. The error names the first bad sample. */
+graft_status loss_check_targets(loss_kind kind, const void *targets, int64_t n, int64_t c,
+                                graft_err *e);
+
 /* The same in double (logits and dlogits (N, C) double; targets as above). */
 graft_status loss_compute_f64(double *loss, double *dlogits, const loss_spec *spec,
                               const double *logits, const void *targets, int64_t n, int64_t c,

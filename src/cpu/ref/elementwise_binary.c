@@ -3,85 +3,17 @@
 #include <math.h>
 #include <string.h>
 
+#include "../../ops/broadcast_plan.h"
 #include "../../ops/op.h"
 #include "elementwise_scalar.h"
 
-#define MAX_BCAST_INPUTS 3
 /* Inner rows are cut into blocks of this many elements so one long row still spreads over
  * threads. */
 #define ROW_BLOCK 16384
 
-/* A broadcast over up to three inputs, with the output's dims of size 1 dropped and adjacent
- * dims merged wherever every input walks them contiguously. Equal shapes become one dim, a
- * (N, C, H, W) + (C, 1, 1) sum becomes (N, C, H*W) with strides (0, 1, 0) for the second. */
-typedef struct bcast_plan {
-    int ndim; /* at least 1 */
-    int n_in;
-    int64_t dims[GRAFT_MAX_DIMS];
-    int64_t strides[MAX_BCAST_INPUTS][GRAFT_MAX_DIMS]; /* elements; 0 along broadcast dims */
-    int64_t numel;
-} bcast_plan;
-
 /* One contiguous output row of n elements; in[k] advances by s[k] elements (0 or 1 usually). */
 typedef void (*row_fn)(const void *const *in, const int64_t *s, void *out, int64_t n,
                        const void *ctx);
-
-static graft_status broadcast_error(const op_call *c, const tensor *t, const tensor *y) {
-    char st[256], sy[256];
-    return op_error(c->node, c->err, GRAFT_E_SHAPE,
-                    "input of shape %s does not broadcast to the output shape %s",
-                    shape_str(st, sizeof st, t->ndim, t->dims),
-                    shape_str(sy, sizeof sy, y->ndim, y->dims));
-}
-
-/* Strides of input `t` over the output's dims (0 where broadcast); error when it does not
- * broadcast to them, so that no kernel ever reads out of bounds. */
-static graft_status input_strides(const op_call *c, const tensor *t, const tensor *y,
-                                  int64_t *strides) {
-    int off = y->ndim - t->ndim;
-    if (off < 0) return broadcast_error(c, t, y);
-    int64_t s = 1;
-    for (int i = y->ndim - 1; i >= 0; i--) {
-        int64_t d = i >= off ? t->dims[i - off] : 1;
-        if (d != y->dims[i] && d != 1) return broadcast_error(c, t, y);
-        strides[i] = d == 1 ? 0 : s;
-        s *= d;
-    }
-    return GRAFT_OK;
-}
-
-static graft_status plan_make(const op_call *c, const tensor *const *ins, int n_in, const tensor *y,
-                              bcast_plan *p) {
-    int64_t full[MAX_BCAST_INPUTS][GRAFT_MAX_DIMS];
-    for (int k = 0; k < n_in; k++) {
-        if (!ins[k] || (!ins[k]->data && tensor_numel(ins[k]) != 0))
-            return op_error(c->node, c->err, GRAFT_E_INVALID_ARGUMENT, "input %d is missing", k);
-        TRY(input_strides(c, ins[k], y, full[k]));
-    }
-    memset(p, 0, sizeof *p);
-    p->n_in = n_in;
-    p->numel = tensor_numel(y);
-    for (int i = 0; i < y->ndim; i++) {
-        if (y->dims[i] == 1) continue;
-        int last = p->ndim - 1;
-        bool merge = last >= 0;
-        for (int k = 0; k < n_in && merge; k++)
-            merge = p->strides[k][last] == full[k][i] * y->dims[i];
-        if (merge) {
-            p->dims[last] *= y->dims[i];
-            for (int k = 0; k < n_in; k++) p->strides[k][last] = full[k][i];
-            continue;
-        }
-        p->dims[p->ndim] = y->dims[i];
-        for (int k = 0; k < n_in; k++) p->strides[k][p->ndim] = full[k][i];
-        p->ndim++;
-    }
-    if (p->ndim == 0) {
-        p->ndim = 1;
-        p->dims[0] = 1;
-    }
-    return GRAFT_OK;
-}
 
 /* Element offset of each input at the start of outer row `row`. */
 static void plan_offsets(const bcast_plan *p, int64_t row, int64_t *off) {
@@ -96,12 +28,12 @@ static void plan_offsets(const bcast_plan *p, int64_t row, int64_t *off) {
 static graft_status bcast_run(const op_call *c, const tensor *const *ins, int n_in, tensor *y,
                               row_fn fn, const void *ctx) {
     bcast_plan p;
-    TRY(plan_make(c, ins, n_in, y, &p));
+    TRY(bcast_plan_make(c->node, c->err, ins, n_in, y, &p));
     if (p.numel <= 0) return GRAFT_OK;
     int64_t inner = p.dims[p.ndim - 1], rows = p.numel / inner;
     int64_t blocks = (inner + ROW_BLOCK - 1) / ROW_BLOCK, units = rows * blocks;
-    size_t ey = graft_dtype_size(y->dtype), esize[MAX_BCAST_INPUTS];
-    int64_t inner_stride[MAX_BCAST_INPUTS];
+    size_t ey = graft_dtype_size(y->dtype), esize[BCAST_MAX_INPUTS];
+    int64_t inner_stride[BCAST_MAX_INPUTS];
     for (int k = 0; k < n_in; k++) {
         esize[k] = graft_dtype_size(ins[k]->dtype);
         inner_stride[k] = p.strides[k][p.ndim - 1];
@@ -110,8 +42,8 @@ static graft_status bcast_run(const op_call *c, const tensor *const *ins, int n_
     for (int64_t u = 0; u < units; u++) {
         int64_t row = u / blocks, start = (u % blocks) * ROW_BLOCK;
         int64_t len = inner - start < ROW_BLOCK ? inner - start : ROW_BLOCK;
-        int64_t off[MAX_BCAST_INPUTS];
-        const void *ptr[MAX_BCAST_INPUTS];
+        int64_t off[BCAST_MAX_INPUTS];
+        const void *ptr[BCAST_MAX_INPUTS];
         plan_offsets(&p, row, off);
         for (int k = 0; k < n_in; k++)
             ptr[k] =

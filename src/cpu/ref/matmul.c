@@ -8,6 +8,7 @@
 #endif
 
 #include "../../core/half.h"
+#include "../../ops/broadcast_plan.h"
 #include "nn_ref.h"
 
 enum { ROWS_PER_TASK = 32, COLS_PER_TASK = 256, DEPTH_PER_PASS = 256 };
@@ -323,25 +324,13 @@ typedef struct matmul_plan {
 } matmul_plan;
 
 static graft_status matmul_plan_make(const op_call *c, matmul_plan *p) {
-    const tensor *a = c->in[0], *b = c->in[1];
-    p->k = a->dims[a->ndim - 1];
-    p->m = a->ndim >= 2 ? a->dims[a->ndim - 2] : 1;
-    p->n = b->ndim >= 2 ? b->dims[b->ndim - 1] : 1;
-    int nba = a->ndim > 2 ? a->ndim - 2 : 0, nbb = b->ndim > 2 ? b->ndim - 2 : 0;
-    int nb = nba > nbb ? nba : nbb;
-    int64_t bdims[GRAFT_MAX_DIMS], sa[GRAFT_MAX_DIMS], sb[GRAFT_MAX_DIMS];
-    int64_t stride_a = p->m * p->k, stride_b = p->k * p->n;
+    matmul_bcast mb;
+    matmul_bcast_make(c->in[0], c->in[1], &mb);
+    p->m = mb.m;
+    p->n = mb.n;
+    p->k = mb.k;
     p->batches = 1;
-    for (int i = nb - 1; i >= 0; i--) {
-        int ia = i - (nb - nba), ib = i - (nb - nbb);
-        int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
-        bdims[i] = da > db ? da : db;
-        sa[i] = da == 1 ? 0 : stride_a;
-        sb[i] = db == 1 ? 0 : stride_b;
-        stride_a *= da;
-        stride_b *= db;
-        p->batches *= bdims[i];
-    }
+    for (int i = 0; i < mb.nb; i++) p->batches *= mb.dims[i];
     size_t nbatch = (size_t)(p->batches > 0 ? p->batches : 1);
     p->a_off = malloc(nbatch * sizeof(int64_t));
     p->b_off = malloc(nbatch * sizeof(int64_t));
@@ -352,11 +341,11 @@ static graft_status matmul_plan_make(const op_call *c, matmul_plan *p) {
     }
     for (int64_t t = 0; t < p->batches; t++) {
         int64_t rest = t, oa = 0, ob = 0;
-        for (int i = nb - 1; i >= 0; i--) {
-            int64_t idx = rest % bdims[i];
-            rest /= bdims[i];
-            oa += idx * sa[i];
-            ob += idx * sb[i];
+        for (int i = mb.nb - 1; i >= 0; i--) {
+            int64_t idx = rest % mb.dims[i];
+            rest /= mb.dims[i];
+            oa += idx * mb.sa[i];
+            ob += idx * mb.sb[i];
         }
         p->a_off[t] = oa;
         p->b_off[t] = ob;

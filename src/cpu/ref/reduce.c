@@ -7,6 +7,7 @@
 
 #include "../../core/scalar.h"
 #include "../../ops/reduce.h"
+#include "../../ops/shape_plan.h"
 
 /* Below this many elements threads cost more than they save. */
 #define PARALLEL_MIN 32768
@@ -37,15 +38,6 @@ static void store_int(tensor *t, int64_t i, uint64_t v) {
 static bool is_unsigned(graft_dtype dt) {
     return dt == GRAFT_DTYPE_U8 || dt == GRAFT_DTYPE_U16 || dt == GRAFT_DTYPE_U32 ||
            dt == GRAFT_DTYPE_U64;
-}
-
-/* A kernel must not trust that inference ran: check the output matches what it will write. */
-static graft_status check_out(const op_call *c, int i, graft_dtype dt, int64_t numel) {
-    const tensor *o = c->out[i];
-    if (!o || o->dtype != dt || tensor_numel(o) != numel || (numel > 0 && !o->data))
-        return op_error(c->node, c->err, GRAFT_E_INTERNAL,
-                        "output %d was not allocated as inference said", i);
-    return GRAFT_OK;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -133,7 +125,7 @@ static void softmax_col_generic(const tensor *x, tensor *y, int64_t base, int64_
 static graft_status run_softmax(const op_call *c, bool log_form) {
     const tensor *x = c->in[0];
     tensor *y = c->out[0];
-    TRY(check_out(c, 0, x->dtype, tensor_numel(x)));
+    TRY(op_check_output(c, 0, x->dtype, tensor_numel(x)));
     if (!is_float(x->dtype))
         return op_error(c->node, c->err, GRAFT_E_DTYPE, "input dtype %s is not a float type",
                         graft_dtype_name(x->dtype));
@@ -305,14 +297,14 @@ graft_status ref_LayerNormalization(const op_call *c) {
                   .rows = s.outer,
                   .n = s.n,
                   .eps = attr_f(c->node, "epsilon", 1e-5f)};
-    TRY(check_out(c, 0, x->dtype, tensor_numel(x)));
+    TRY(op_check_output(c, 0, x->dtype, tensor_numel(x)));
     if (c->n_out > 1 && c->out[1]) {
         job.mean = c->out[1];
-        TRY(check_out(c, 1, job.mean->dtype, s.outer));
+        TRY(op_check_output(c, 1, job.mean->dtype, s.outer));
     }
     if (c->n_out > 2 && c->out[2]) {
         job.inv_std = c->out[2];
-        TRY(check_out(c, 2, job.inv_std->dtype, s.outer));
+        TRY(op_check_output(c, 2, job.inv_std->dtype, s.outer));
     }
     if (s.n == 0 || s.outer == 0) return GRAFT_OK;
     void *block = NULL;
@@ -479,12 +471,10 @@ static graft_status reduce_fast_f32(const tensor *x, tensor *y, const reduce_geo
 static graft_status run_reduce(const op_call *c, bool mean) {
     const tensor *x = c->in[0];
     tensor *y = c->out[0];
-    bool axes_present = c->n_in > 1 && c->in[1];
     reduce_axes ax;
-    TRY(reduce_resolve_axes(c->node, x->ndim, axes_present, axes_present ? c->in[1] : NULL, &ax,
-                            c->err));
+    TRY(reduce_call_axes(c, &ax));
     if (ax.noop) {
-        TRY(check_out(c, 0, x->dtype, tensor_numel(x)));
+        TRY(op_check_output(c, 0, x->dtype, tensor_numel(x)));
         int64_t bytes = tensor_nbytes(x);
         if (bytes > 0) memcpy(y->data, x->data, (size_t)bytes);
         return GRAFT_OK;
@@ -493,7 +483,7 @@ static graft_status run_reduce(const op_call *c, bool mean) {
         return op_error(c->node, c->err, GRAFT_E_DTYPE, "input dtype %s is not numeric",
                         graft_dtype_name(x->dtype));
     reduce_geom g = reduce_geometry(x, &ax);
-    TRY(check_out(c, 0, x->dtype, g.n_out));
+    TRY(op_check_output(c, 0, x->dtype, g.n_out));
     if (g.n_out == 0) return GRAFT_OK;
     if (g.n_red == 0) {
         /* Sums over nothing are 0 (the zero-filled output); a float mean of nothing is NaN. */
@@ -573,7 +563,7 @@ graft_status ref_ArgMax(const op_call *c) {
     bool last = attr_i(c->node, "select_last_index", 0) != 0;
     axis_split s = axis_split_dims(x->ndim, x->dims, axis, true);
     int64_t cols = s.outer * s.inner;
-    TRY(check_out(c, 0, GRAFT_DTYPE_I64, cols));
+    TRY(op_check_output(c, 0, GRAFT_DTYPE_I64, cols));
     if (cols == 0) return GRAFT_OK;
     if (s.n == 0)
         return op_error(c->node, c->err, GRAFT_E_SHAPE, "cannot take ArgMax over an empty axis");
@@ -642,7 +632,7 @@ graft_status ref_CumSum(const op_call *c) {
     if (!c->in[1] || op_read_ints(c->in[1], &axis_value, 1) != 1)
         return op_error(c->node, c->err, GRAFT_E_SHAPE, "axis must be a scalar int32 or int64");
     TRY(op_axis(c->node, axis_value, x->ndim, &axis, c->err));
-    TRY(check_out(c, 0, x->dtype, tensor_numel(x)));
+    TRY(op_check_output(c, 0, x->dtype, tensor_numel(x)));
     if (!is_float(x->dtype) && !dtype_is_int(x->dtype))
         return op_error(c->node, c->err, GRAFT_E_DTYPE, "input dtype %s is not numeric",
                         graft_dtype_name(x->dtype));

@@ -4,27 +4,8 @@
 
 #include <string.h>
 
+#include "../../ops/shape_plan.h"
 #include "graft.h"
-
-/* Drop size-1 axes and merge neighbours that are contiguous with each other, so the loops run
- * over as few and as long axes as possible. Returns the new rank, or -1 for an empty view. */
-static int simplify_view(int ndim, const int64_t *dims, const int64_t *strides, int64_t *d,
-                         int64_t *s) {
-    int n = 0;
-    for (int i = 0; i < ndim; i++) {
-        if (dims[i] == 0) return -1;
-        if (dims[i] == 1) continue;
-        if (n > 0 && s[n - 1] == strides[i] * dims[i]) {
-            d[n - 1] *= dims[i];
-            s[n - 1] = strides[i];
-        } else {
-            d[n] = dims[i];
-            s[n] = strides[i];
-            n++;
-        }
-    }
-    return n;
-}
 
 /* Fixed-size memcpy compiles to one load and store, without alignment or aliasing worries. */
 #define GATHER_ROW(SIZE)                                                                           \
@@ -158,7 +139,7 @@ static int tiled_axis(int n, const int64_t *d, const int64_t *s) {
 void strided_copy(void *dst, const void *src, size_t elem, int ndim, const int64_t *dims,
                   const int64_t *strides) {
     int64_t d[GRAFT_MAX_DIMS], s[GRAFT_MAX_DIMS];
-    int n = simplify_view(ndim, dims, strides, d, s);
+    int n = view_simplify(ndim, dims, strides, d, s);
     if (n < 0) return;
     if (n == 0) {
         memcpy(dst, src, elem);

@@ -3,16 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../ops/tensor_plan.h"
+#include "../../ops/shape_plan.h"
 #include "tensor_copy.h"
-
-static graft_status bad_output(const op_call *c, const char *what) {
-    char s[256];
-    const tensor *out = c->out[0];
-    return op_error(c->node, c->err, GRAFT_E_INTERNAL, "output %s %s does not fit %s",
-                    graft_dtype_name(out->dtype), shape_str(s, sizeof s, out->ndim, out->dims),
-                    what);
-}
 
 graft_status ref_Shape(const op_call *c) {
     const tensor *in = c->in[0];
@@ -29,7 +21,7 @@ graft_status ref_Shape(const op_call *c) {
     }
     int64_t n = end > start ? end - start : 0;
     if (out->dtype != GRAFT_DTYPE_I64 || out->ndim != 1 || out->dims[0] != n)
-        return bad_output(c, "the shape");
+        return op_bad_output(c, "the shape");
     int64_t *v = out->data;
     for (int64_t i = 0; i < n; i++) v[i] = in->dims[start + i];
     return GRAFT_OK;
@@ -37,16 +29,13 @@ graft_status ref_Shape(const op_call *c) {
 
 graft_status ref_ConstantOfShape(const op_call *c) {
     tensor *out = c->out[0];
-    const tensor *value = attr_t(c->node, "value");
-    int64_t n = tensor_numel(out);
+    const tensor *value;
+    TRY(constant_of_shape_value(c, &value));
     if (!value) {
-        if (out->dtype != GRAFT_DTYPE_F32) return bad_output(c, "the default float zero");
         memset(out->data, 0, (size_t)tensor_nbytes(out));
         return GRAFT_OK;
     }
-    if (value->dtype != out->dtype || tensor_numel(value) != 1 || !value->data)
-        return bad_output(c, "the value attribute");
-    fill_elements(out->data, value->data, graft_dtype_size(out->dtype), n);
+    fill_elements(out->data, value->data, graft_dtype_size(out->dtype), tensor_numel(out));
     return GRAFT_OK;
 }
 
@@ -57,7 +46,7 @@ graft_status ref_Constant(const op_call *c) {
     int64_t nbytes = -1;
     if (a && a->type == IR_ATTR_TENSOR) {
         if (a->t.dtype != out->dtype || !shapes_equal(a->t.ndim, a->t.dims, out->ndim, out->dims))
-            return bad_output(c, "the value attribute");
+            return op_bad_output(c, "the value attribute");
         src = a->t.data;
         nbytes = tensor_nbytes(&a->t);
     } else if ((a = ir_node_attr(c->node, "value_float")) != NULL) {
@@ -75,21 +64,16 @@ graft_status ref_Constant(const op_call *c) {
     } else {
         return op_error(c->node, c->err, GRAFT_E_UNSUPPORTED, "has no supported value attribute");
     }
-    if (nbytes != tensor_nbytes(out)) return bad_output(c, "the value attribute");
+    if (nbytes != tensor_nbytes(out)) return op_bad_output(c, "the value attribute");
     if (nbytes > 0) memcpy(out->data, src, (size_t)nbytes);
     return GRAFT_OK;
 }
 
 graft_status ref_Range(const op_call *c) {
     tensor *out = c->out[0];
-    for (int i = 0; i < 3; i++)
-        if (!c->in[i] || tensor_numel(c->in[i]) != 1 || c->in[i]->dtype != out->dtype)
-            return op_error(c->node, c->err, GRAFT_E_INVALID_ARGUMENT,
-                            "start, limit and delta must be one-element tensors of the output's "
-                            "dtype");
     const tensor *start = c->in[0], *delta = c->in[2];
-    int64_t n = out->ndim == 1 ? out->dims[0] : -1;
-    if (n < 0) return bad_output(c, "a range");
+    int64_t n;
+    TRY(range_check(c, &n));
     if (out->dtype == GRAFT_DTYPE_F32) {
         float s = *(const float *)start->data, d = *(const float *)delta->data;
         float *o = out->data;
@@ -114,7 +98,7 @@ graft_status ref_Range(const op_call *c) {
                 ((int16_t *)out->data)[i] = (int16_t)v;
                 break;
             default:
-                return bad_output(c, "a range of f32, f64, i16, i32 or i64");
+                return op_bad_output(c, "a range of f32, f64, i16, i32 or i64");
             }
         }
     }

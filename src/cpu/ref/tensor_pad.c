@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../ops/tensor_plan.h"
+#include "../../ops/shape_plan.h"
 #include "tensor_copy.h"
 
 /* The input index that output index o of an axis reads, or -1 for the constant. */
@@ -51,27 +51,6 @@ static int64_t pad_runs(const int64_t *map, int64_t n, pad_run *runs) {
         }
     }
     return k;
-}
-
-/* The pad value as elem bytes of dtype: the float attribute before opset 11, then the optional
- * constant_value input (zero when omitted). */
-static graft_status pad_constant(const op_call *c, graft_dtype dtype, unsigned char *bytes) {
-    memset(bytes, 0, 16);
-    if (c->node->opset < 11) {
-        tensor t;
-        memset(&t, 0, sizeof t);
-        t.dtype = dtype;
-        t.data = bytes;
-        tensor_set_f64(&t, 0, attr_f(c->node, "value", 0.0f));
-        return GRAFT_OK;
-    }
-    const tensor *cv = c->n_in > 2 ? c->in[2] : NULL;
-    if (!cv || tensor_numel(cv) < 1) return GRAFT_OK;
-    if (cv->dtype != dtype)
-        return op_error(c->node, c->err, GRAFT_E_DTYPE, "constant_value is %s, data is %s",
-                        graft_dtype_name(cv->dtype), graft_dtype_name(dtype));
-    memcpy(bytes, cv->data, graft_dtype_size(dtype));
-    return GRAFT_OK;
 }
 
 typedef struct pad_job {
@@ -147,27 +126,9 @@ graft_status ref_Pad(const op_call *c) {
     const tensor *in = c->in[0];
     tensor *out = c->out[0];
     if (!in) return op_error(c->node, c->err, GRAFT_E_INVALID_ARGUMENT, "input is missing");
-    value_info vi[4];
-    int n = c->n_in < 4 ? c->n_in : 4;
-    for (int i = 0; i < n; i++) tensor_value_info(&vi[i], c->in[i]);
     pad_plan p;
-    TRY(pad_plan_make(c->node, vi, n, &p, c->err));
-    int64_t dims[GRAFT_MAX_DIMS];
-    for (int k = 0; k < in->ndim; k++) {
-        dims[k] = in->dims[k] + p.begin[k] + p.end[k];
-        if (p.mode != PAD_CONSTANT && in->dims[k] == 0 && dims[k] > 0)
-            return op_error(c->node, c->err, GRAFT_E_SHAPE,
-                            "cannot pad the empty axis %d in a mode that copies input values", k);
-    }
-    if (!p.pads_known || out->dtype != in->dtype ||
-        !shapes_equal(out->ndim, out->dims, in->ndim, dims)) {
-        char s1[256], s2[256];
-        return op_error(c->node, c->err, GRAFT_E_INTERNAL, "output %s does not match pads (%s)",
-                        shape_str(s1, sizeof s1, out->ndim, out->dims),
-                        shape_str(s2, sizeof s2, in->ndim, dims));
-    }
     unsigned char cval[16];
-    TRY(pad_constant(c, in->dtype, cval));
+    TRY(pad_call_plan(c, &p, cval));
     if (tensor_numel(out) == 0) return GRAFT_OK;
     if (in->ndim == 0) {
         memcpy(out->data, in->data, graft_dtype_size(in->dtype));

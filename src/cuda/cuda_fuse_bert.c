@@ -1,0 +1,566 @@
+/* cuda_fuse_bert.c: fused groups of BERT-style graphs: the residual Add into LayerNormalization
+ * (also in its decomposed ReduceMean .. Add form), MatMul with a constant weight and its bias Add
+ * (and the GELU after it) as one cuBLASLt call, and the attention scores' scale, mask Add and
+ * Softmax as one kernel. */
+#include <string.h>
+
+#include "../ops/reduce.h"
+#include "cuda_internal.h"
+#include "cuda_matmul.h"
+#include "fuse_bert_launch.h"
+#include "reduce_launch.h"
+
+/* A tanh-form Gelu after a biased product in fp16 / bf16 runs in cuBLASLt's GELU epilogue (its
+ * own evaluation of the tanh form, well inside the half tolerance; fp32 keeps the separate
+ * kernel, whose tanhf matches the reference to f32 rounding). 0: never use the epilogue. */
+#define BERT_LT_GELU_EPILOGUE 1
+
+/* ---- Matching helpers ------------------------------------------------------------------------ */
+
+static bool is_op(const ir_node *n, const char *op, int n_in) {
+    return !n->dead && strcmp(n->op_type, op) == 0 && n->n_in == n_in && n->n_out >= 1;
+}
+
+/* The first live node after `after` that reads value v, or -1. */
+static int next_reader(const ir_graph *g, int v, int after) {
+    for (int i = after + 1; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (n->dead) continue;
+        for (int k = 0; k < n->n_in; k++)
+            if (n->inputs[k] == v) return i;
+    }
+    return -1;
+}
+
+/* Node i's only output (other outputs absent), or -1. */
+static int sole_output(const ir_graph *g, int i) {
+    const ir_node *n = &g->nodes[i];
+    for (int k = 1; k < n->n_out; k++)
+        if (n->outputs[k] >= 0) return -1;
+    return n->outputs[0];
+}
+
+/* The sole reader of v (v read once, not a graph output) when it is a live `op` node with
+ * n_in inputs, or -1. */
+static int sole_reader(const ir_graph *g, const int *readers, int v, int after, const char *op,
+                       int n_in) {
+    if (v < 0 || readers[v] != 1) return -1;
+    int r = next_reader(g, v, after);
+    return r >= 0 && is_op(&g->nodes[r], op, n_in) && sole_output(g, r) >= 0 ? r : -1;
+}
+
+static bool is_const_value(const ir_graph *g, int v) {
+    return v >= 0 && g->values[v].is_const;
+}
+
+static bool is_const_scalar(const ir_graph *g, int v) {
+    return is_const_value(g, v) && tensor_numel(&g->values[v].data) == 1;
+}
+
+/* The input of a two-input node that is not v, or -1 (also when both are v). */
+static int other_input(const ir_node *n, int v) {
+    if (n->inputs[0] == v && n->inputs[1] != v) return n->inputs[1];
+    if (n->inputs[1] == v && n->inputs[0] != v) return n->inputs[0];
+    return -1;
+}
+
+/* Whether Add(a, b) may broadcast, judging by the shapes known at load time: a rank that differs,
+ * or a dim of 1 against one that is not (BERT's position embeddings, (1, S, H) against (B, S, H)).
+ * Such an Add is left out of a group rather than declined at every run. */
+static bool may_broadcast(const ir_graph *g, int a, int b) {
+    const ir_value *va = &g->values[a], *vb = &g->values[b];
+    if (va->ndim < 0 || vb->ndim < 0 || va->ndim != vb->ndim) return true;
+    for (int i = 0; i < va->ndim; i++)
+        if ((va->dims[i] == 1) != (vb->dims[i] == 1)) return true;
+    return false;
+}
+
+static bool all_on_dev(const unsigned char *on_dev, const int *members, int n) {
+    for (int k = 0; k < n; k++)
+        if (!on_dev[members[k]]) return false;
+    return true;
+}
+
+/* ---- Run-time helpers ------------------------------------------------------------------------ */
+
+static bool is_float_dt(graft_dtype dt) {
+    return dt == GRAFT_DTYPE_F32 || dt == GRAFT_DTYPE_F16 || dt == GRAFT_DTYPE_BF16;
+}
+
+static bool same_shape(const tensor *a, const tensor *b) {
+    if (a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->dims[i] != b->dims[i]) return false;
+    return true;
+}
+
+/* t is a device tensor of dtype dt with `numel` elements. */
+static bool is_dt_numel(const tensor *t, graft_dtype dt, int64_t numel) {
+    return t && t->dtype == dt && tensor_numel(t) == numel && (numel == 0 || t->data);
+}
+
+/* Input k of a member call that is not the value `v` (by value index), for a two-input node. */
+static const tensor *other_call_input(const op_call *c, int v) {
+    if (c->n_in != 2) return NULL;
+    if (c->node->inputs[0] == v && c->node->inputs[1] != v) return c->in[1];
+    if (c->node->inputs[1] == v && c->node->inputs[0] != v) return c->in[0];
+    return NULL;
+}
+
+static graft_status launched(const op_call *c, cudaError_t err, const char *what) {
+    if (err == cudaSuccess) return GRAFT_OK;
+    return op_error(c->node, c->err, GRAFT_E_BACKEND, "%s: %s (%s)", what, cudaGetErrorString(err),
+                    cudaGetErrorName(err));
+}
+
+/* ---- Add -> LayerNormalization --------------------------------------------------------------- */
+
+/* Add(x, r) read first by a LayerNormalization (as its X, with no Mean / InvStdDev outputs).
+ * With want_sum the Add's output is also read after the LayerNormalization (or is a graph
+ * output) and the kernel writes it too; without, the LayerNormalization is its only reader. */
+static int match_add_ln_common(const ir_graph *g, int first, const unsigned char *on_dev,
+                               const int *readers, int *members, int max, bool want_sum) {
+    const ir_node *add = &g->nodes[first];
+    if (max < 2 || !is_op(add, "Add", 2)) return 0;
+    int v = sole_output(g, first);
+    if (v < 0 || add->inputs[0] < 0 || add->inputs[1] < 0 ||
+        may_broadcast(g, add->inputs[0], add->inputs[1]))
+        return 0;
+    /* The first reader must be the LayerNormalization: an outside reader before it would run
+     * before the group (at its last member) has written the sum. */
+    int ln = next_reader(g, v, first);
+    if (ln < 0) return 0;
+    const ir_node *l = &g->nodes[ln];
+    if (l->dead || strcmp(l->op_type, "LayerNormalization") != 0 || l->n_in < 2 ||
+        l->inputs[0] != v || sole_output(g, ln) < 0)
+        return 0;
+    for (int k = 1; k < l->n_in; k++)
+        if (l->inputs[k] == v) return 0;
+    bool outside = readers[v] > 1;
+    if (outside != want_sum) return 0;
+    members[0] = first;
+    members[1] = ln;
+    return all_on_dev(on_dev, members, 2) ? 2 : 0;
+}
+
+static int match_add_ln(const ir_graph *g, int first, const unsigned char *on_dev,
+                        const int *readers, int *members, int max) {
+    return match_add_ln_common(g, first, on_dev, readers, members, max, false);
+}
+
+static int match_add_ln_sum(const ir_graph *g, int first, const unsigned char *on_dev,
+                            const int *readers, int *members, int max) {
+    return match_add_ln_common(g, first, on_dev, readers, members, max, true);
+}
+
+static graft_status run_add_ln_common(cuda_backend *be, const op_call *calls, int n, bool *handled,
+                                      bool want_sum) {
+    *handled = false;
+    if (n != 2) return GRAFT_OK;
+    const op_call *a = &calls[0], *l = &calls[1];
+    const tensor *x = a->in[0], *r = a->in[1], *s = a->out[0];
+    const tensor *scale = l->in[1], *bias = l->n_in > 2 ? l->in[2] : NULL;
+    tensor *y = l->out[0];
+    if (!x || !r || !s || !scale || !y || !is_float_dt(x->dtype)) return GRAFT_OK;
+    graft_dtype dt = x->dtype;
+    /* No broadcasting in the fused Add (the embeddings' position Add broadcasts over the
+     * batch: it runs on its own). */
+    if (r->dtype != dt || s->dtype != dt || !same_shape(x, s) || !same_shape(r, s)) return GRAFT_OK;
+    for (int k = 1; k < l->n_out; k++)
+        if (l->out[k]) return GRAFT_OK;
+    int axis;
+    TRY(op_axis(l->node, attr_i(l->node, "axis", -1), s->ndim, &axis, l->err));
+    axis_split sp = axis_split_dims(s->ndim, s->dims, axis, false);
+    int64_t total = tensor_numel(s);
+    if (!is_dt_numel(y, dt, total) || !is_dt_numel(scale, dt, sp.n) ||
+        (bias && !is_dt_numel(bias, dt, sp.n)) || (want_sum && !is_dt_numel(s, dt, total)))
+        return GRAFT_OK;
+    *handled = true;
+    if (total == 0) return GRAFT_OK;
+    float eps = attr_f(l->node, "epsilon", 1e-5f);
+    return launched(l,
+                    cuda_add_layernorm(x->data, r->data, scale->data, bias ? bias->data : NULL,
+                                       want_sum ? s->data : NULL, y->data, sp.outer, sp.n, eps, dt,
+                                       be->stream),
+                    "fused add + layer normalization kernel");
+}
+
+static graft_status run_add_ln(cuda_backend *be, const op_call *calls, int n, void **state,
+                               bool *handled) {
+    (void)state;
+    return run_add_ln_common(be, calls, n, handled, false);
+}
+
+static graft_status run_add_ln_sum(cuda_backend *be, const op_call *calls, int n, void **state,
+                                   bool *handled) {
+    (void)state;
+    return run_add_ln_common(be, calls, n, handled, true);
+}
+
+/* ---- MatMul -> Add(bias) [-> GELU] ----------------------------------------------------------- */
+
+/* MatMul(A, W) with W a constant 2-D weight, read only by Add(., bias) with bias a constant 1-D
+ * vector of W's columns: the bias Add's index, or -1. */
+static int match_biased_product(const ir_graph *g, int first, const int *readers) {
+    const ir_node *mm = &g->nodes[first];
+    if (!is_op(mm, "MatMul", 2) || mm->inputs[0] < 0) return -1;
+    int w = mm->inputs[1];
+    if (!is_const_value(g, w) || is_const_value(g, mm->inputs[0])) return -1;
+    const tensor *wt = &g->values[w].data;
+    if (wt->ndim != 2) return -1;
+    int add = sole_reader(g, readers, sole_output(g, first), first, "Add", 2);
+    if (add < 0) return -1;
+    int bias = other_input(&g->nodes[add], mm->outputs[0]);
+    if (!is_const_value(g, bias)) return -1;
+    const tensor *bt = &g->values[bias].data;
+    return bt->ndim == 1 && bt->dims[0] == wt->dims[1] ? add : -1;
+}
+
+static int match_matmul_bias(const ir_graph *g, int first, const unsigned char *on_dev,
+                             const int *readers, int *members, int max) {
+    int add = match_biased_product(g, first, readers);
+    if (add < 0 || max < 2) return 0;
+    members[0] = first;
+    members[1] = add;
+    return all_on_dev(on_dev, members, 2) ? 2 : 0;
+}
+
+/* PyTorch's erf GELU as exported: Div(v, c0), Erf, Add(., c1), Mul(v, .), Mul(., c2), with v
+ * read by the Div and the first Mul only. Fills members[0..5) (Div .. last Mul) or returns
+ * false. */
+static bool match_erf_chain(const ir_graph *g, const int *readers, int add, int v, int *m) {
+    if (readers[v] != 2) return false;
+    int div = next_reader(g, v, add);
+    if (div < 0 || !is_op(&g->nodes[div], "Div", 2) || g->nodes[div].inputs[0] != v ||
+        !is_const_scalar(g, g->nodes[div].inputs[1]))
+        return false;
+    int erf = sole_reader(g, readers, sole_output(g, div), div, "Erf", 1);
+    if (erf < 0) return false;
+    int e = sole_output(g, erf);
+    int add1 = sole_reader(g, readers, e, erf, "Add", 2);
+    if (add1 < 0 || !is_const_scalar(g, other_input(&g->nodes[add1], e))) return false;
+    int a = sole_output(g, add1);
+    int mul0 = sole_reader(g, readers, a, add1, "Mul", 2);
+    if (mul0 < 0 || other_input(&g->nodes[mul0], a) != v) return false;
+    int p = sole_output(g, mul0);
+    int mul1 = sole_reader(g, readers, p, mul0, "Mul", 2);
+    if (mul1 < 0 || !is_const_scalar(g, other_input(&g->nodes[mul1], p))) return false;
+    m[0] = div;
+    m[1] = erf;
+    m[2] = add1;
+    m[3] = mul0;
+    m[4] = mul1;
+    return true;
+}
+
+static int match_matmul_bias_gelu(const ir_graph *g, int first, const unsigned char *on_dev,
+                                  const int *readers, int *members, int max) {
+    int add = match_biased_product(g, first, readers);
+    if (add < 0 || max < 7) return 0;
+    int v = sole_output(g, add), n = 0;
+    members[0] = first;
+    members[1] = add;
+    int gelu = sole_reader(g, readers, v, add, "Gelu", 1);
+    if (gelu >= 0) {
+        const char *form = attr_s(&g->nodes[gelu], "approximate", "none");
+        if (strcmp(form, "none") != 0 && strcmp(form, "tanh") != 0) return 0;
+        members[2] = gelu;
+        n = 3;
+    } else if (match_erf_chain(g, readers, add, v, members + 2)) {
+        n = 7;
+    }
+    return n && all_on_dev(on_dev, members, n) ? n : 0;
+}
+
+typedef struct gelu_plan {
+    int form; /* CUDA_BERT_GELU_*, or -1: none */
+    const tensor *c[3];
+    bool ok;
+} gelu_plan;
+
+/* Which GELU follows the product, with the chain's scalar operands checked against dt. */
+static gelu_plan gelu_of(const op_call *calls, int n, graft_dtype dt) {
+    gelu_plan gp = {.form = -1, .ok = n == 2};
+    if (n == 3) {
+        const char *form = attr_s(calls[2].node, "approximate", "none");
+        gp.form = strcmp(form, "tanh") == 0 ? CUDA_BERT_GELU_TANH : CUDA_BERT_GELU_ERF;
+        gp.ok = true;
+    } else if (n == 7) {
+        gp.form = CUDA_BERT_GELU_CHAIN;
+        gp.c[0] = calls[2].in[1];
+        gp.c[1] = other_call_input(&calls[4], calls[3].node->outputs[0]);
+        gp.c[2] = other_call_input(&calls[6], calls[5].node->outputs[0]);
+        gp.ok = true;
+        for (int k = 0; k < 3; k++)
+            if (!is_dt_numel(gp.c[k], dt, 1)) gp.ok = false;
+    }
+    return gp;
+}
+
+static graft_status run_matmul_bias(cuda_backend *be, const op_call *calls, int n, void **state,
+                                    bool *handled) {
+    *handled = false;
+    const op_call *mm = &calls[0], *last = &calls[n - 1];
+    const tensor *a = mm->in[0], *w = mm->in[1];
+    const tensor *bias = other_call_input(&calls[1], mm->node->outputs[0]);
+    tensor *y = last->out[0];
+    if (!a || !w || !bias || !y || !is_float_dt(a->dtype) || a->ndim < 2 || w->ndim != 2)
+        return GRAFT_OK;
+    graft_dtype dt = a->dtype;
+    int64_t k = a->dims[a->ndim - 1], cols = w->dims[1];
+    if (w->dtype != dt || w->dims[0] != k || bias->ndim != 1 || k <= 0) return GRAFT_OK;
+    int64_t rows = tensor_numel(a) / k;
+    gelu_plan gp = gelu_of(calls, n, dt);
+    if (!gp.ok || !is_dt_numel(bias, dt, cols) || !is_dt_numel(y, dt, rows * cols)) return GRAFT_OK;
+    if (rows == 0 || cols == 0) {
+        *handled = true;
+        return GRAFT_OK;
+    }
+    bool lt_gelu = gp.form == CUDA_BERT_GELU_TANH && dt != GRAFT_DTYPE_F32 && BERT_LT_GELU_EPILOGUE;
+    /* The product and bias go straight into the group's output; the GELU then runs in place. */
+    cuda_gemm_args ga = {.rows = rows,
+                         .cols = cols,
+                         .k = k,
+                         .a = a->data,
+                         .lda = k,
+                         .b = w->data,
+                         .ldb = cols,
+                         .c = y->data,
+                         .ldc = cols,
+                         .dtype = dt,
+                         .bias = bias->data,
+                         .epilogue = lt_gelu ? CUDA_GEMM_EPILOGUE_GELU : CUDA_GEMM_EPILOGUE_NONE,
+                         .alpha = 1.0f,
+                         .beta = 0.0f,
+                         .batch = 1};
+    graft_status st = cuda_gemm_run(be, (cuda_gemm_plan **)state, &ga, last->err);
+    if (st == GRAFT_E_UNSUPPORTED && lt_gelu) { /* no algorithm with the GELU epilogue */
+        lt_gelu = false;
+        ga.epilogue = CUDA_GEMM_EPILOGUE_NONE;
+        st = cuda_gemm_run(be, (cuda_gemm_plan **)state, &ga, last->err);
+    }
+    if (st == GRAFT_E_UNSUPPORTED) return GRAFT_OK; /* nothing enqueued: members one by one */
+    TRY(st);
+    *handled = true;
+    if (gp.form < 0 || lt_gelu) return GRAFT_OK;
+    return launched(last,
+                    cuda_bert_gelu(y->data, rows * cols, gp.form, gp.c[0] ? gp.c[0]->data : NULL,
+                                   gp.c[1] ? gp.c[1]->data : NULL, gp.c[2] ? gp.c[2]->data : NULL,
+                                   dt, be->stream),
+                    "fused GELU kernel");
+}
+
+static void free_gemm_plan(void *state) {
+    cuda_gemm_plan_free(state);
+}
+
+/* ---- Scale -> Add(mask) -> Softmax ----------------------------------------------------------- */
+
+/* Div(s, c) or Mul(s, c) / Mul(c, s) with c a constant scalar, read only by Add(., mask), read
+ * only by a Softmax. */
+static int match_scaled_masked_softmax(const ir_graph *g, int first, const unsigned char *on_dev,
+                                       const int *readers, int *members, int max) {
+    const ir_node *sc = &g->nodes[first];
+    bool div = is_op(sc, "Div", 2);
+    if (max < 3 || (!div && !is_op(sc, "Mul", 2))) return 0;
+    int x = sc->inputs[0], c = sc->inputs[1];
+    if (!div && !is_const_scalar(g, c)) {
+        x = sc->inputs[1];
+        c = sc->inputs[0];
+    }
+    if (x < 0 || is_const_value(g, x) || !is_const_scalar(g, c)) return 0;
+    int v = sole_output(g, first);
+    int add = sole_reader(g, readers, v, first, "Add", 2);
+    if (add < 0 || other_input(&g->nodes[add], v) < 0) return 0;
+    int sm = sole_reader(g, readers, sole_output(g, add), add, "Softmax", 1);
+    if (sm < 0) return 0;
+    members[0] = first;
+    members[1] = add;
+    members[2] = sm;
+    return all_on_dev(on_dev, members, 3) ? 3 : 0;
+}
+
+/* The mask's element strides along the scores' dims (padded to 4 on the left), 0 where the
+ * mask broadcasts; false when the mask does not broadcast to the scores. */
+static bool mask_strides(const tensor *mask, const int64_t dims4[4], int rank, int64_t ms[4]) {
+    if (mask->ndim > rank) return false;
+    int64_t stride = 1;
+    for (int i = 3; i >= 0; i--) {
+        int mi = mask->ndim - (4 - i);
+        int64_t md = mi >= 0 ? mask->dims[mi] : 1;
+        if (md != 1 && md != dims4[i]) return false;
+        ms[i] = md == 1 ? 0 : stride;
+        stride *= md;
+    }
+    return true;
+}
+
+static graft_status run_scaled_masked_softmax(cuda_backend *be, const op_call *calls, int n,
+                                              void **state, bool *handled) {
+    (void)state;
+    *handled = false;
+    if (n != 3) return GRAFT_OK;
+    const op_call *sc = &calls[0], *ad = &calls[1], *sm = &calls[2];
+    bool mul = strcmp(sc->node->op_type, "Mul") == 0;
+    if (sc->n_in != 2 || !sc->in[0] || !sc->in[1]) return GRAFT_OK;
+    /* Mul(c, s): the scalar may come first (the match took whichever input is constant). */
+    int xi = mul && tensor_numel(sc->in[0]) == 1 && tensor_numel(sc->in[1]) != 1 ? 1 : 0;
+    const tensor *x = sc->in[xi], *c = sc->in[1 - xi];
+    const tensor *mask = other_call_input(ad, sc->node->outputs[0]);
+    tensor *y = sm->out[0];
+    if (!x || !c || !mask || !y || !is_float_dt(x->dtype) || x->ndim < 1 || x->ndim > 4)
+        return GRAFT_OK;
+    graft_dtype dt = x->dtype;
+    int64_t total = tensor_numel(x);
+    if (!is_dt_numel(c, dt, 1) || mask->dtype != dt || !same_shape(ad->out[0], x) ||
+        !is_dt_numel(y, dt, total) || !same_shape(y, x))
+        return GRAFT_OK;
+    int axis;
+    bool single;
+    TRY(softmax_axis(sm->node, x->ndim, &axis, &single, sm->err));
+    if (axis != x->ndim - 1) return GRAFT_OK;
+    int64_t dims4[4] = {1, 1, 1, 1}, ms[4];
+    for (int i = 0; i < x->ndim; i++) dims4[4 - x->ndim + i] = x->dims[i];
+    if (dims4[3] > 1024 || !mask_strides(mask, dims4, x->ndim, ms)) return GRAFT_OK;
+    *handled = true;
+    if (total == 0) return GRAFT_OK;
+    return launched(sm,
+                    cuda_bert_scaled_masked_softmax(x->data, c->data, mul, mask->data, ms, y->data,
+                                                    dims4[0], dims4[1], dims4[2], dims4[3], dt,
+                                                    be->stream),
+                    "fused scale + mask + softmax kernel");
+}
+
+/* ---- LayerNormalization, decomposed -----------------------------------------------------------
+ */
+
+/* A ReduceMean over the last axis only of its input (rank known), keeping dims. */
+static bool is_last_axis_mean(const ir_graph *g, int i, int x) {
+    const ir_node *n = &g->nodes[i];
+    if (n->dead || strcmp(n->op_type, "ReduceMean") != 0 || n->n_in < 1 || n->inputs[0] != x ||
+        attr_i(n, "keepdims", 1) != 1)
+        return false;
+    int rank = g->values[x].ndim;
+    bool present = n->n_in > 1 && n->inputs[1] >= 0;
+    if (rank < 1 || (present && !is_const_value(g, n->inputs[1]))) return false;
+    reduce_axes ax;
+    graft_err e = {0};
+    if (reduce_resolve_axes(n, rank, present, present ? &g->values[n->inputs[1]].data : NULL, &ax,
+                            &e) != GRAFT_OK ||
+        !ax.known || ax.noop)
+        return false;
+    for (int d = 0; d < rank; d++)
+        if (ax.reduced[d] != (d == rank - 1)) return false;
+    return true;
+}
+
+/* The sole reader of v when it is a last-axis mean, or -1. */
+static int sole_mean_reader(const ir_graph *g, const int *readers, int v, int after) {
+    if (v < 0 || readers[v] != 1) return -1;
+    int r = next_reader(g, v, after);
+    return r >= 0 && is_last_axis_mean(g, r, v) && sole_output(g, r) >= 0 ? r : -1;
+}
+
+/* ReduceMean(x), Sub(x, mean), Pow(d, 2), ReduceMean, Add(eps), Sqrt, Div(d, .), Mul(., scale),
+ * Add(., bias), starting at the first ReduceMean `rm`: fills m[0..9) or returns false. */
+static bool match_ln_nodes(const ir_graph *g, const int *readers, int rm, int *m) {
+    const ir_node *r0 = &g->nodes[rm];
+    int x = r0->n_in >= 1 ? r0->inputs[0] : -1;
+    if (x < 0 || is_const_value(g, x) || !is_last_axis_mean(g, rm, x)) return false;
+    int mu = sole_output(g, rm);
+    int sub = sole_reader(g, readers, mu, rm, "Sub", 2);
+    if (sub < 0 || g->nodes[sub].inputs[0] != x || g->nodes[sub].inputs[1] != mu) return false;
+    int d = sole_output(g, sub);
+    int pw = d >= 0 && readers[d] == 2 ? next_reader(g, d, sub) : -1;
+    if (pw < 0 || !is_op(&g->nodes[pw], "Pow", 2) || g->nodes[pw].inputs[0] != d ||
+        !is_const_scalar(g, g->nodes[pw].inputs[1]) ||
+        tensor_get_f64(&g->values[g->nodes[pw].inputs[1]].data, 0) != 2.0)
+        return false;
+    int rm2 = sole_mean_reader(g, readers, sole_output(g, pw), pw);
+    if (rm2 < 0) return false;
+    int var = sole_output(g, rm2);
+    int add_eps = sole_reader(g, readers, var, rm2, "Add", 2);
+    if (add_eps < 0 || !is_const_scalar(g, other_input(&g->nodes[add_eps], var))) return false;
+    int sq = sole_reader(g, readers, sole_output(g, add_eps), add_eps, "Sqrt", 1);
+    if (sq < 0) return false;
+    int div = sole_reader(g, readers, sole_output(g, sq), sq, "Div", 2);
+    if (div < 0 || g->nodes[div].inputs[0] != d) return false;
+    int nrm = sole_output(g, div);
+    int mul = sole_reader(g, readers, nrm, div, "Mul", 2);
+    if (mul < 0 || !is_const_value(g, other_input(&g->nodes[mul], nrm))) return false;
+    int scaled = sole_output(g, mul);
+    int add_b = sole_reader(g, readers, scaled, mul, "Add", 2);
+    if (add_b < 0 || !is_const_value(g, other_input(&g->nodes[add_b], scaled))) return false;
+    int found[9] = {rm, sub, pw, rm2, add_eps, sq, div, mul, add_b};
+    memcpy(m, found, sizeof found);
+    return true;
+}
+
+static int match_ln_decomposed(const ir_graph *g, int first, const unsigned char *on_dev,
+                               const int *readers, int *members, int max) {
+    if (max < 9 || !match_ln_nodes(g, readers, first, members)) return 0;
+    return all_on_dev(on_dev, members, 9) ? 9 : 0;
+}
+
+/* The same after Add(x, r) whose sum only the two nodes reading x of the normalisation read. */
+static int match_add_ln_decomposed(const ir_graph *g, int first, const unsigned char *on_dev,
+                                   const int *readers, int *members, int max) {
+    const ir_node *add = &g->nodes[first];
+    if (max < 10 || !is_op(add, "Add", 2) || add->inputs[0] < 0 || add->inputs[1] < 0 ||
+        may_broadcast(g, add->inputs[0], add->inputs[1]))
+        return 0;
+    int s = sole_output(g, first);
+    if (s < 0 || readers[s] != 2) return 0;
+    int rm = next_reader(g, s, first);
+    if (rm < 0 || !match_ln_nodes(g, readers, rm, members + 1)) return 0;
+    members[0] = first;
+    return all_on_dev(on_dev, members, 10) ? 10 : 0;
+}
+
+static graft_status run_ln_decomposed(cuda_backend *be, const op_call *calls, int n, void **state,
+                                      bool *handled) {
+    (void)state;
+    *handled = false;
+    if (n != 9 && n != 10) return GRAFT_OK;
+    const op_call *c = calls + (n - 9); /* the nine normalisation nodes */
+    const tensor *x = c[0].in[0], *res = NULL;
+    if (n == 10) {
+        x = calls[0].in[0];
+        res = calls[0].in[1];
+        const tensor *s = calls[0].out[0];
+        if (!x || !res || !s || !same_shape(x, s) || !same_shape(res, s) || res->dtype != x->dtype)
+            return GRAFT_OK;
+    }
+    const tensor *eps = other_call_input(&c[4], c[3].node->outputs[0]);
+    const tensor *scale = other_call_input(&c[7], c[6].node->outputs[0]);
+    const tensor *bias = other_call_input(&c[8], c[7].node->outputs[0]);
+    tensor *y = c[8].out[0];
+    if (!x || !eps || !scale || !bias || !y || !is_float_dt(x->dtype) || x->ndim < 1)
+        return GRAFT_OK;
+    graft_dtype dt = x->dtype;
+    int64_t cols = x->dims[x->ndim - 1], total = tensor_numel(x);
+    /* Scale and bias must run along the last axis only: n values ending in that axis. */
+    if (!is_dt_numel(eps, dt, 1) || !is_dt_numel(scale, dt, cols) || !is_dt_numel(bias, dt, cols) ||
+        !is_dt_numel(y, dt, total) || !same_shape(y, x) || cols > 1024 ||
+        (scale->ndim > 0 && scale->dims[scale->ndim - 1] != cols) ||
+        (bias->ndim > 0 && bias->dims[bias->ndim - 1] != cols))
+        return GRAFT_OK;
+    *handled = true;
+    if (total == 0) return GRAFT_OK;
+    return launched(&c[8],
+                    cuda_bert_layernorm_decomposed(x->data, res ? res->data : NULL, eps->data,
+                                                   scale->data, bias->data, y->data, total / cols,
+                                                   cols, dt, be->stream),
+                    "fused layer normalization kernel");
+}
+
+/* Longer groups first: a product followed by a GELU is tried before the bare product. */
+const cuda_fusion cuda_bert_fusions[] = {
+    {"matmul_bias_gelu", match_matmul_bias_gelu, run_matmul_bias, free_gemm_plan},
+    {"matmul_bias", match_matmul_bias, run_matmul_bias, free_gemm_plan},
+    {"add_layernorm", match_add_ln, run_add_ln, NULL},
+    {"add_layernorm_sum", match_add_ln_sum, run_add_ln_sum, NULL},
+    {"scaled_masked_softmax", match_scaled_masked_softmax, run_scaled_masked_softmax, NULL},
+    {"add_layernorm_decomposed", match_add_ln_decomposed, run_ln_decomposed, NULL},
+    {"layernorm_decomposed", match_ln_decomposed, run_ln_decomposed, NULL},
+    {NULL, NULL, NULL, NULL}};

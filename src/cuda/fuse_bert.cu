@@ -1,0 +1,242 @@
+/* fuse_bert.cu: CUDA kernels of BERT's fused groups: the GELU that follows a biased product, the
+ * attention scores' scale, mask and softmax in one pass, and LayerNormalization written out as
+ * its decomposed nodes. */
+#include "fuse_bert_launch.h"
+#include "reduce_common.cuh"
+
+namespace {
+
+constexpr int EW_THREADS = 256;
+constexpr int ROW_THREADS = 128; /* 4 rows (one a warp) per block */
+
+/* ---- GELU, in place -------------------------------------------------------------------------- */
+
+template <typename T, int FORM>
+__global__ void __launch_bounds__(EW_THREADS)
+    gelu_kernel(T *y, int64_t count, const T *c0, const T *c1, const T *c2) {
+    float k0 = 0.0f, k1 = 0.0f, k2 = 0.0f;
+    if (FORM == CUDA_BERT_GELU_CHAIN) {
+        k0 = to_float(*c0);
+        k1 = to_float(*c1);
+        k2 = to_float(*c2);
+    }
+    for (int64_t i = global_thread(); i < count; i += grid_threads()) {
+        float v = to_float(y[i]), o;
+        if (FORM == CUDA_BERT_GELU_CHAIN) {
+            /* The exported nodes' own order, so that f32 matches them step for step. */
+            o = ((erff(v / k0) + k1) * v) * k2;
+        } else if (FORM == CUDA_BERT_GELU_ERF) {
+            o = 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));
+        } else {
+            float inner = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+            o = 0.5f * v * (1.0f + tanhf(inner));
+        }
+        y[i] = from_float<T>(o);
+    }
+}
+
+template <typename T>
+void launch_gelu(T *y, int64_t count, int form, const T *c0, const T *c1, const T *c2,
+                 cudaStream_t s) {
+    unsigned grid = grid_for(count, EW_THREADS * 4);
+    if (form == CUDA_BERT_GELU_CHAIN)
+        gelu_kernel<T, CUDA_BERT_GELU_CHAIN><<<grid, EW_THREADS, 0, s>>>(y, count, c0, c1, c2);
+    else if (form == CUDA_BERT_GELU_ERF)
+        gelu_kernel<T, CUDA_BERT_GELU_ERF><<<grid, EW_THREADS, 0, s>>>(y, count, c0, c1, c2);
+    else
+        gelu_kernel<T, CUDA_BERT_GELU_TANH><<<grid, EW_THREADS, 0, s>>>(y, count, c0, c1, c2);
+}
+
+/* ---- Scale, mask, softmax -------------------------------------------------------------------- */
+
+template <typename T> struct sms_params {
+    const T *x, *scale, *mask;
+    T *y;
+    int64_t ms0, ms1, ms2, ms3; /* mask strides of (i0, i1, i2, j) */
+    int64_t d1, d2, rows;       /* rows = d0 * d1 * d2 */
+    int n;
+    bool scale_mul;
+};
+
+/* One warp per row of n <= 32 * VPT held in registers: the scores are read once, the scaled
+ * and masked values never leave the registers, the probabilities are written once. */
+template <typename T, int VPT>
+__global__ void __launch_bounds__(ROW_THREADS) scaled_masked_softmax_kernel(sms_params<T> p) {
+    int lane = threadIdx.x & 31;
+    float c = to_float(*p.scale);
+    for (int64_t r = global_thread() >> 5; r < p.rows; r += grid_threads() >> 5) {
+        int64_t i2 = r % p.d2, q = r / p.d2;
+        int64_t i1 = q % p.d1, i0 = q / p.d1;
+        const T *xr = p.x + r * p.n;
+        const T *mr = p.mask + i0 * p.ms0 + i1 * p.ms1 + i2 * p.ms2;
+        float v[VPT];
+        float mx = -INFINITY;
+#pragma unroll
+        for (int k = 0; k < VPT; k++) {
+            int j = lane + 32 * k;
+            v[k] = -INFINITY;
+            if (j < p.n) {
+                float s = to_float(xr[j]);
+                /* Div or Mul, then Add: the nodes' order (true division, as the Div does). */
+                s = p.scale_mul ? s * c : s / c;
+                v[k] = s + to_float(mr[j * p.ms3]);
+                mx = fmaxf(mx, v[k]);
+            }
+        }
+        mx = warp_max(mx);
+        float sum = 0.0f;
+#pragma unroll
+        for (int k = 0; k < VPT; k++) {
+            float e = expf(v[k] - mx);
+            if (lane + 32 * k < p.n) sum += e;
+            v[k] = e;
+        }
+        float inv = 1.0f / warp_sum(sum);
+        T *yr = p.y + r * p.n;
+#pragma unroll
+        for (int k = 0; k < VPT; k++) {
+            int j = lane + 32 * k;
+            if (j < p.n) yr[j] = from_float<T>(v[k] * inv);
+        }
+    }
+}
+
+template <typename T> void launch_sms(const sms_params<T> &p, cudaStream_t s) {
+    unsigned grid = grid_for(p.rows, ROW_THREADS / 32);
+    if (p.n <= 32)
+        scaled_masked_softmax_kernel<T, 1><<<grid, ROW_THREADS, 0, s>>>(p);
+    else if (p.n <= 64)
+        scaled_masked_softmax_kernel<T, 2><<<grid, ROW_THREADS, 0, s>>>(p);
+    else if (p.n <= 128)
+        scaled_masked_softmax_kernel<T, 4><<<grid, ROW_THREADS, 0, s>>>(p);
+    else if (p.n <= 256)
+        scaled_masked_softmax_kernel<T, 8><<<grid, ROW_THREADS, 0, s>>>(p);
+    else if (p.n <= 512)
+        scaled_masked_softmax_kernel<T, 16><<<grid, ROW_THREADS, 0, s>>>(p);
+    else
+        scaled_masked_softmax_kernel<T, 32><<<grid, ROW_THREADS, 0, s>>>(p);
+}
+
+/* ---- LayerNormalization from its decomposed nodes ------------------------------------------- */
+
+/* One warp per row of n <= 32 * VPT, in the decomposed graph's order of operations:
+ * d = s - mean(s), y = d / sqrt(mean(d^2) + eps) * scale + bias, with s = x (+ res, rounded to T
+ * as the Add node would). */
+template <typename T, int VPT>
+__global__ void __launch_bounds__(ROW_THREADS)
+    ln_decomposed_kernel(const T *x, const T *res, const T *eps_p, const T *scale, const T *bias,
+                         T *y, int64_t rows, int n) {
+    int lane = threadIdx.x & 31;
+    float eps = to_float(*eps_p);
+    for (int64_t r = global_thread() >> 5; r < rows; r += grid_threads() >> 5) {
+        int64_t base = r * n;
+        float v[VPT];
+        float sum = 0.0f;
+#pragma unroll
+        for (int k = 0; k < VPT; k++) {
+            int j = lane + 32 * k;
+            v[k] = 0.0f;
+            if (j < n) {
+                v[k] = to_float(x[base + j]);
+                if (res) v[k] = to_float(from_float<T>(v[k] + to_float(res[base + j])));
+                sum += v[k];
+            }
+        }
+        float mean = warp_sum(sum) / (float)n;
+        float sq = 0.0f;
+#pragma unroll
+        for (int k = 0; k < VPT; k++) {
+            v[k] -= mean;
+            if (lane + 32 * k < n) sq += v[k] * v[k];
+        }
+        float den = sqrtf(warp_sum(sq) / (float)n + eps);
+#pragma unroll
+        for (int k = 0; k < VPT; k++) {
+            int j = lane + 32 * k;
+            if (j < n)
+                y[base + j] = from_float<T>(v[k] / den * to_float(scale[j]) + to_float(bias[j]));
+        }
+    }
+}
+
+template <typename T>
+void launch_ln_decomposed(const T *x, const T *res, const T *eps, const T *scale, const T *bias,
+                          T *y, int64_t rows, int n, cudaStream_t s) {
+    unsigned grid = grid_for(rows, ROW_THREADS / 32);
+    if (n <= 64)
+        ln_decomposed_kernel<T, 2>
+            <<<grid, ROW_THREADS, 0, s>>>(x, res, eps, scale, bias, y, rows, n);
+    else if (n <= 128)
+        ln_decomposed_kernel<T, 4>
+            <<<grid, ROW_THREADS, 0, s>>>(x, res, eps, scale, bias, y, rows, n);
+    else if (n <= 256)
+        ln_decomposed_kernel<T, 8>
+            <<<grid, ROW_THREADS, 0, s>>>(x, res, eps, scale, bias, y, rows, n);
+    else if (n <= 512)
+        ln_decomposed_kernel<T, 16>
+            <<<grid, ROW_THREADS, 0, s>>>(x, res, eps, scale, bias, y, rows, n);
+    else if (n <= 768) /* BERT-base's hidden size */
+        ln_decomposed_kernel<T, 24>
+            <<<grid, ROW_THREADS, 0, s>>>(x, res, eps, scale, bias, y, rows, n);
+    else
+        ln_decomposed_kernel<T, 32>
+            <<<grid, ROW_THREADS, 0, s>>>(x, res, eps, scale, bias, y, rows, n);
+}
+
+} // namespace
+
+extern "C" cudaError_t cuda_bert_gelu(void *y, int64_t count, int form, const void *c0,
+                                      const void *c1, const void *c2, graft_dtype dt,
+                                      cudaStream_t stream) {
+    if (form < CUDA_BERT_GELU_CHAIN || form > CUDA_BERT_GELU_TANH) return cudaErrorInvalidValue;
+    if (form == CUDA_BERT_GELU_CHAIN && (!c0 || !c1 || !c2)) return cudaErrorInvalidValue;
+    if (count <= 0) return cudaSuccess;
+    REDUCE_FLOAT_DISPATCH(dt, T,
+                          launch_gelu<T>(static_cast<T *>(y), count, form,
+                                         static_cast<const T *>(c0), static_cast<const T *>(c1),
+                                         static_cast<const T *>(c2), stream));
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuda_bert_scaled_masked_softmax(const void *x, const void *scale,
+                                                       bool scale_mul, const void *mask,
+                                                       const int64_t ms[4], void *y, int64_t d0,
+                                                       int64_t d1, int64_t d2, int64_t n,
+                                                       graft_dtype dt, cudaStream_t stream) {
+    if (n > 1024 || d0 < 0 || d1 < 0 || d2 < 0 || n < 0) return cudaErrorInvalidValue;
+    if (d0 == 0 || d1 == 0 || d2 == 0 || n == 0) return cudaSuccess;
+    REDUCE_FLOAT_DISPATCH(dt, T, {
+        sms_params<T> p;
+        p.x = static_cast<const T *>(x);
+        p.scale = static_cast<const T *>(scale);
+        p.mask = static_cast<const T *>(mask);
+        p.y = static_cast<T *>(y);
+        p.ms0 = ms[0];
+        p.ms1 = ms[1];
+        p.ms2 = ms[2];
+        p.ms3 = ms[3];
+        p.d1 = d1;
+        p.d2 = d2;
+        p.rows = d0 * d1 * d2;
+        p.n = (int)n;
+        p.scale_mul = scale_mul;
+        launch_sms<T>(p, stream);
+    });
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuda_bert_layernorm_decomposed(const void *x, const void *res,
+                                                      const void *eps, const void *scale,
+                                                      const void *bias, void *y, int64_t rows,
+                                                      int64_t n, graft_dtype dt,
+                                                      cudaStream_t stream) {
+    if (n > 1024 || rows < 0 || n < 0) return cudaErrorInvalidValue;
+    if (rows == 0 || n == 0) return cudaSuccess;
+    REDUCE_FLOAT_DISPATCH(
+        dt, T,
+        launch_ln_decomposed<T>(static_cast<const T *>(x), static_cast<const T *>(res),
+                                static_cast<const T *>(eps), static_cast<const T *>(scale),
+                                static_cast<const T *>(bias), static_cast<T *>(y), rows, (int)n,
+                                stream));
+    return cudaGetLastError();
+}
