@@ -11,23 +11,9 @@
 static graft_status gemm(cuda_head *ch, ch_layer *l, int which, int64_t m, int64_t rows,
                          int64_t cols, int64_t k, const float *a, bool trans_a, const float *b,
                          bool trans_b, float *c, const float *bias, float beta, graft_err *e) {
-    cuda_gemm_args g = {.rows = rows,
-                        .cols = cols,
-                        .k = k,
-                        .a = a,
-                        .lda = trans_a ? rows : k,
-                        .trans_a = trans_a,
-                        .b = b,
-                        .ldb = trans_b ? k : cols,
-                        .trans_b = trans_b,
-                        .c = c,
-                        .ldc = cols,
-                        .dtype = GRAFT_DTYPE_F32,
-                        .bias = bias,
-                        .epilogue = CUDA_GEMM_EPILOGUE_NONE,
-                        .alpha = 1.0f,
-                        .beta = beta,
-                        .batch = 1};
+    cuda_gemm_args g = cuda_gemm_dense(rows, cols, k, a, trans_a, b, trans_b, c, GRAFT_DTYPE_F32);
+    g.bias = bias;
+    g.beta = beta;
     return cuda_gemm_run(ch->be, &l->plans[which][m == ch->opt.max_batch], &g, e);
 }
 

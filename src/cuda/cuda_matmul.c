@@ -312,27 +312,38 @@ graft_status cuda_gemm_run(cuda_backend *be, cuda_gemm_plan **plan, const cuda_g
     return GRAFT_OK;
 }
 
-graft_status cuda_gemm_lt(cuda_backend *be, int64_t rows, int64_t cols, int64_t k, const void *a,
-                          int64_t lda, bool trans_a, const void *b, int64_t ldb, bool trans_b,
-                          void *c, int64_t ldc, graft_dtype dtype, const void *bias, int epilogue,
-                          float alpha, graft_err *e) {
+cuda_gemm_args cuda_gemm_dense(int64_t rows, int64_t cols, int64_t k, const void *a, bool trans_a,
+                               const void *b, bool trans_b, void *c, graft_dtype dtype) {
     cuda_gemm_args g = {.rows = rows,
                         .cols = cols,
                         .k = k,
                         .a = a,
-                        .lda = lda,
+                        .lda = trans_a ? rows : k,
                         .trans_a = trans_a,
                         .b = b,
-                        .ldb = ldb,
+                        .ldb = trans_b ? k : cols,
                         .trans_b = trans_b,
                         .c = c,
-                        .ldc = ldc,
+                        .ldc = cols,
                         .dtype = dtype,
-                        .bias = bias,
-                        .epilogue = epilogue,
-                        .alpha = alpha,
+                        .epilogue = CUDA_GEMM_EPILOGUE_NONE,
+                        .alpha = 1.0f,
                         .beta = 0.0f,
                         .batch = 1};
+    return g;
+}
+
+graft_status cuda_gemm_lt(cuda_backend *be, int64_t rows, int64_t cols, int64_t k, const void *a,
+                          int64_t lda, bool trans_a, const void *b, int64_t ldb, bool trans_b,
+                          void *c, int64_t ldc, graft_dtype dtype, const void *bias, int epilogue,
+                          float alpha, graft_err *e) {
+    cuda_gemm_args g = cuda_gemm_dense(rows, cols, k, a, trans_a, b, trans_b, c, dtype);
+    g.lda = lda;
+    g.ldb = ldb;
+    g.ldc = ldc;
+    g.bias = bias;
+    g.epilogue = epilogue;
+    g.alpha = alpha;
     return cuda_gemm_run(be, NULL, &g, e);
 }
 
@@ -431,19 +442,7 @@ static graft_status run_MatMul(cuda_backend *be, const op_call *c, void **state,
     }
     matmul_batches mb;
     matmul_batches_make(&bc, &mb);
-    cuda_gemm_args g = {.rows = m,
-                        .cols = n,
-                        .k = k,
-                        .a = a->data,
-                        .lda = k,
-                        .b = b->data,
-                        .ldb = n,
-                        .c = y->data,
-                        .ldc = n,
-                        .dtype = y->dtype,
-                        .alpha = 1.0f,
-                        .beta = 0.0f,
-                        .batch = 1};
+    cuda_gemm_args g = cuda_gemm_dense(m, n, k, a->data, false, b->data, false, y->data, y->dtype);
     if (mb.n > 0) {
         int last = mb.n - 1;
         if (mb.sb[last] == 0 && mb.sa[last] == m * k) {
@@ -498,21 +497,8 @@ static graft_status run_Gemm(cuda_backend *be, const op_call *c, void **state, b
         return GRAFT_OK;
     }
     if (k == 0) return GRAFT_OK; /* Y = beta * C: rare enough for the CPU */
-    cuda_gemm_args g = {.rows = m,
-                        .cols = n,
-                        .k = k,
-                        .a = a->data,
-                        .lda = ta ? m : k,
-                        .trans_a = ta,
-                        .b = b->data,
-                        .ldb = tb ? k : n,
-                        .trans_b = tb,
-                        .c = y->data,
-                        .ldc = n,
-                        .dtype = y->dtype,
-                        .alpha = alpha,
-                        .beta = 0.0f,
-                        .batch = 1};
+    cuda_gemm_args g = cuda_gemm_dense(m, n, k, a->data, ta, b->data, tb, y->data, y->dtype);
+    g.alpha = alpha;
     if (cm && beta != 0.0f) {
         int64_t c_rows = cm->ndim == 2 ? cm->dims[0] : 1;
         int64_t c_cols = cm->ndim >= 1 ? cm->dims[cm->ndim - 1] : 1;

@@ -51,6 +51,11 @@ graft_status cuda_gemm_run(cuda_backend *be, cuda_gemm_plan **plan, const cuda_g
                            graft_err *e);
 void cuda_gemm_plan_free(cuda_gemm_plan *plan);
 
+/* The arguments of one product of packed row-major operands: c (rows, cols) = op(a) op(b) with
+ * a (rows, k) or, transposed, (k, rows), likewise b; alpha 1, beta 0, no bias, no batch. */
+cuda_gemm_args cuda_gemm_dense(int64_t rows, int64_t cols, int64_t k, const void *a, bool trans_a,
+                               const void *b, bool trans_b, void *c, graft_dtype dtype);
+
 /* The common case in one call, without a kept plan: c (rows, cols) = epilogue(alpha * op(a) *
  * op(b) + bias), beta 0, no batch. */
 graft_status cuda_gemm_lt(cuda_backend *be, int64_t rows, int64_t cols, int64_t k, const void *a,
