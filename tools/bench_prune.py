@@ -165,16 +165,23 @@ def measure(a, dense, pruned, batches):
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
+def human(x, unit=""):
+    """3 significant digits with a k/M/G prefix: 25.5 M, 4.76 k."""
+    for scale, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g} {prefix}{unit}"
+    return f"{x:.3g} {unit}".rstrip()
+
+
 def table(a, info, sizes, lat, batches, units):
-    rows = [("parameters", info["dense"]["parameters"] / 1e6, info["pruned"]["parameters"] / 1e6,
-             "M", "{:.2f}"),
-            ("FLOPs per sample", info["dense"]["flops_per_sample"] / 1e9,
-             info["pruned"]["flops_per_sample"] / 1e9, "G", "{:.2f}"),
-            ("ONNX file", sizes["dense"] / 1e6, sizes["pruned"] / 1e6, "MB", "{:.1f}")]
+    rows = [("parameters", info["dense"]["parameters"], info["pruned"]["parameters"], ""),
+            ("FLOPs per sample", info["dense"]["flops_per_sample"],
+             info["pruned"]["flops_per_sample"], ""),
+            ("ONNX file", sizes["dense"], sizes["pruned"], "B")]
     print(f"\n| {Path(a.model).name}: {units} channels removed | dense | pruned | pruned/dense |")
     print("|---|---|---|---|")
-    for what, d, p, unit, fmt in rows:
-        print(f"| {what} | {fmt.format(d)} {unit} | {fmt.format(p)} {unit} | {p / d:.3f} |")
+    for what, d, p, unit in rows:
+        print(f"| {what} | {human(d, unit)} | {human(p, unit)} | {p / d:.3f} |")
     for engine, label in (("graft", "graft"), ("ort", "ONNX Runtime")):
         for b in batches:
             d, p = lat[(engine, "dense", b)], lat[(engine, "pruned", b)]

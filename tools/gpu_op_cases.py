@@ -898,6 +898,52 @@ fuse_layernorm_decomposed("fuse_add_layernorm_decomposed", (2, 64, 768), True)
 fuse_layernorm_decomposed("fuse_add_layernorm_decomposed_small", (3, 5, 40), True, opset=18)
 
 
+def fuse_attention(name, shape, mask_shape, op="Div", c=None, swapped=False):
+    """BERT's self-attention core after its projections: MatMul(Q, K^T) (K^T from a Transpose
+    outside the group), Div or Mul by a constant scalar, Add(mask), Softmax over the keys,
+    MatMul(P, V). In fp16 / bf16 the CUDA backend runs it as one flash-attention kernel; fp32
+    keeps the two products and the scale-mask-softmax group. bf16 is compared at the "chain"
+    bound: the probabilities are rounded to bf16 (8 mantissa bits) before the product with V, as
+    the separate Softmax's output is, and a numpy emulation of the kernel reaches 0.9e-2 of the
+    1e-2 bound (fp16: 0.1e-2); the nodes run one by one in bf16 (the CPU's half reference, also
+    rounding the scores) reach 1.7e-2. Q's scale 0.5 keeps the scores moderate (BERT-like
+    after the 1/sqrt(d) scale) so that the unfused half path stays inside these bounds too."""
+    b, h, s, d = shape
+    c = float(np.sqrt(d)) if c is None else c
+
+    def build(g):
+        q = g.input("q", "T", g.randn(b, h, s, d, scale=0.5))
+        k = g.input("k", "T", g.randn(b, h, s, d))
+        v = g.input("v", "T", g.randn(b, h, s, d))
+        keep = g.rng.random(mask_shape) < 0.7
+        keep[..., 0] = True  # every row keeps a key
+        mask = g.input("mask", "T", np.where(keep, 0.0, -10000.0).astype(np.float32))
+        kt = g.node("Transpose", [k], ["kt"], perm=[0, 1, 3, 2])
+        sc = g.node("MatMul", [q, kt], ["scores"])
+        cv = g.init("c", "T", np.array(c, np.float32))
+        t = g.node(op, [cv, sc] if swapped else [sc, cv], ["t"])
+        m = g.node("Add", [mask, t] if swapped else [t, mask], ["m"])
+        p = g.node("Softmax", [m], ["p"], axis=-1)
+        g.node("MatMul", [p, v], ["y"])
+        g.output("y", "T")
+
+    case(name, dtypes=("f32", "f16"))(build)
+    case(name, dtypes=("bf16",), tol="chain")(build)
+
+
+fuse_attention("fuse_attention", (8, 12, 128, 64), (8, 1, 1, 128))
+fuse_attention("fuse_attention_full_mask", (2, 12, 128, 64), (2, 1, 128, 128), op="Mul",
+               c=0.125)
+fuse_attention("fuse_attention_tail", (2, 4, 100, 64), (2, 1, 1, 100))  # S % 64 != 0
+fuse_attention("fuse_attention_d32", (2, 8, 128, 32), (2, 1, 1, 128))
+fuse_attention("fuse_attention_d128", (2, 4, 200, 128), (2, 1, 1, 200), op="Mul",
+               c=float(1 / np.sqrt(128)))
+# Small (compute-sanitizer): one partial tile; Mul(c, s) and Add(mask, .) operand order.
+fuse_attention("fuse_attention_small", (2, 2, 19, 32), (2, 1, 1, 19))
+fuse_attention("fuse_attention_small_swapped", (1, 3, 70, 32), (1, 1, 70, 70), op="Mul",
+               c=0.17677669, swapped=True)
+
+
 # ------------------------------------------------------------------------------------------
 # Fused Conv groups (src/cuda/cuda_fuse_conv.c): each case is one group the CUDA backend runs
 # fused (Conv -> Relu, Conv -> Add -> Relu, Conv -> Clip, Conv -> Add); only the group's last

@@ -97,6 +97,12 @@ if setup_build build/release --buildtype=release; then
     run_suite prune_channels $R/tests/test_prune_channels "$GEN" build/test-logs/prune_channels
     run_suite prune_channels_ort python3 tools/check_export.py build/test-logs/prune_channels
     run_suite prune_schedule $R/tests/test_prune_schedule "$GEN" models/digits_cnn.onnx
+    # The pruning benchmark runs end to end (one timed run, the tiny concat model; no timings
+    # are checked; its ORT-vs-graft output check is).
+    run_suite bench_prune_smoke sh -c "python3 tools/bench_prune.py --graft $R/graft \
+        --model $GEN/prune/concat_block.onnx --iters 1 --warmup 0 --batches 1 \
+        --out-dir $LOGS/bench_prune >$LOGS/bench_prune_smoke.txt 2>&1 \
+        && echo 'PASS bench_prune_smoke' || { tail -5 $LOGS/bench_prune_smoke.txt; echo 'FAIL bench_prune_smoke'; }"
     run_suite trainer $R/tests/test_trainer tests/data/trainer_fixtures.txt
     run_suite fit $R/tests/test_fit "$GEN"
     run_suite digits_data python3 tools/export_digits.py build/test-logs/digits

@@ -1,11 +1,13 @@
 /* cuda_fuse_bert.c: fused groups of BERT-style graphs: the residual Add into LayerNormalization
  * (also in its decomposed ReduceMean .. Add form), MatMul with a constant weight and its bias Add
- * (and the GELU after it) as one cuBLASLt call, and the attention scores' scale, mask Add and
- * Softmax as one kernel. */
+ * (and the GELU after it) as one cuBLASLt call, the attention scores' scale, mask Add and
+ * Softmax as one kernel, and in half precision the whole attention (both products) as one. */
 #include <string.h>
 
 #include "../ops/reduce.h"
+#include "attention_launch.h"
 #include "cuda_internal.h"
+#include "graft_config.h"
 #include "cuda_matmul.h"
 #include "fuse_bert_launch.h"
 #include "reduce_launch.h"
@@ -431,6 +433,81 @@ static graft_status run_scaled_masked_softmax(cuda_backend *be, const op_call *c
                     "fused scale + mask + softmax kernel");
 }
 
+/* ---- Attention: MatMul, scale, Add(mask), Softmax, MatMul ----------------------------------- */
+
+/* A value of a half dtype: only those have the tensor-core kernel (f32 graphs keep the products in
+ * cuBLASLt and the scale-mask-softmax group in between). */
+static bool is_half_value(const ir_graph *g, int v) {
+    return g->values[v].dtype == GRAFT_DTYPE_F16 || g->values[v].dtype == GRAFT_DTYPE_BF16;
+}
+
+/* MatMul(Q, KT) read only by Div(., c) or Mul(., c), c a constant scalar, then Add(mask) and
+ * Softmax as scaled_masked_softmax matches them, and the probabilities read only by
+ * MatMul(P, V). Q's head dim, when known at load time, must be one the kernel has. */
+static int match_attention(const ir_graph *g, int first, const unsigned char *on_dev,
+                           const int *readers, int *members, int max) {
+    const ir_node *mm = &g->nodes[first];
+    if (max < 5 || !is_op(mm, "MatMul", 2)) return 0;
+    int q = mm->inputs[0], kt = mm->inputs[1], scores = sole_output(g, first);
+    if (q < 0 || kt < 0 || scores < 0 || readers[scores] != 1 || !is_half_value(g, scores))
+        return 0;
+    const ir_value *qv = &g->values[q];
+    if (qv->ndim >= 0 && (qv->ndim != 4 || (qv->dims[3] >= 0 && qv->dims[3] != 32 &&
+                                            qv->dims[3] != 64 && qv->dims[3] != 128)))
+        return 0;
+    int sc = next_reader(g, scores, first);
+    if (sc < 0 || !is_const_scalar(g, other_input(&g->nodes[sc], scores))) return 0;
+    if (strcmp(g->nodes[sc].op_type, "Div") == 0 && g->nodes[sc].inputs[0] != scores) return 0;
+    if (match_scaled_masked_softmax(g, sc, on_dev, readers, members + 1, max - 1) != 3) return 0;
+    int p = sole_output(g, members[3]);
+    int pv = sole_reader(g, readers, p, members[3], "MatMul", 2);
+    if (pv < 0 || g->nodes[pv].inputs[0] != p || g->nodes[pv].inputs[1] == p ||
+        g->nodes[pv].inputs[1] < 0)
+        return 0;
+    members[0] = first;
+    members[4] = pv;
+    return all_on_dev(on_dev, members, 5) ? 5 : 0;
+}
+
+static bool dims_are(const tensor *t, int64_t d0, int64_t d1, int64_t d2, int64_t d3) {
+    return t && t->ndim == 4 && t->dims[0] == d0 && t->dims[1] == d1 && t->dims[2] == d2 &&
+           t->dims[3] == d3;
+}
+
+static graft_status run_attention(cuda_backend *be, const op_call *calls, int n, void **state,
+                                  bool *handled) {
+    (void)state;
+    *handled = false;
+    if (n != 5 || be->prop.major < 8) return GRAFT_OK; /* bf16 WMMA needs sm_80 */
+    const op_call *qk = &calls[0], *sc = &calls[1], *ad = &calls[2], *sm = &calls[3];
+    const op_call *pv = &calls[4];
+    const tensor *q = qk->in[0], *kt = qk->in[1], *v = pv->in[1];
+    const tensor *c = other_call_input(sc, qk->node->outputs[0]);
+    const tensor *mask = other_call_input(ad, sc->node->outputs[0]);
+    tensor *y = pv->out[0];
+    if (!q || !kt || !v || !y || !c || !mask || q->ndim != 4) return GRAFT_OK;
+    graft_dtype dt = q->dtype;
+    int64_t b = q->dims[0], h = q->dims[1], s = q->dims[2], d = q->dims[3];
+    /* No broadcasting over batch or heads; every intermediate has the scores' shape. */
+    if (!cuda_attention_supported(b * h, s, d, dt) || !dims_are(kt, b, h, d, s) ||
+        !dims_are(v, b, h, s, d) || !dims_are(y, b, h, s, d) || !dims_are(qk->out[0], b, h, s, s) ||
+        !dims_are(ad->out[0], b, h, s, s) || !dims_are(sm->out[0], b, h, s, s) || kt->dtype != dt ||
+        v->dtype != dt || y->dtype != dt || qk->out[0]->dtype != dt || !is_dt_numel(c, dt, 1) ||
+        mask->dtype != dt || tensor_numel(mask) == 0 || !mask->data)
+        return GRAFT_OK;
+    int axis;
+    bool single;
+    TRY(softmax_axis(sm->node, 4, &axis, &single, sm->err));
+    int64_t dims4[4] = {b, h, s, s}, ms[4];
+    if (axis != 3 || !mask_strides(mask, dims4, 4, ms)) return GRAFT_OK;
+    *handled = true;
+    bool mul = strcmp(sc->node->op_type, "Mul") == 0;
+    return launched(pv,
+                    cuda_attention(q->data, kt->data, v->data, c->data, mul, mask->data, ms,
+                                   y->data, b, h, s, d, dt, be->stream),
+                    "fused attention kernel");
+}
+
 /* ---- LayerNormalization, decomposed -----------------------------------------------------------
  */
 
@@ -554,8 +631,12 @@ static graft_status run_ln_decomposed(cuda_backend *be, const op_call *calls, in
                     "fused layer normalization kernel");
 }
 
-/* Longer groups first: a product followed by a GELU is tried before the bare product. */
+/* Longer groups first: a product followed by a GELU is tried before the bare product, the whole
+ * attention before its scale-mask-softmax part. */
 const cuda_fusion cuda_bert_fusions[] = {
+#if GRAFT_FLASH_ATTENTION /* opt-in: measured slower than the default path (docs/cuda.md) */
+    {"attention", match_attention, run_attention, NULL},
+#endif
     {"matmul_bias_gelu", match_matmul_bias_gelu, run_matmul_bias, free_gemm_plan},
     {"matmul_bias", match_matmul_bias, run_matmul_bias, free_gemm_plan},
     {"add_layernorm", match_add_ln, run_add_ln, NULL},

@@ -1,0 +1,36 @@
+/* attention_launch.h: launcher of the fused attention kernel (attention.cu). */
+#ifndef GRAFT_CUDA_ATTENTION_LAUNCH_H
+#define GRAFT_CUDA_ATTENTION_LAUNCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "graft.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Whether cuda_attention has a kernel for bh = batch * heads, sequence s, head dim d and dtype
+ * dt: F16 or BF16, d 32, 64 or 128, bh < 2^31, s < 65536 * 64. */
+bool cuda_attention_supported(int64_t bh, int64_t s, int64_t d, graft_dtype dt);
+
+/* out = softmax((q kt op scale) + mask) v per (batch, head), the softmax over the keys, with
+ * q (bh, s, d), kt (bh, d, s) (the keys transposed), v (bh, s, d) and out (bh, s, d) contiguous,
+ * bh = b * h. op divides by *scale (scale_mul false) or multiplies by it; scale is a device
+ * scalar of dt. mask element (batch i0, head i1, query i, key j) is at
+ * i0 * ms[0] + i1 * ms[1] + i * ms[2] + j * ms[3] (0 along a broadcast dim). The scores and the
+ * sums are f32; the probabilities are rounded to dt before the product with v (as a separate
+ * Softmax node's half output would be). Enqueued on stream; returns cudaGetLastError(). */
+cudaError_t cuda_attention(const void *q, const void *kt, const void *v, const void *scale,
+                           bool scale_mul, const void *mask, const int64_t ms[4], void *out,
+                           int64_t b, int64_t h, int64_t s, int64_t d, graft_dtype dt,
+                           cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
