@@ -30,11 +30,11 @@ graft_status cuda_device_query(int index, cuda_device_info *out, graft_err *e);
 typedef void (*cuda_log_fn)(void *user, int level, const char *msg);
 
 typedef struct cuda_backend_options {
-    int device;         /* CUDA device ordinal */
-    bool allow_tf32;    /* fp32 matrix products and convolutions may use TF32 */
-    cuda_log_fn log;    /* warnings (a node falling back to the CPU); NULL: none */
+    int device;      /* CUDA device ordinal */
+    bool allow_tf32; /* fp32 matrix products and convolutions may use TF32 */
+    cuda_log_fn log; /* warnings (a node falling back to the CPU); NULL: none */
     void *log_user;
-    int num_threads;    /* for the CPU reference the backend falls back to */
+    int num_threads; /* for the CPU reference the backend falls back to */
 } cuda_backend_options;
 
 graft_status cuda_backend_create(const cuda_backend_options *o, graft_backend *out, graft_err *e);
