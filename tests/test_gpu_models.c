@@ -226,7 +226,9 @@ static void check_model(graft_ctx *cpu, graft_ctx *dev_ctx, gpu_log *log, const 
     } else {
         int ok = compare_all(o, name, &dev, &ref, detail, sizeof detail, 1);
         if (ok && side_time(dev_ctx, &dev, o->runs, err, sizeof err) != 0) {
-            snprintf(detail, sizeof detail, "a later run failed: %s", err);
+            if (snprintf(detail, sizeof detail, "a later run failed: %s", err) >=
+                (int)sizeof detail)
+                detail[sizeof detail - 2] = '~';
             ok = 0;
         }
         char later[1024];

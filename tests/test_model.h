@@ -30,7 +30,9 @@ static inline int loaded_open(loaded *l, const char *model_path, const char *gen
         graft_model_input_info(l->m, i, &info);
         l->in[i].name = strdup(info.name);
         l->n_in = i + 1;
-        snprintf(path, sizeof path, "%s/%s.in.%s.npy", gen, name, info.name);
+        if (snprintf(path, sizeof path, "%s/%s.in.%s.npy", gen, name, info.name) >=
+            (int)sizeof path)
+            return -1;
         if (npy_read(path, &l->in[i].tensor, err, sizeof err) != 0) return -1;
     }
     return 0;

@@ -308,7 +308,7 @@ graft_status cuda_head_read(cuda_head *ch, cuda_head_stats *out, graft_err *e) {
 
 graft_status cuda_head_download_state(cuda_head *ch, head *h, optim *opt, loss_scaler *scaler,
                                       int64_t *skipped, graft_err *e) {
-    cuda_head_stats stats;
+    cuda_head_stats stats = {0};
     TRY(cuda_head_read(ch, &stats, e));
     TRY(transfer_weights(ch, h, false, e));
     TRY(transfer_optim(ch, opt, false, e));
