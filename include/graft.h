@@ -219,6 +219,17 @@ typedef struct graft_run_stats {
     int planned; /* 1 when the run used a cached static memory plan */
 } graft_run_stats;
 GRAFT_API graft_status graft_model_run_stats(const graft_model *model, graft_run_stats *out);
+/* Profiling: with it on, each run times every node (synchronising the GPU after each, so runs
+ * are slower and no CUDA graph is replayed) and sums the time per op type; turning it on clears
+ * the sums. A fused group's time is counted on its last node's op. */
+typedef struct graft_op_time {
+    const char *op; /* static */
+    int64_t count;  /* nodes run, over all runs since profiling was turned on */
+    double seconds;
+} graft_op_time;
+GRAFT_API graft_status graft_model_set_profiling(graft_model *model, int on);
+/* The op types seen, most time first: fills out[0..max) and returns how many there are. */
+GRAFT_API int graft_model_profile(const graft_model *model, graft_op_time *out, int max);
 /* Run the model's float tensors in GRAFT_DTYPE_F16 or GRAFT_DTYPE_BF16 (on a GPU; on the CPU only
  * with use_reference_kernels, slowly, for tests): weights are
  * converted once (finite values saturate), inputs and outputs stay fp32, kernels accumulate

@@ -102,6 +102,10 @@ rc=$?
 if [ $rc = 0 ] && [ -s "$TMP/p1.csv" ] && cmp -s "$TMP/p1.csv" "$TMP/p2.csv"; then
     pass export_from_checkpoint
 else fail export_from_checkpoint "rc $rc: $(tail -2 "$TMP/exp.txt")"; fi
+"$GRAFT" export --help >"$TMP/eh.txt" 2>&1
+if [ $? = 0 ] && grep -q -- '--checkpoint' "$TMP/eh.txt" && head -1 "$TMP/eh.txt" | grep -q '^usage: graft export' &&
+    ! head -1 "$TMP/eh.txt" | grep -q 'graft finetune'; then pass export_help
+else fail export_help "$(head -3 "$TMP/eh.txt")"; fi
 "$GRAFT" export "${R[@]}" --out "$TMP/e2.onnx" >/dev/null 2>"$TMP/e.txt"
 if [ $? = 2 ] && grep -q checkpoint "$TMP/e.txt"; then pass export_needs_checkpoint
 else fail export_needs_checkpoint "$(cat "$TMP/e.txt")"; fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/test_cli_prune.sh GRAFT GEN: `graft prune` end to end: each method writes a model graft
 # reloads, the report has its rows, channel pruning makes the file smaller, accuracy before and
-# after on labelled data, BN-scale importance and the inner scope, `graft finetune`'s gradual
+# after on labelled data, `graft prune --refit` (a new head on the pruned backbone), BN-scale importance and the inner scope, `graft finetune`'s gradual
 # prune-and-refit rounds, and the error cases.
 set -u
 GRAFT=$1
@@ -38,6 +38,27 @@ else fail cli_prune_channels_smaller_file "$after of $before bytes"; fi
 if [ $? = 0 ] && grep -q '^  accuracy' "$TMP/d.txt"; then pass cli_prune_accuracy_report
 else fail cli_prune_accuracy_report "$(tail -2 "$TMP/d.txt")"; fi
 grep '^  accuracy' "$TMP/d.txt" | sed 's/^/  /'
+
+# --refit on the demo folder: prune the pretrained CNN, fit a new head on the pruned features (a
+# few epochs), export; the output loads with the data's 5 classes and the report has accuracy
+# (dense + head before, pruned + head after) on --val.
+"$GRAFT" prune --model models/digits_cnn.onnx --method channels --sparsity 0.5 --iters 2 \
+    --data examples/digits/train --val examples/digits/val --resize 0 --crop 8 --grayscale \
+    --mean 0.3053,0.3053,0.3053 --std 0.376,0.376,0.376 --lr 0.01 --epochs 5 --refit \
+    --out "$TMP/refit.onnx" >"$TMP/refit.txt" 2>&1
+rc=$?
+if [ $rc = 0 ] && grep -qE '^  accuracy +[0-9.]+ +[0-9.]+' "$TMP/refit.txt" &&
+    "$GRAFT" info "$TMP/refit.onnx" 2>/dev/null | grep -qE 'probabilities +float32 +\(.*, 5\)'; then
+    pass cli_prune_refit
+else fail cli_prune_refit "rc $rc: $(tail -3 "$TMP/refit.txt")"; fi
+grep -E '^  (accuracy|FLOPs)' "$TMP/refit.txt" | sed 's/^/  /'
+# --val-split instead of --val: the held-out part of --data.
+"$GRAFT" prune --model models/digits_cnn.onnx --method magnitude --sparsity 0.5 --iters 1 \
+    --data examples/digits/val --val-split 0.3 --resize 0 --crop 8 --grayscale --epochs 3 --refit \
+    --out "$TMP/refit_split.onnx" >"$TMP/refit_split.txt" 2>&1
+if [ $? = 0 ] && grep -qE '^  accuracy +[0-9.]+ +[0-9.]+' "$TMP/refit_split.txt" && [ -s "$TMP/refit_split.onnx" ]
+then pass cli_prune_refit_val_split
+else fail cli_prune_refit_val_split "$(tail -3 "$TMP/refit_split.txt")"; fi
 
 # Prune then refit on the bundled demo: the head is fitted to the pruned backbone's features;
 # accuracy reported against the dense result.
@@ -142,5 +163,10 @@ err cli_prune_err_required "required" --model "$R18"
 err cli_prune_err_unknown "unknown option" --model "$R18" --out "$TMP/x.onnx" --fast
 err cli_prune_err_importance "--importance" --model "$R18" --importance l3 --out "$TMP/x.onnx"
 err cli_prune_err_scope "--scope" --model "$R18" --scope outer --out "$TMP/x.onnx"
-if "$GRAFT" prune --help | grep -q -- '--global'; then pass cli_prune_help; else fail cli_prune_help ""; fi
+err cli_prune_err_refit_needs_data "--refit needs --data" --model "$R18" --refit --out "$TMP/x.onnx"
+err cli_prune_err_epochs_needs_refit "--epochs is for --refit" --model "$R18" --epochs 3 \
+    --data examples/digits/val --out "$TMP/x.onnx"
+err cli_prune_err_refit_lr "--lr" --model "$R18" --refit --data examples/digits/val --lr -1 \
+    --out "$TMP/x.onnx"
+if "$GRAFT" prune --help | grep -q -- '--global' && "$GRAFT" prune --help | grep -q -- '--refit'; then pass cli_prune_help; else fail cli_prune_help ""; fi
 exit 0

@@ -92,6 +92,16 @@ else
     echo "SKIP cli_tools_bench_seq_len: $GEN/bert_tiny_decomposed.onnx not generated"
 fi
 expect_help bench --batch --iters --warmup --threads --seq-len --device --json "default 1,8,32"
+# --profile: a table of time per op type after each batch; every Conv node of the model counted
+"$GRAFT" bench "$M" --batch 2 --iters 3 --warmup 1 --profile >"$TMP/prof.txt" 2>"$TMP/err.txt" &&
+    grep -q 'op (profiled)' "$TMP/prof.txt" && python3 - "$TMP/prof.txt" "$M" <<'PY'
+import sys, onnx
+rows = {l.split()[0]: l.split() for l in open(sys.argv[1]) if l.startswith("  ") and "%" in l}
+convs = sum(n.op_type == "Conv" for n in onnx.load(sys.argv[2]).graph.node)
+assert float(rows["Conv"][1]) == convs, (rows, convs)
+assert abs(sum(float(r[3].rstrip("%")) for r in rows.values()) - 100) < 1, rows
+PY
+check cli_tools_bench_profile $? "$(cat "$TMP/prof.txt" "$TMP/err.txt")"
 expect_error cli_tools_bench_bad_batch "'abc'" bench "$M" --batch abc
 expect_error cli_tools_bench_zero_batch "'1,0'" bench "$M" --batch 1,0
 expect_error cli_tools_bench_zero_iters "--iters '0'" bench "$M" --iters 0

@@ -14,7 +14,7 @@ typedef struct {
     long batches[MAX_BATCHES];
     int n_batches;
     long iters, warmup, threads, seq_len;
-    int json;
+    int json, profile;
     char device[32];
     graft_dtype precision;
 } bench_args;
@@ -44,6 +44,10 @@ static const char *HELP =
     "  --device D       where to run: cpu (default), auto, cuda or cuda:N\n"
     "  --precision P    fp32 (default), or fp16 / bf16 on a GPU (weights and activations in\n"
     "                   half precision, fp32 accumulation; inputs and outputs stay fp32)\n"
+    "  --profile        after each batch size's timing, as many runs again with every node\n"
+    "                   timed (the GPU synchronised after each node: slower in total) and a\n"
+    "                   table of the time per op type, most first (a fused group counts on\n"
+    "                   its last node's op)\n"
     "  --json           JSON lines, one per batch size: {batch, iters, median_ms, p90_ms,\n"
     "                   min_ms, samples_per_s}\n"
     "  --help           this text\n"
@@ -67,7 +71,7 @@ static int parse_option(bench_args *a, const char *o, const char *v) {
 }
 
 static int parse_args(int argc, char **argv, bench_args *a) {
-    *a = (bench_args){NULL, {1, 8, 32}, 3, 20, 3, 0, 128, 0, "cpu", GRAFT_DTYPE_F32};
+    *a = (bench_args){NULL, {1, 8, 32}, 3, 20, 3, 0, 128, 0, 0, "cpu", GRAFT_DTYPE_F32};
     static const char *const valued[] = {"--batch",   "--iters",  "--warmup",   "--threads",
                                          "--seq-len", "--device", "--precision"};
     for (int i = 1; i < argc; i++) {
@@ -78,6 +82,10 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         }
         if (strcmp(o, "--json") == 0) {
             a->json = 1;
+            continue;
+        }
+        if (strcmp(o, "--profile") == 0) {
+            a->profile = 1;
             continue;
         }
         int takes = 0;
@@ -167,6 +175,30 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* Time warmup + iters runs at one batch size. */
+/* --profile: iters more runs with every node timed, then the time per op type. */
+static int profile_runs(graft_ctx *ctx, graft_model *m, const bench_args *a,
+                        const graft_named_tensor *in, int n) {
+    graft_model_set_profiling(m, 1);
+    for (long it = 0; it < a->iters; it++)
+        if (graft_model_run(m, in, n) != GRAFT_OK) {
+            cli_error(CMD, "profiling: %s", graft_last_error(ctx));
+            graft_model_set_profiling(m, 0);
+            return -1;
+        }
+    graft_op_time ops[32];
+    int k = graft_model_profile(m, ops, 32);
+    double total = 0;
+    for (int i = 0; i < k && i < 32; i++) total += ops[i].seconds;
+    FILE *to = a->json ? stderr : stdout; /* JSON lines stay parseable on stdout */
+    fprintf(to, "  %-22s %12s %12s %7s\n", "op (profiled)", "nodes/run", "ms/run", "share");
+    for (int i = 0; i < k && i < 32; i++)
+        fprintf(to, "  %-22s %12.1f %12.3f %6.1f%%\n", ops[i].op,
+                (double)ops[i].count / (double)a->iters, 1e3 * ops[i].seconds / (double)a->iters,
+                total > 0 ? 100.0 * ops[i].seconds / total : 0.0);
+    graft_model_set_profiling(m, 0);
+    return 0;
+}
+
 static int time_batch(graft_ctx *ctx, graft_model *m, const bench_args *a, long batch,
                       bench_result *r) {
     int n = graft_model_input_count(m), rc = -1;
@@ -199,6 +231,18 @@ static int time_batch(graft_ctx *ctx, graft_model *m, const bench_args *a, long 
     for (int i = 0; in && i < n; i++) free(in[i].tensor.data);
     free(in);
     free(ms);
+    return rc;
+}
+
+static int profile_batch(graft_ctx *ctx, graft_model *m, const bench_args *a, long batch) {
+    int n = graft_model_input_count(m), rc = -1;
+    graft_named_tensor *in = calloc((size_t)(n ? n : 1), sizeof *in);
+    if (!in)
+        cli_error(CMD, "out of memory");
+    else if (make_inputs(m, a, batch, in, n) == 0)
+        rc = profile_runs(ctx, m, a, in, n);
+    for (int i = 0; in && i < n; i++) free(in[i].tensor.data);
+    free(in);
     return rc;
 }
 
@@ -250,6 +294,7 @@ int cmd_bench(int argc, char **argv) {
             printf("%7ld %11.3f %11.3f %11.3f %13.1f\n", a.batches[b], r.median_ms, r.p90_ms,
                    r.min_ms, r.samples_per_s);
         }
+        if (rc == 0 && a.profile) rc = profile_batch(ctx, m, &a, a.batches[b]) ? 1 : 0;
         fflush(stdout);
     }
     graft_model_free(m);

@@ -12,6 +12,7 @@
 #include "cli_util.h"
 #include "finetune.h"
 #include "run_log.h"
+#include "session.h"
 
 /* Ctrl-C: finish the current step, checkpoint, exit cleanly. A signal handler can only set a
  * flag, so this one piece of state is global (in the tool, never in the library). */
@@ -99,63 +100,6 @@ static int on_report(const graft_train_report *p, void *user) {
     return interrupted != 0;
 }
 
-typedef struct session {
-    graft_ctx *ctx;
-    graft_model *model;
-    graft_dataset *all, *train, *val;
-    graft_trainer *trainer;
-    run_log *log;
-    bool val_shares_train; /* a split: both views report the same skipped files */
-    char cache[4096];      /* the feature cache file: the trainer keeps a pointer to it */
-} session;
-
-static void session_free(session *s) {
-    graft_trainer_free(s->trainer);
-    graft_dataset_free(s->val);
-    graft_dataset_free(s->train);
-    graft_dataset_free(s->all);
-    graft_model_free(s->model);
-    graft_ctx_free(s->ctx);
-}
-
-static int fail(session *s, const char *what) {
-    fprintf(stderr, "graft finetune: %s: %s\n", what, graft_last_error(s->ctx));
-    return 1;
-}
-
-/* The training and validation data sets, as the options say. */
-static int open_data(session *s, finetune_opts *o) {
-    graft_status st;
-    if (o->vocab) {
-        graft_text_options t = GRAFT_TEXT_OPTIONS_INIT;
-        t.vocab_path = o->vocab, t.cased = o->cased, t.max_len = o->max_len;
-        st = graft_dataset_open_text(s->ctx, o->data, &t, &s->all);
-    } else {
-        /* The model's own preprocessing, where it records one, under the command line's. */
-        graft_image_options m = GRAFT_IMAGE_OPTIONS_INIT;
-        if (graft_image_options_from_model(s->model, &m) != GRAFT_OK) return fail(s, o->model);
-        if (!o->image_set[0]) o->image.resize = m.resize;
-        if (!o->image_set[1]) o->image.crop = m.crop;
-        if (!o->image_set[2]) o->image.grayscale = m.grayscale;
-        if (!o->image_set[3]) memcpy(o->image.mean, m.mean, sizeof m.mean);
-        if (!o->image_set[4]) memcpy(o->image.std, m.std, sizeof m.std);
-        st = graft_dataset_open_images(s->ctx, o->data, &o->image, &s->all);
-    }
-    if (st != GRAFT_OK) return fail(s, o->data);
-    if (o->val) {
-        if (graft_dataset_open_like(s->all, o->val, &s->val) != GRAFT_OK) return fail(s, o->val);
-        s->train = s->all, s->all = NULL;
-    } else if (o->val_split > 0) {
-        if (graft_dataset_split(s->all, o->val_split, o->train.seed, &s->train, &s->val) !=
-            GRAFT_OK)
-            return fail(s, "splitting the data");
-        s->val_shares_train = true;
-    } else {
-        s->train = s->all, s->all = NULL;
-    }
-    return 0;
-}
-
 /* After attaching the head: the validation confusion matrix through the grafted model. */
 static int confusion(session *s, const finetune_opts *o, int64_t *counts, int n_classes) {
     graft_batch_source src;
@@ -170,7 +114,7 @@ static int confusion(session *s, const finetune_opts *o, int64_t *counts, int n_
         if (src.read(src.user, at, m, in, &labels, kept) != GRAFT_OK ||
             graft_model_run(s->model, in, src.n_inputs) != GRAFT_OK ||
             graft_model_output(s->model, 0, &out) != GRAFT_OK)
-            return fail(s, "evaluating the grafted model");
+            return session_fail(s, "evaluating the grafted model");
         if (labels.dtype != GRAFT_DTYPE_I64) return 0;
         for (int64_t i = 0; i < labels.dims[0]; i++) {
             const float *p = (const float *)out->data + i * n_classes;
@@ -266,7 +210,7 @@ static int prune_through(session *s, const finetune_opts *o, int k, run *r) {
     for (int j = 1; j <= k; j++) {
         graft_prune_options po = round_options(o, j);
         graft_prune_report pr;
-        if (graft_model_prune(s->model, &po, &pr) != GRAFT_OK) return fail(s, "pruning");
+        if (graft_model_prune(s->model, &po, &pr) != GRAFT_OK) return session_fail(s, "pruning");
         if (j > 1) {
             pr.params_before = r->prune.params_before, pr.flops_before = r->prune.flops_before;
             pr.nonzero_before = r->prune.nonzero_before;
@@ -291,22 +235,16 @@ static int make_trainer(session *s, finetune_opts *o, run *r) {
                                                                         : GRAFT_DTYPE_F32;
     if (backbone != GRAFT_DTYPE_F32 && !strncmp(graft_model_device(s->model), "cuda", 4) &&
         graft_model_set_precision(s->model, backbone) != GRAFT_OK)
-        return fail(s, "setting the backbone's precision");
-    o->head.n_outputs = graft_dataset_class_count(s->train);
-    if (o->head.n_outputs < 2) {
-        fprintf(stderr, "graft finetune: %s: need at least 2 classes\n", o->data);
-        return 1;
-    }
+        return session_fail(s, "setting the backbone's precision");
     o->train.callback = on_report, o->train.callback_user = r;
-    if (graft_trainer_create(s->model, &o->head, &o->train, &s->trainer) != GRAFT_OK)
-        return fail(s, "setting up training");
+    if (session_make_trainer(s, o)) return 1;
     r->trainer = s->trainer;
     if (o->checkpoint_dir) {
         mkdir(o->checkpoint_dir, 0777);
         snprintf(r->checkpoint, sizeof r->checkpoint, "%s/trainer.safetensors", o->checkpoint_dir);
         if (o->resume && access(r->checkpoint, R_OK) == 0) {
             if (graft_trainer_load(s->trainer, r->checkpoint) != GRAFT_OK)
-                return fail(s, "resuming");
+                return session_fail(s, "resuming");
             printf("resuming from %s\n", r->checkpoint);
         }
     }
@@ -321,8 +259,9 @@ static int prepare(session *s, finetune_opts *o, run *r, int argc, char **argv) 
     if (o->report_dir) make_dirs(o->report_dir, true);
     if (o->checkpoint_dir) make_dirs(o->checkpoint_dir, true);
     if (o->cache_dir && !o->no_cache) make_dirs(o->cache_dir, true);
-    if (graft_model_load(s->ctx, o->model, &s->model) != GRAFT_OK) return fail(s, "loading");
-    if (open_data(s, o)) return 1;
+    if (graft_model_load(s->ctx, o->model, &s->model) != GRAFT_OK)
+        return session_fail(s, "loading");
+    if (session_open_data(s, o)) return 1;
     if (o->prune) {
         if (prune_through(s, o, o->resume ? o->prune_rounds : 1, r)) return 1;
         const graft_prune_report *pr = &r->prune;
@@ -332,7 +271,8 @@ static int prepare(session *s, finetune_opts *o, run *r, int argc, char **argv) 
                    (long long)pr->nonzero_before, (long long)pr->nonzero_after, pr->flops_before,
                    pr->flops_after);
     }
-    if (graft_model_cut(s->model, o->cut, o->pooling) != GRAFT_OK) return fail(s, "cutting");
+    if (graft_model_cut(s->model, o->cut, o->pooling) != GRAFT_OK)
+        return session_fail(s, "cutting");
     if (make_trainer(s, o, r)) return 1;
     if (o->report_dir) {
         char err[512];
@@ -349,7 +289,8 @@ static int prepare(session *s, finetune_opts *o, run *r, int argc, char **argv) 
 /* Attach, evaluate, export. */
 static int finish(session *s, const finetune_opts *o, run *r) {
     int n = graft_dataset_class_count(s->train);
-    if (graft_trainer_attach(s->trainer, o->softmax) != GRAFT_OK) return fail(s, "attaching");
+    if (graft_trainer_attach(s->trainer, o->softmax) != GRAFT_OK)
+        return session_fail(s, "attaching");
     int64_t *counts = calloc((size_t)n * (size_t)n, sizeof *counts);
     const char **names = calloc((size_t)n, sizeof *names);
     if (!counts || !names) return free(counts), free(names), 1;
@@ -357,11 +298,7 @@ static int finish(session *s, const finetune_opts *o, run *r) {
     int rc = confusion(s, o, counts, n);
     if (!rc) print_summary(s, r, counts, n);
     if (!rc && s->log) run_log_confusion(s->log, n, names, counts);
-    graft_export_options ex = GRAFT_EXPORT_OPTIONS_INIT;
-    ex.class_names = names, ex.n_class_names = n, ex.fp16_weights = o->fp16_weights;
-    if (!rc && !o->vocab && graft_image_options_to_model(s->model, &o->image) != GRAFT_OK)
-        rc = fail(s, "recording the preprocessing");
-    if (!rc && graft_model_export(s->model, o->out, &ex) != GRAFT_OK) rc = fail(s, "exporting");
+    if (!rc) rc = session_export(s, o);
     if (!rc) printf("  exported          %s\n", o->out);
     free(counts), free(names);
     return rc;
@@ -369,13 +306,9 @@ static int finish(session *s, const finetune_opts *o, run *r) {
 
 /* Fit the head on the current backbone. */
 static int fit(session *s, const finetune_opts *o, run *r) {
-    graft_batch_source train, val;
     r->n_train = graft_dataset_size(s->train);
     r->epoch_t0 = now();
-    graft_status st = graft_dataset_source(s->train, o->threads, 2, o->train.seed, &train);
-    if (st == GRAFT_OK && s->val) st = graft_dataset_source(s->val, o->threads, 2, 0, &val);
-    if (st == GRAFT_OK) st = graft_trainer_fit_source(s->trainer, &train, s->val ? &val : NULL);
-    return st == GRAFT_OK ? 0 : fail(s, "training");
+    return session_fit(s, o);
 }
 
 /* Round k > 1: a fresh backbone pruned through round k, cut, and a new head (the features may
@@ -384,9 +317,11 @@ static int next_round(session *s, finetune_opts *o, run *r, int k) {
     graft_trainer_free(s->trainer);
     graft_model_free(s->model);
     s->trainer = NULL, r->trainer = NULL, s->model = NULL;
-    if (graft_model_load(s->ctx, o->model, &s->model) != GRAFT_OK) return fail(s, "loading");
+    if (graft_model_load(s->ctx, o->model, &s->model) != GRAFT_OK)
+        return session_fail(s, "loading");
     if (prune_through(s, o, k, r)) return 1;
-    if (graft_model_cut(s->model, o->cut, o->pooling) != GRAFT_OK) return fail(s, "cutting");
+    if (graft_model_cut(s->model, o->cut, o->pooling) != GRAFT_OK)
+        return session_fail(s, "cutting");
     r->best_val_loss = 1e300, r->best_val_acc = r->last_val_acc = -1, r->best_epoch = 0;
     return make_trainer(s, o, r);
 }
@@ -418,7 +353,7 @@ int cmd_finetune(int argc, char **argv) {
         free(o);
         return rc == 1 ? 0 : 2;
     }
-    session s = {0};
+    session s = {.cmd = "finetune"};
     run r = {o, NULL, NULL, isatty(1) != 0, 0, 0, 0, 0, 1e300, -1, -1, "", {0}, {0}};
     signal(SIGINT, on_sigint);
     rc = prepare(&s, o, &r, argc, argv);
@@ -445,9 +380,23 @@ int cmd_finetune(int argc, char **argv) {
     return rc;
 }
 
+static void export_usage(void) {
+    printf("usage: graft export --model M.onnx --data DIR --checkpoint DIR --out OUT.onnx "
+           "[options]\n\n"
+           "Rebuilds the grafted model of a finetune run from its checkpoint, without training:\n"
+           "give the run's own options (the same command line, or its --config FILE) so the\n"
+           "backbone is cut (and pruned) as it was, plus --checkpoint DIR (the run's, holding\n"
+           "DIR/trainer.safetensors), --out OUT.onnx for the export, and optionally\n"
+           "--fp16-weights. The head is restored from the checkpoint, attached and exported\n"
+           "with the class names and preprocessing; the rest of the options are finetune's:\n\n");
+    finetune_usage_options();
+}
+
 /* `graft export`: the run's options (the same command line or --config as the finetune run)
  * and its --checkpoint: rebuild the head from the checkpoint, attach it, export. */
 int cmd_export(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return export_usage(), 0;
     finetune_opts *o = calloc(1, sizeof *o);
     if (!o) return 1;
     int rc = finetune_parse(o, argc, argv);
@@ -455,7 +404,7 @@ int cmd_export(int argc, char **argv) {
         free(o);
         return rc == 1 ? 0 : 2;
     }
-    session s = {0};
+    session s = {.cmd = "finetune"};
     run r = {o, NULL, NULL, false, 0, 0, 0, 0, 1e300, -1, -1, "", {0}, {0}};
     if (!o->checkpoint_dir) {
         fprintf(stderr, "graft export: --checkpoint DIR is required (the finetune run's)\n");

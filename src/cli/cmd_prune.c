@@ -1,6 +1,7 @@
 /* cmd_prune.c: `graft prune`: prune a model (magnitude, channels, heads, 2:4), export it, and
  * report parameters, FLOPs, file size, measured latency and (with labelled data) accuracy
- * before and after. */
+ * before and after; with --refit the classifier head is fitted again on the pruned backbone's
+ * features, as `graft finetune --prune` fits it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +10,9 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "finetune.h"
 #include "graft.h"
+#include "session.h"
 
 #define CMD "prune"
 
@@ -17,9 +20,16 @@ typedef struct prune_args {
     const char *model, *out, *data;
     graft_prune_options o;
     const char *exclude[64];
-    int threads;
+    int threads, refit;
     long iters;
+    const char *borrowed; /* the first of finetune's options given (they need --refit) */
+    finetune_opts ft;     /* --refit: the head, its training and the data, as finetune's */
 } prune_args;
+
+/* The options of `graft finetune` that --refit takes, with finetune's meanings and defaults. */
+static const char *const refit_options[] = {
+    "val",    "val-split", "resize", "crop",         "grayscale", "mean", "std",
+    "epochs", "batch",     "lr",     "weight-decay", "seed",      NULL};
 
 static void usage(void) {
     printf(
@@ -44,10 +54,21 @@ static void usage(void) {
         "  --prune-ends          also prune the first convolution and the classifier\n"
         "  --data DIR            labelled image folder for accuracy before and after (the\n"
         "                        model's classes and preprocessing from its metadata)\n"
+        "  --refit               after pruning, fit a new linear head on the pruned backbone's\n"
+        "                        features from --data (as graft finetune --prune does) and\n"
+        "                        export backbone + head; accuracy on the validation split:\n"
+        "                        before, the dense backbone with a head fitted the same way\n"
+        "  --val DIR, --val-split F, --resize N, --crop N, --grayscale, --mean R,G,B,\n"
+        "  --std R,G,B, --epochs N, --batch N, --lr RATE, --weight-decay WD, --seed N\n"
+        "                        with --refit: as in graft finetune (same defaults; the\n"
+        "                        preprocessing defaults to the model's metadata)\n"
         "  --iters N             timed runs for the latency (default 20)\n"
         "  --threads N           threads (default: all cores)\n\n"
         "example:\n  graft prune --model grafted.onnx --method channels --sparsity 0.5 "
-        "--out small.onnx\n\nwrites P.onnx; prints the report on stdout.\n");
+        "--out small.onnx\n"
+        "  graft prune --model M.onnx --method channels --sparsity 0.5 --data train/ --val val/\n"
+        "      --refit --epochs 50 --out small.onnx\n\nwrites P.onnx; prints the report on "
+        "stdout.\n");
 }
 
 /* Index of v in the NULL-terminated names, -1 when absent. */
@@ -61,11 +82,20 @@ static int parse(prune_args *a, int argc, char **argv) {
     memset(a, 0, sizeof *a);
     a->o = (graft_prune_options)GRAFT_PRUNE_OPTIONS_INIT;
     a->iters = 20;
+    finetune_defaults(&a->ft, CMD);
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *v;
         long n;
         if (!strcmp(arg, "--help")) return usage(), 1;
-        if (!strcmp(arg, "--global"))
+        if (!strncmp(arg, "--", 2) && choice(refit_options, arg + 2) >= 0) {
+            v = NULL;
+            if (finetune_takes_value(arg + 2) && !(v = cli_value(CMD, argc, argv, &i, "a value")))
+                return 2;
+            if (finetune_option(&a->ft, arg + 2, v)) return 2;
+            if (!a->borrowed) a->borrowed = arg;
+        } else if (!strcmp(arg, "--refit"))
+            a->refit = 1;
+        else if (!strcmp(arg, "--global"))
             a->o.global = 1;
         else if (!strcmp(arg, "--prune-ends"))
             a->o.keep_ends = 0;
@@ -117,6 +147,12 @@ static int parse(prune_args *a, int argc, char **argv) {
             return cli_error(CMD, "unknown option '%s' (see --help)", arg);
     }
     if (!a->model || !a->out) return cli_error(CMD, "--model and --out are required (see --help)");
+    if (a->refit && !a->data)
+        return cli_error(CMD, "--refit needs --data DIR (the labelled images to fit the head on)");
+    if (a->borrowed && !a->refit) return cli_error(CMD, "%s is for --refit", a->borrowed);
+    if (a->ft.val && a->ft.val_split != 0.2 && a->ft.val_split > 0)
+        return cli_error(CMD, "give --val or --val-split, not both");
+    a->ft.model = a->model, a->ft.data = a->data, a->ft.out = a->out, a->ft.threads = a->threads;
     return 0;
 }
 
@@ -163,14 +199,8 @@ static double latency_ms(graft_model *m, long iters) {
     return ms;
 }
 
-/* Top-1 accuracy on a labelled image folder (-1 when not measured). */
-static double accuracy(graft_ctx *ctx, graft_model *m, const char *dir, int threads) {
-    graft_image_options o;
-    int64_t sample;
-    graft_dataset *ds = NULL;
-    if (cli_image_options(CMD, ctx, m, &o, &sample) != 0 ||
-        graft_dataset_open_images(ctx, dir, &o, &ds) != GRAFT_OK)
-        return -1;
+/* Top-1 accuracy of m on a labelled data set (-1 when not measured). */
+static double accuracy_on(graft_model *m, graft_dataset *ds, int threads) {
     graft_batch_source src;
     int64_t right = 0, total = 0;
     unsigned char kept[32];
@@ -192,8 +222,43 @@ static double accuracy(graft_ctx *ctx, graft_model *m, const char *dir, int thre
                 total++;
             }
         }
-    graft_dataset_free(ds);
     return total ? (double)right / (double)total : -1;
+}
+
+/* Top-1 accuracy on a labelled image folder, preprocessed as the model's metadata says. */
+static double accuracy(graft_ctx *ctx, graft_model *m, const char *dir, int threads) {
+    graft_image_options o;
+    int64_t sample;
+    graft_dataset *ds = NULL;
+    if (cli_image_options(CMD, ctx, m, &o, &sample) != 0 ||
+        graft_dataset_open_images(ctx, dir, &o, &ds) != GRAFT_OK)
+        return -1;
+    double acc = accuracy_on(m, ds, threads);
+    graft_dataset_free(ds);
+    return acc;
+}
+
+/* --refit: cut the (pruned or dense) backbone, fit a head on the training data, attach it;
+ * *acc: the validation accuracy of backbone + head (-1 without validation data). */
+static int fit_head(session *s, finetune_opts *o, double *acc) {
+    if (graft_model_cut(s->model, o->cut, o->pooling) != GRAFT_OK)
+        return session_fail(s, "cutting");
+    if (session_make_trainer(s, o) || session_fit(s, o)) return 1;
+    if (graft_trainer_attach(s->trainer, o->softmax) != GRAFT_OK)
+        return session_fail(s, "attaching the head");
+    *acc = s->val ? accuracy_on(s->model, s->val, o->threads) : -1;
+    return 0;
+}
+
+/* --refit, before pruning: the accuracy of the dense backbone with a head fitted the same way;
+ * then the model is loaded again, uncut, for pruning. */
+static int dense_baseline(session *s, finetune_opts *o, double *acc) {
+    if (session_open_data(s, o) || fit_head(s, o, acc)) return 1;
+    graft_trainer_free(s->trainer);
+    graft_model_free(s->model);
+    s->trainer = NULL, s->model = NULL;
+    return graft_model_load(s->ctx, o->model, &s->model) != GRAFT_OK ? session_fail(s, "loading")
+                                                                     : 0;
 }
 
 static long long file_size(const char *path) {
@@ -203,8 +268,8 @@ static long long file_size(const char *path) {
 
 static void row(const char *what, double before, double after, const char *fmt) {
     char b[64], a[64];
-    snprintf(b, sizeof b, fmt, before);
-    snprintf(a, sizeof a, fmt, after);
+    snprintf(b, sizeof b, before < 0 ? "-" : fmt, before);
+    snprintf(a, sizeof a, after < 0 ? "-" : fmt, after);
     printf("  %-22s %16s %16s", what, b, a);
     if (before > 0 && after >= 0) printf("   %6.1f%%", 100.0 * after / before);
     printf("\n");
@@ -214,25 +279,30 @@ int cmd_prune(int argc, char **argv) {
     prune_args a;
     int rc = parse(&a, argc, argv);
     if (rc) return rc == 1 ? 0 : rc;
-    graft_ctx *ctx = cli_ctx(CMD, a.threads, NULL);
-    graft_model *m = NULL;
-    if (!ctx) return 1;
-    if (graft_model_load(ctx, a.model, &m) != GRAFT_OK) {
-        fprintf(stderr, "graft prune: %s\n", graft_last_error(ctx));
-        graft_ctx_free(ctx);
-        return 1;
+    session s = {.cmd = CMD};
+    if (!(s.ctx = cli_ctx(CMD, a.threads, NULL))) return 1;
+    if (graft_model_load(s.ctx, a.model, &s.model) != GRAFT_OK) {
+        rc = session_fail(&s, "loading");
+        session_free(&s);
+        return rc;
     }
-    double lat0 = latency_ms(m, a.iters), acc0 = a.data ? accuracy(ctx, m, a.data, a.threads) : -1;
+    double lat0 = latency_ms(s.model, a.iters), acc0 = -1, acc1 = -1;
+    if (a.refit)
+        rc = dense_baseline(&s, &a.ft, &acc0);
+    else if (a.data)
+        acc0 = accuracy(s.ctx, s.model, a.data, a.threads);
     graft_prune_report r;
-    graft_status st = graft_model_prune(m, &a.o, &r);
-    if (st == GRAFT_OK) st = graft_model_export(m, a.out, NULL);
-    if (st != GRAFT_OK) {
-        fprintf(stderr, "graft prune: %s\n", graft_last_error(ctx));
-        graft_model_free(m);
-        graft_ctx_free(ctx);
-        return 1;
+    if (!rc && graft_model_prune(s.model, &a.o, &r) != GRAFT_OK) rc = session_fail(&s, "pruning");
+    if (!rc && a.refit) rc = fit_head(&s, &a.ft, &acc1);
+    if (!rc && a.refit) rc = session_export(&s, &a.ft);
+    if (!rc && !a.refit && graft_model_export(s.model, a.out, NULL) != GRAFT_OK)
+        rc = session_fail(&s, "exporting");
+    if (rc) {
+        session_free(&s);
+        return rc;
     }
-    double lat1 = latency_ms(m, a.iters), acc1 = a.data ? accuracy(ctx, m, a.data, a.threads) : -1;
+    double lat1 = latency_ms(s.model, a.iters);
+    if (a.data && !a.refit) acc1 = accuracy(s.ctx, s.model, a.data, a.threads);
     printf("pruned %s -> %s\n  %-22s %16s %16s\n", a.model, a.out, "", "before", "after");
     row("parameters", (double)r.params_before, (double)r.params_after, "%.0f");
     row("non-zero parameters", (double)r.nonzero_before, (double)r.nonzero_after, "%.0f");
@@ -240,9 +310,13 @@ int cmd_prune(int argc, char **argv) {
     row("file bytes", (double)file_size(a.model), (double)file_size(a.out), "%.0f");
     row("latency ms (batch 1)", lat0, lat1, "%.3f");
     if (a.data) row("accuracy", acc0, acc1, "%.4f");
+    if (a.refit)
+        printf("  (refit: a new head on each backbone, %lld training and %lld validation images,\n"
+               "   %d epochs; accuracy on the validation split: dense + head, pruned + head)\n",
+               (long long)graft_dataset_size(s.train),
+               (long long)(s.val ? graft_dataset_size(s.val) : 0), a.ft.train.epochs);
     if (r.units_removed) printf("  units removed          %lld\n", (long long)r.units_removed);
     printf("  sparsity reached       %.4f (of what --method prunes)\n", r.sparsity);
-    graft_model_free(m);
-    graft_ctx_free(ctx);
+    session_free(&s);
     return 0;
 }

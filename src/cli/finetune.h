@@ -29,5 +29,14 @@ typedef struct finetune_opts {
  * 0 when the options are good. */
 int finetune_parse(finetune_opts *o, int argc, char **argv);
 void finetune_usage(void);
+/* The option list alone (what `graft export --help` shares). */
+void finetune_usage_options(void);
+/* For a command that borrows some of these options (`graft prune --refit`): the defaults, with
+ * messages naming `graft CMD`; whether option NAME (no dashes) takes a value (1), is a flag (0)
+ * or is unknown (-1); and one option applied as finetune_parse would (0, or 2 after printing the
+ * error). */
+void finetune_defaults(finetune_opts *o, const char *cmd);
+int finetune_takes_value(const char *name);
+int finetune_option(finetune_opts *o, const char *name, const char *value);
 
 #endif

@@ -79,13 +79,11 @@ static const option_def options[] = {
 
 #define N_OPTIONS ((int)(sizeof options / sizeof options[0]))
 
-void finetune_usage(void) {
-    printf("usage: graft finetune --model M.onnx --data DIR --out OUT.onnx [options]\n\n"
-           "Grafts a new head onto a pretrained model: cuts the backbone at its features,\n"
-           "runs it once per sample (features are cached), trains the head, and exports\n"
-           "backbone + head as one ONNX model with the class names and preprocessing.\n"
-           "Image preprocessing defaults come from the model's metadata when it has them.\n\n"
-           "options:\n");
+/* The name in messages: "graft finetune: ..." (prune borrows some of these options). */
+static const char *tool = "finetune";
+
+void finetune_usage_options(void) {
+    printf("options:\n");
     for (int i = 0; i < N_OPTIONS; i++) {
         char left[64];
         snprintf(left, sizeof left, "--%s%s%s", options[i].name, options[i].value ? " " : "",
@@ -94,6 +92,15 @@ void finetune_usage(void) {
         if (options[i].dflt) printf(" (default %s)", options[i].dflt);
         printf("\n");
     }
+}
+
+void finetune_usage(void) {
+    printf("usage: graft finetune --model M.onnx --data DIR --out OUT.onnx [options]\n\n"
+           "Grafts a new head onto a pretrained model: cuts the backbone at its features,\n"
+           "runs it once per sample (features are cached), trains the head, and exports\n"
+           "backbone + head as one ONNX model with the class names and preprocessing.\n"
+           "Image preprocessing defaults come from the model's metadata when it has them.\n\n");
+    finetune_usage_options();
     printf(
         "\nexample:\n  graft finetune --model models/digits_cnn.onnx --data examples/digits/train"
         " \\\n      --val examples/digits/val --out digits_grafted.onnx --resize 0 --crop 8"
@@ -109,7 +116,7 @@ static const option_def *find_option(const char *name) {
 }
 
 static int bad(const char *name, const char *value, const char *why) {
-    fprintf(stderr, "graft finetune: --%s %s: %s\n", name, value ? value : "", why);
+    fprintf(stderr, "graft %s: --%s %s: %s\n", tool, name, value ? value : "", why);
     return 2;
 }
 
@@ -301,7 +308,7 @@ static int apply_flag(finetune_opts *o, const char *n) {
 
 static int apply(finetune_opts *o, const char *name, const char *value) {
     const option_def *d = find_option(name);
-    if (!d) return fprintf(stderr, "graft finetune: unknown option --%s (see --help)\n", name), 2;
+    if (!d) return fprintf(stderr, "graft %s: unknown option --%s (see --help)\n", tool, name), 2;
     if (!d->value) return apply_flag(o, name);
     if (!value) return bad(name, NULL, "needs a value");
     return apply_value(o, name, value);
@@ -408,7 +415,22 @@ static int check(const finetune_opts *o) {
     return check_prune(o);
 }
 
+void finetune_defaults(finetune_opts *o, const char *cmd) {
+    tool = cmd;
+    defaults(o);
+}
+
+int finetune_takes_value(const char *name) {
+    const option_def *d = find_option(name);
+    return d ? d->value != NULL : -1;
+}
+
+int finetune_option(finetune_opts *o, const char *name, const char *value) {
+    return apply(o, name, value);
+}
+
 int finetune_parse(finetune_opts *o, int argc, char **argv) {
+    tool = "finetune";
     defaults(o);
     for (int i = 1; i < argc; i++) /* the config file first: the command line wins */
         if (!strcmp(argv[i], "--config")) {

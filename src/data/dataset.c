@@ -19,7 +19,24 @@ size_t dataset_row_bytes(const dataset_shared *sh, int k) {
     return (size_t)n * graft_dtype_size(sh->input_dtype[k]);
 }
 
+/* The decoder's message without its own mention of the file, which the listing already names:
+ * "image 'PATH': REASON" becomes "REASON", "cannot open image 'PATH': REASON" "cannot open:
+ * REASON". Writes into buf (size n); returns reason itself when it does not name the file. */
+static const char *without_path(const char *reason, const char *path, char *buf, size_t n) {
+    if (!reason || !path) return reason;
+    char needle[4200];
+    snprintf(needle, sizeof needle, "image '%s': ", path);
+    const char *at = strstr(reason, needle);
+    if (!at) return reason;
+    if (at == reason) return reason + strlen(needle);
+    if (at[-1] != ' ') return reason;
+    snprintf(buf, n, "%.*s: %s", (int)(at - 1 - reason), reason, at + strlen(needle));
+    return buf;
+}
+
 void dataset_skip(dataset_shared *sh, const char *path, const char *reason) {
+    char buf[1024];
+    reason = without_path(reason, path, buf, sizeof buf);
     pthread_mutex_lock(&sh->skip_lock);
     /* A file is reported once, however many passes read it. */
     for (int64_t i = 0; i < sh->n_skipped; i++)

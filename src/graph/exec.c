@@ -351,7 +351,12 @@ static graft_status own_outputs(executor *x, graft_err *e) {
 static graft_status run_nodes(executor *x, run_state *rs, graft_err *e) {
     graft_status st = GRAFT_OK;
     for (int i = 0; i < x->g->n_nodes && st == GRAFT_OK; i++) {
+        double t0 = x->profile.on ? exec_now() : 0.0;
         st = run_node(x, rs, i, e);
+        if (st == GRAFT_OK && x->profile.on) {
+            if (x->node_on_dev[i]) st = x->device->synchronize(x->device->impl, e);
+            exec_profile_add(x, x->g->nodes[i].op->name, exec_now() - t0);
+        }
         if (st == GRAFT_OK) release_after(x, rs, i);
     }
     return st;
@@ -402,7 +407,7 @@ graft_status exec_run(executor *x, const tensor *inputs, graft_err *e) {
     for (int i = 0; i < g->n_inputs; i++) x->vals[g->inputs[i]] = inputs[i];
     x->flops = 0.0;
     graft_status st = GRAFT_OK;
-    if (rs.planned && x->graph && !x->count_flops) {
+    if (rs.planned && x->graph && !x->count_flops && !x->profile.on) {
         st = exec_graph_replay(x, inputs, e);
         if (st == GRAFT_OK) st = own_outputs(x, e);
         if (st != GRAFT_OK) release_all(x);

@@ -19,6 +19,13 @@ typedef struct exec_plan {
     void *device_arena; /* device backend memory */
 } exec_plan;
 
+#define EXEC_PROFILE_MAX 96
+typedef struct exec_profile {
+    bool on;
+    int n;
+    graft_op_time ops[EXEC_PROFILE_MAX];
+} exec_profile;
+
 typedef struct executor {
     ir_graph *g;
     graft_backend *be;     /* the host (CPU) backend */
@@ -44,6 +51,7 @@ typedef struct executor {
     void *graph;       /* recorded for the plan's signature, or NULL */
     tensor *graph_out; /* per graph output: its device tensor (data in the arena) */
     exec_plan plan;
+    exec_profile profile;
     bool count_flops;
     double flops;
     graft_run_stats stats;

@@ -24,7 +24,7 @@ void exec_graph_free(executor *x) {
 
 bool exec_graph_can_record(const executor *x, bool planned) {
     return x->device && x->device->capture_begin && planned && x->graph_safe && !x->graph_off &&
-           x->last_clean && !x->graph && x->plan.valid && !x->count_flops;
+           x->last_clean && !x->graph && x->plan.valid && !x->count_flops && !x->profile.on;
 }
 
 graft_status exec_graph_stage_inputs(executor *x, const tensor *inputs, graft_err *e) {

@@ -14,6 +14,11 @@ void exec_free_primary(executor *x, int v);
 graft_status exec_value_at(executor *x, int v, bool dev, tensor *view, graft_err *e);
 graft_status exec_outputs_to_host(executor *x, graft_err *e);
 
+/* Profiling (exec_profile.c). */
+double exec_now(void);
+void exec_profile_add(executor *x, const char *op, double seconds);
+int exec_profile_get(const executor *x, graft_op_time *out, int max);
+
 /* CUDA graphs (exec_graph.c). */
 bool exec_graph_can_record(const executor *x, bool planned);
 /* Copy the graph inputs the device reads into buffers that stay (the graph reads them). */

@@ -6,6 +6,7 @@
 
 #include "../cpu/cpu_backend.h"
 #include "../onnx/onnx_io.h"
+#include "exec_internal.h"
 #include "graft_config.h"
 #if GRAFT_HAVE_OPENMP
 #include <omp.h>
@@ -219,6 +220,18 @@ graft_status graft_model_run_stats(const graft_model *m, graft_run_stats *out) {
     if (!m || !out) return GRAFT_E_INVALID_ARGUMENT;
     *out = m->exec.stats;
     return GRAFT_OK;
+}
+
+graft_status graft_model_set_profiling(graft_model *m, int on) {
+    if (!m) return GRAFT_E_INVALID_ARGUMENT;
+    memset(&m->exec.profile, 0, sizeof m->exec.profile);
+    m->exec.profile.on = on != 0;
+    return GRAFT_OK;
+}
+
+int graft_model_profile(const graft_model *m, graft_op_time *out, int max) {
+    if (!m || max < 0) return 0;
+    return exec_profile_get(&m->exec, out, max);
 }
 
 graft_status model_set_output(graft_model *m, int value, graft_err *e) {

@@ -1,0 +1,38 @@
+/* session.h: what `graft finetune`, `graft export` and `graft prune --refit` share: the loaded
+ * model, its data sets and trainer, opening the data as the options say, fitting the head and
+ * exporting backbone + head with the class names and preprocessing. */
+#ifndef GRAFT_CLI_SESSION_H
+#define GRAFT_CLI_SESSION_H
+
+#include <stdbool.h>
+
+#include "finetune.h"
+#include "graft.h"
+#include "run_log.h"
+
+typedef struct session {
+    const char *cmd; /* for messages: "graft CMD: ..." */
+    graft_ctx *ctx;
+    graft_model *model;
+    graft_dataset *all, *train, *val;
+    graft_trainer *trainer;
+    run_log *log;
+    bool val_shares_train; /* a split: both views report the same skipped files */
+    char cache[4096];      /* the feature cache file: the trainer keeps a pointer to it */
+} session;
+
+void session_free(session *s);
+/* Print "graft CMD: WHAT: <the context's last error>"; returns 1. */
+int session_fail(session *s, const char *what);
+/* The training and validation data sets (--data, then --val, --val-split or none): images with
+ * the model's recorded preprocessing under the options given, or text with --vocab. */
+int session_open_data(session *s, finetune_opts *o);
+/* The trainer for the (cut) model: a head with one output per class of the training data. */
+int session_make_trainer(session *s, finetune_opts *o);
+/* Fit the head on the current backbone (the validation data when there is some). */
+int session_fit(session *s, const finetune_opts *o);
+/* Export the model (head attached) to o->out with the class names and, for images, the
+ * preprocessing. */
+int session_export(session *s, const finetune_opts *o);
+
+#endif

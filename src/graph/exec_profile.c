@@ -1,0 +1,41 @@
+/* exec_profile.c: time per op type when profiling is on: each node's wall time (the device
+ * synchronised after it), summed by op type over runs. A fused group's time lands on its last
+ * member. Profiling runs node by node (no CUDA graph replay). */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "exec_internal.h"
+
+double exec_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void exec_profile_add(executor *x, const char *op, double seconds) {
+    exec_profile *p = &x->profile;
+    int i = 0;
+    while (i < p->n && strcmp(p->ops[i].op, op) != 0) i++;
+    if (i == p->n) {
+        if (p->n == EXEC_PROFILE_MAX) return;
+        p->ops[p->n++] = (graft_op_time){op, 0, 0.0};
+    }
+    p->ops[i].count++;
+    p->ops[i].seconds += seconds;
+}
+
+static int by_time_desc(const void *a, const void *b) {
+    const graft_op_time *x = a, *y = b;
+    return (x->seconds < y->seconds) - (x->seconds > y->seconds);
+}
+
+int exec_profile_get(const executor *x, graft_op_time *out, int max) {
+    const exec_profile *p = &x->profile;
+    graft_op_time sorted[EXEC_PROFILE_MAX];
+    memcpy(sorted, p->ops, sizeof(graft_op_time) * (size_t)p->n);
+    qsort(sorted, (size_t)p->n, sizeof *sorted, by_time_desc);
+    int n = p->n < max ? p->n : max;
+    if (out) memcpy(out, sorted, sizeof(graft_op_time) * (size_t)n);
+    return p->n;
+}
