@@ -98,6 +98,7 @@ void exec_free(executor *x) {
     free(x->on_dev);
     free(x->copy);
     free(x->copy_kept);
+    for (int i = 0; i < EXEC_MAX_OUTPUTS; i++) free(x->out_host[i]);
     free(x->node_on_dev);
     free(x->node_fallback);
     free(x->group_end);
@@ -339,7 +340,7 @@ static graft_status own_outputs(executor *x, graft_err *e) {
     const ir_graph *g = x->g;
     for (int i = 0; i < g->n_outputs; i++) {
         int v = g->outputs[i];
-        if (x->owned[v] == 1) continue;
+        if (x->owned[v] == 1 || x->owned[v] == 3) continue;
         tensor copy;
         TRY(tensor_clone(&copy, &x->vals[v], e));
         x->vals[v] = copy;

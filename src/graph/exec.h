@@ -20,6 +20,7 @@ typedef struct exec_plan {
 } exec_plan;
 
 #define EXEC_PROFILE_MAX 96
+#define EXEC_MAX_OUTPUTS 64
 typedef struct exec_profile {
     bool on;
     int n;
@@ -52,6 +53,8 @@ typedef struct executor {
     tensor *graph_out; /* per graph output: its device tensor (data in the arena) */
     exec_plan plan;
     exec_profile profile;
+    void *out_host[EXEC_MAX_OUTPUTS]; /* host buffers for device-computed graph outputs */
+    size_t out_host_bytes[EXEC_MAX_OUTPUTS];
     bool count_flops;
     double flops;
     graft_run_stats stats;

@@ -136,18 +136,39 @@ graft_status exec_value_at(executor *x, int v, bool dev, tensor *view, graft_err
 }
 
 /* Graph outputs computed on the device come back to host memory the caller can read. */
+/* Graph outputs computed on the device come back into host buffers the executor keeps from run
+ * to run (outputs are valid until the next run): no allocation, zeroing or page faults per run. */
 graft_status exec_outputs_to_host(executor *x, graft_err *e) {
     const ir_graph *g = x->g;
     for (int i = 0; i < g->n_outputs; i++) {
         int v = g->outputs[i];
         if (!x->on_dev[v]) continue;
-        tensor host;
-        TRY(exec_value_at(x, v, false, &host, e));
+        if (i >= EXEC_MAX_OUTPUTS) { /* beyond the kept buffers: a fresh one */
+            tensor host;
+            TRY(exec_value_at(x, v, false, &host, e));
+            exec_free_primary(x, v);
+            x->vals[v] = host;
+            x->on_dev[v] = 0;
+            x->owned[v] = 1;
+            x->copy[v] = NULL;
+            continue;
+        }
+        size_t bytes = (size_t)tensor_nbytes(&x->vals[v]);
+        if (x->out_host_bytes[i] < bytes) {
+            void *grown = realloc(x->out_host[i], bytes ? bytes : 1);
+            if (!grown)
+                return err_set(e, GRAFT_E_OUT_OF_MEMORY,
+                               "out of host memory for output '%s' (%zu bytes)", g->values[v].name,
+                               bytes);
+            x->out_host[i] = grown;
+            x->out_host_bytes[i] = bytes;
+        }
+        TRY(x->device->copy_to_host(x->device->impl, x->out_host[i], x->vals[v].data, bytes, e));
+        exec_free_copy(x, v, false);
         exec_free_primary(x, v);
-        x->vals[v] = host;
+        x->vals[v].data = x->out_host[i];
         x->on_dev[v] = 0;
-        x->owned[v] = 1;
-        x->copy[v] = NULL;
+        x->owned[v] = 3;
     }
     return GRAFT_OK;
 }
