@@ -30,12 +30,13 @@ class Named(C.Structure):
 
 class CtxOptions(C.Structure):
     _fields_ = [("num_threads", C.c_int), ("log_level", C.c_int), ("log_fn", C.c_void_p),
-                ("log_user", C.c_void_p), ("use_reference_kernels", C.c_int)]
+                ("log_user", C.c_void_p), ("use_reference_kernels", C.c_int),
+                ("device", C.c_char_p), ("allow_tf32", C.c_int)]
 
 
 def graft_runner(lib, path, feeds, threads):
     ctx, model = C.c_void_p(), C.c_void_p()
-    opts = CtxOptions(threads, 2, None, None, 0)
+    opts = CtxOptions(threads, 2, None, None, 0, None, 0)
     assert lib.graft_ctx_create(C.byref(opts), C.byref(ctx)) == 0
     if lib.graft_model_load(ctx, path.encode(), C.byref(model)) != 0:
         raise RuntimeError(lib.graft_last_error(ctx).decode())

@@ -59,7 +59,8 @@ static graft_status grow_state(cpu_backend *be, int node_index, graft_err *e) {
     return GRAFT_OK;
 }
 
-static graft_status cpu_run(void *impl, int node_index, const op_call *call) {
+/* One node through its fast kernel, else its reference kernel. */
+static graft_status cpu_run_node(void *impl, int node_index, const op_call *call) {
     cpu_backend *be = impl;
     const ir_node *node = call->node;
     if (!be->reference_only) {
@@ -75,6 +76,39 @@ static graft_status cpu_run(void *impl, int node_index, const op_call *call) {
     return node->op->reference(call);
 }
 
+static graft_status cpu_run(void *impl, int node_index, const op_call *call) {
+    cpu_backend *be = impl;
+    if (fusion_in_group(be->groups, node_index))
+        return fusion_group_step(be->groups, be, node_index, call, cpu_run_node, be->log,
+                                 be->log_user);
+    return cpu_run_node(be, node_index, call);
+}
+
+/* graft_backend.plan_groups: the oneDNN fused Conv groups (none with reference kernels only). */
+static void cpu_plan_groups(void *impl, const ir_graph *g, const unsigned char *on_host,
+                            const int *readers, int *group_end) {
+    cpu_backend *be = impl;
+    fusion_groups_free(be->groups);
+    be->groups = NULL;
+#if GRAFT_HAVE_DNNL
+    static const fusion_rule *const tables[] = {dnnl_conv_fusions};
+    if (be->reference_only || !be->dnnl_engine) return;
+    be->groups = fusion_groups_plan(g, on_host, readers, group_end, tables,
+                                    (int)(sizeof tables / sizeof *tables));
+#else
+    (void)g;
+    (void)on_host;
+    (void)readers;
+    (void)group_end;
+#endif
+}
+
+void cpu_backend_set_log(graft_backend *b, fusion_log_fn log, void *user) {
+    cpu_backend *be = b->impl;
+    be->log = log;
+    be->log_user = user;
+}
+
 static void cpu_release_state(void *impl) {
     cpu_backend *be = impl;
     for (int i = 0; i < be->n_node_state; i++) {
@@ -83,6 +117,7 @@ static void cpu_release_state(void *impl) {
         be->node_state[i] = NULL;
         be->node_state_owner[i] = NULL;
     }
+    fusion_groups_release_state(be->groups);
 }
 
 static graft_status cpu_synchronize(void *impl, graft_err *e) {
@@ -95,6 +130,7 @@ static void cpu_destroy(void *impl) {
     cpu_backend *be = impl;
     if (!be) return;
     cpu_release_state(be);
+    fusion_groups_free(be->groups);
     free(be->node_state);
     free(be->node_state_owner);
 #if GRAFT_HAVE_DNNL
@@ -127,6 +163,7 @@ graft_status cpu_backend_create(int num_threads, bool reference_only, graft_back
                            .run = cpu_run,
                            .release_state = cpu_release_state,
                            .synchronize = cpu_synchronize,
+                           .plan_groups = cpu_plan_groups,
                            .destroy = cpu_destroy};
     return GRAFT_OK;
 }

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 
 #include "../core/backend.h"
+#include "../graph/fusion_groups.h"
 #include "graft_config.h"
 
 typedef struct cpu_backend {
@@ -16,6 +17,9 @@ typedef struct cpu_backend {
     void **node_state; /* per node index, owned by the fast kernel that made it */
     const struct cpu_fast_kernel **node_state_owner;
     int n_node_state;
+    fusion_groups *groups; /* fused groups of the current placement (dnnl_fuse.c's rules) */
+    fusion_log_fn log;     /* the "fused group" debug lines; NULL: none */
+    void *log_user;
 } cpu_backend;
 
 /* A fast kernel. It sets *handled = false (and returns GRAFT_OK) for cases it does not cover
@@ -33,12 +37,28 @@ const cpu_fast_kernel *cpu_fast_kernel_find(const char *op_type);
 
 graft_status cpu_backend_create(int num_threads, bool reference_only, graft_backend *out,
                                 graft_err *e);
+/* Where the backend's debug lines go (the fused groups it runs); NULL: nowhere. */
+void cpu_backend_set_log(graft_backend *b, fusion_log_fn log, void *user);
 
 #if GRAFT_HAVE_DNNL
 /* oneDNN fast kernels (src/cpu/dnnl_*.c). */
 graft_status dnnl_backend_init(cpu_backend *be, graft_err *e);
 void dnnl_backend_fini(cpu_backend *be);
 graft_status dnnl_run_Conv(cpu_backend *be, const op_call *call, void **state, bool *handled);
+/* What a fused Conv group adds after the convolution (dnnl_fuse.c): + a residual of Y's shape,
+ * then a ReLU. */
+typedef struct dnnl_conv_post {
+    bool add;
+    bool relu;
+} dnnl_conv_post;
+/* Whether dnnl_conv_run takes this Conv call at all (f32, 1-D to 3-D, oneDNN present); it may
+ * still decline the case (*handled = false) when oneDNN has no fast kernel for it. */
+bool dnnl_conv_covers(const cpu_backend *be, const op_call *call);
+/* Conv with post-ops: out[0] of `call` receives conv(X, W) + B [+ residual] [then ReLU]. */
+graft_status dnnl_conv_run(cpu_backend *be, const op_call *call, const dnnl_conv_post *post,
+                           const tensor *residual, void **state, bool *handled);
+/* The CPU's fused Conv groups (dnnl_fuse.c), ending with a rule whose name is NULL. */
+extern const fusion_rule dnnl_conv_fusions[];
 graft_status dnnl_run_MatMul(cpu_backend *be, const op_call *call, void **state, bool *handled);
 graft_status dnnl_run_Gemm(cpu_backend *be, const op_call *call, void **state, bool *handled);
 graft_status dnnl_run_MaxPool(cpu_backend *be, const op_call *call, void **state, bool *handled);

@@ -1,5 +1,6 @@
 /* dnnl_conv.c: Conv (f32, 1-D to 3-D, groups, dilations, bias) through oneDNN, with the weights
- * reordered once into the primitive's preferred layout and kept in the node's state. */
+ * reordered once into the primitive's preferred layout and kept in the node's state; optionally
+ * with post-ops (a residual add, a ReLU) for the fused Conv groups of dnnl_fuse.c. */
 #include "graft_config.h"
 
 #include <stdlib.h>
@@ -27,10 +28,18 @@ typedef struct conv_state {
     const void *w_data;
     uint64_t w_fingerprint;
     bool has_bias;
+    dnnl_conv_post post;
     bool usable; /* false: oneDNN cannot run this case well; the reference runs */
     dnnl_primitive_t conv;
     dnnl_memory_t src, weights, bias, dst; /* in the primitive's layouts */
-    void *weights_buf;                     /* the reordered weights */
+    /* The residual add is a sum post-op: the residual is copied into Y (reordered into the
+     * blocked Y) before the convolution adds to it. (A binary add post-op reading the plain
+     * residual where it is makes oneDNN drop its blocked kernels for 3x3 convolutions and runs
+     * ~20x slower in its GEMM ones for 1x1.) */
+    dnnl_memory_t residual; /* over the residual (plain, Y's shape), for the reorder */
+    dnnl_primitive_t residual_reorder;
+    bool epilogue;     /* the residual and ReLU in a pass of graft's after a plain convolution */
+    void *weights_buf; /* the reordered weights */
     /* plain <-> blocked activations, when the primitive wants blocked ones; their buffers live
      * only during a call, so that a model's convolutions do not each hold two activations */
     dnnl_primitive_t src_reorder, dst_reorder;
@@ -43,10 +52,12 @@ static void conv_state_destroy(dnnl_node_state *base) {
     dnnl_destroy_primitive(&s->conv);
     dnnl_destroy_primitive(&s->src_reorder);
     dnnl_destroy_primitive(&s->dst_reorder);
+    dnnl_destroy_primitive(&s->residual_reorder);
     dnnl_destroy_memory(&s->src);
     dnnl_destroy_memory(&s->weights);
     dnnl_destroy_memory(&s->bias);
     dnnl_destroy_memory(&s->dst);
+    dnnl_destroy_memory(&s->residual);
     dnnl_destroy_memory(&s->src_user);
     dnnl_destroy_memory(&s->dst_user);
     free(s->weights_buf);
@@ -68,11 +79,12 @@ static uint64_t weights_fingerprint(const tensor *w) {
     return h;
 }
 
-static bool conv_state_matches(const conv_state *s, const op_call *c) {
+static bool conv_state_matches(const conv_state *s, const op_call *c, const dnnl_conv_post *post) {
     const tensor *x = c->in[0], *w = c->in[1];
     bool has_bias = c->n_in > 2 && c->in[2];
     return s->ndim == x->ndim && w->ndim == x->ndim && s->w_data == w->data &&
            s->w_fingerprint == weights_fingerprint(w) && s->has_bias == has_bias &&
+           s->post.add == post->add && s->post.relu == post->relu &&
            !memcmp(s->x_dims, x->dims, (size_t)x->ndim * sizeof(int64_t)) &&
            !memcmp(s->w_dims, w->dims, (size_t)w->ndim * sizeof(int64_t));
 }
@@ -184,6 +196,32 @@ static graft_status conv_activation(cpu_backend *be, const op_call *c,
                         is_src ? &s->src_reorder : &s->dst_reorder);
 }
 
+/* The convolution primitive, with the post-ops of s->post (in ONNX's order: Conv -> Add ->
+ * Relu) or none. oneDNN declining leaves s->usable false. */
+static graft_status conv_primitive(cpu_backend *be, const op_call *c,
+                                   const dnnl_convolution_desc_t *desc, bool post_ops,
+                                   conv_state *s, dnnl_primitive_desc_t *pd) {
+    s->usable = false;
+    dnnl_primitive_attr_t attr = dnnl_make_attr();
+    if (!attr) return op_error(c->node, c->err, GRAFT_E_BACKEND, "oneDNN attributes");
+    if (post_ops) {
+        dnnl_post_ops_t po = NULL;
+        dnnl_status_t ps = dnnl_post_ops_create(&po);
+        if (ps == dnnl_success && s->post.add) ps = dnnl_post_ops_append_sum(po, 1.0f);
+        if (ps == dnnl_success && s->post.relu)
+            ps = dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
+        if (ps == dnnl_success) ps = dnnl_primitive_attr_set_post_ops(attr, po);
+        if (po) dnnl_post_ops_destroy(po);
+        if (ps != dnnl_success) {
+            dnnl_primitive_attr_destroy(attr);
+            return GRAFT_OK; /* not usable */
+        }
+    }
+    graft_status st = dnnl_make_primitive(be, desc, attr, c, pd, &s->conv, &s->usable);
+    dnnl_primitive_attr_destroy(attr);
+    return st;
+}
+
 static graft_status conv_build(cpu_backend *be, const op_call *c, conv_state *s) {
     const tensor *x = c->in[0], *w = c->in[1];
     nn_window win;
@@ -193,30 +231,46 @@ static graft_status conv_build(cpu_backend *be, const op_call *c, conv_state *s)
     dnnl_convolution_desc_t desc;
     if (conv_desc_init(c, &win, &x_md, &w_md, &b_md, &y_md, &desc) != dnnl_success)
         return GRAFT_OK; /* not usable */
-    dnnl_primitive_attr_t attr = dnnl_make_attr();
-    if (!attr) return op_error(c->node, c->err, GRAFT_E_BACKEND, "oneDNN attributes");
     dnnl_primitive_desc_t pd = NULL;
-    graft_status st = dnnl_make_primitive(be, &desc, attr, c, &pd, &s->conv, &s->usable);
-    dnnl_primitive_attr_destroy(attr);
-    if (st != GRAFT_OK || !s->usable) return st;
+    bool post_ops = s->post.add || s->post.relu;
+    TRY(conv_primitive(be, c, &desc, post_ops, s, &pd));
+    if (!s->usable) return GRAFT_OK;
+    const char *impl = NULL;
+    if (post_ops &&
+        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl &&
+        strstr(impl, "gemm")) {
+        /* oneDNN's GEMM convolutions (plain layouts, 1x1 kernels) apply post-ops in a slow
+         * pass: measured 2x (ReLU) to 5x (sum + ReLU) their time without, more than separate
+         * Relu and Add nodes cost. Those convolve without post-ops, then one pass of graft's
+         * own adds the residual and applies the ReLU in place. */
+        dnnl_destroy_primitive(&s->conv);
+        dnnl_destroy_pd(&pd);
+        s->epilogue = true;
+        TRY(conv_primitive(be, c, &desc, false, s, &pd));
+        if (!s->usable) return GRAFT_OK;
+    }
     const dnnl_memory_desc_t *src_md = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     const dnnl_memory_desc_t *wt_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     const dnnl_memory_desc_t *dst_md = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     dnnl_memory_t w_user = NULL;
-    st = dnnl_make_memory(be, &w_md, w->data, c, &w_user);
+    graft_status st = dnnl_make_memory(be, &w_md, w->data, c, &w_user);
     if (st == GRAFT_OK) st = reorder_once(be, w_user, wt_md, c, &s->weights_buf, &s->weights);
     if (st == GRAFT_OK) st = conv_activation(be, c, &x_md, src_md, true, s);
     if (st == GRAFT_OK) st = conv_activation(be, c, &y_md, dst_md, false, s);
     if (st == GRAFT_OK && s->has_bias) st = dnnl_make_memory(be, &b_md, NULL, c, &s->bias);
+    if (st == GRAFT_OK && s->post.add && !s->epilogue && s->dst_reorder) {
+        st = dnnl_make_memory(be, &y_md, NULL, c, &s->residual);
+        if (st == GRAFT_OK) st = make_reorder(be, &y_md, dst_md, c, &s->residual_reorder);
+    }
     dnnl_destroy_memory(&w_user);
     dnnl_destroy_pd(&pd);
     return st;
 }
 
-static graft_status conv_state_get(cpu_backend *be, const op_call *c, void **state,
-                                   conv_state **out) {
+static graft_status conv_state_get(cpu_backend *be, const op_call *c, const dnnl_conv_post *post,
+                                   void **state, conv_state **out) {
     conv_state *s = *state;
-    if (s && conv_state_matches(s, c)) {
+    if (s && conv_state_matches(s, c, post)) {
         *out = s;
         return GRAFT_OK;
     }
@@ -231,6 +285,7 @@ static graft_status conv_state_get(cpu_backend *be, const op_call *c, void **sta
     s->w_data = c->in[1]->data;
     s->w_fingerprint = weights_fingerprint(c->in[1]);
     s->has_bias = c->n_in > 2 && c->in[2];
+    s->post = *post;
     graft_status st = conv_build(be, c, s);
     if (st != GRAFT_OK) {
         conv_state_destroy(&s->base);
@@ -239,6 +294,19 @@ static graft_status conv_state_get(cpu_backend *be, const op_call *c, void **sta
     *state = s;
     *out = s;
     return GRAFT_OK;
+}
+
+/* y = relu(y + r), or without r, or without the ReLU; in place. NaN passes through the ReLU as
+ * in the Relu node's reference kernel. */
+static void conv_epilogue(tensor *y, const tensor *r, bool relu) {
+    float *yd = y->data;
+    const float *rd = r ? r->data : NULL;
+    int64_t n = tensor_numel(y);
+#pragma omp parallel for if (n >= 32768) schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        float v = yd[i] + (rd ? rd[i] : 0.0f);
+        yd[i] = relu && v < 0.0f ? 0.0f : v;
+    }
 }
 
 /* One call: reorder X in if needed, convolve, reorder Y out if needed. */
@@ -259,14 +327,26 @@ static graft_status conv_execute(cpu_backend *be, const op_call *c, conv_state *
     return GRAFT_OK;
 }
 
-graft_status dnnl_run_Conv(cpu_backend *be, const op_call *c, void **state, bool *handled) {
-    *handled = false;
+bool dnnl_conv_covers(const cpu_backend *be, const op_call *c) {
+    if (c->n_in < 2 || c->n_out < 1 || !c->in[0] || !c->in[1] || !c->out[0]) return false;
     const tensor *x = c->in[0], *w = c->in[1];
     if (!be->dnnl_engine || !dnnl_all_f32(c) || x->ndim < 3 || x->ndim > 5 || w->ndim != x->ndim)
-        return GRAFT_OK;
-    if (tensor_numel(x) == 0 || tensor_numel(c->out[0]) == 0) return GRAFT_OK;
+        return false;
+    return tensor_numel(x) != 0 && tensor_numel(c->out[0]) != 0;
+}
+
+graft_status dnnl_run_Conv(cpu_backend *be, const op_call *c, void **state, bool *handled) {
+    static const dnnl_conv_post none = {false, false};
+    return dnnl_conv_run(be, c, &none, NULL, state, handled);
+}
+
+graft_status dnnl_conv_run(cpu_backend *be, const op_call *c, const dnnl_conv_post *post,
+                           const tensor *residual, void **state, bool *handled) {
+    *handled = false;
+    if (!dnnl_conv_covers(be, c) || (post->add && (!residual || !residual->data))) return GRAFT_OK;
+    const tensor *x = c->in[0];
     conv_state *s = NULL;
-    TRY(conv_state_get(be, c, state, &s));
+    TRY(conv_state_get(be, c, post, state, &s));
     if (!s->usable) return GRAFT_OK;
     void *src_buf = s->src_bytes ? malloc(s->src_bytes) : NULL;
     void *dst_buf = s->dst_bytes ? malloc(s->dst_bytes) : NULL;
@@ -285,7 +365,18 @@ graft_status dnnl_run_Conv(cpu_backend *be, const op_call *c, void **state, bool
         st = dnnl_check(dnnl_memory_set_data_handle(s->dst, dst_buf), c, "bind blocked Y");
     if (st == GRAFT_OK && s->has_bias)
         st = dnnl_check(dnnl_memory_set_data_handle(s->bias, c->in[2]->data), c, "bind B");
+    if (st == GRAFT_OK && s->residual)
+        st = dnnl_check(dnnl_memory_set_data_handle(s->residual, residual->data), c,
+                        "bind the residual");
+    if (st == GRAFT_OK && s->residual_reorder) {
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, s->residual}, {DNNL_ARG_TO, s->dst}};
+        st = dnnl_execute(be, s->residual_reorder, 2, args, c);
+    } else if (st == GRAFT_OK && s->post.add && !s->epilogue && residual->data != c->out[0]->data) {
+        memmove(c->out[0]->data, residual->data, (size_t)tensor_nbytes(c->out[0]));
+    }
     if (st == GRAFT_OK) st = conv_execute(be, c, s);
+    if (st == GRAFT_OK && s->epilogue)
+        conv_epilogue(c->out[0], s->post.add ? residual : NULL, s->post.relu);
     free(src_buf);
     free(dst_buf);
     *handled = st == GRAFT_OK;

@@ -187,14 +187,16 @@ static graft_status run_add_ln_common(cuda_backend *be, const op_call *calls, in
                     "fused add + layer normalization kernel");
 }
 
-static graft_status run_add_ln(cuda_backend *be, const op_call *calls, int n, void **state,
+static graft_status run_add_ln(void *impl, const op_call *calls, int n, void **state,
                                bool *handled) {
+    cuda_backend *be = impl;
     (void)state;
     return run_add_ln_common(be, calls, n, handled, false);
 }
 
-static graft_status run_add_ln_sum(cuda_backend *be, const op_call *calls, int n, void **state,
+static graft_status run_add_ln_sum(void *impl, const op_call *calls, int n, void **state,
                                    bool *handled) {
+    cuda_backend *be = impl;
     (void)state;
     return run_add_ln_common(be, calls, n, handled, true);
 }
@@ -299,8 +301,9 @@ static gelu_plan gelu_of(const op_call *calls, int n, graft_dtype dt) {
     return gp;
 }
 
-static graft_status run_matmul_bias(cuda_backend *be, const op_call *calls, int n, void **state,
+static graft_status run_matmul_bias(void *impl, const op_call *calls, int n, void **state,
                                     bool *handled) {
+    cuda_backend *be = impl;
     *handled = false;
     const op_call *mm = &calls[0], *last = &calls[n - 1];
     const tensor *a = mm->in[0], *w = mm->in[1];
@@ -397,8 +400,9 @@ static bool mask_strides(const tensor *mask, const int64_t dims4[4], int rank, i
     return true;
 }
 
-static graft_status run_scaled_masked_softmax(cuda_backend *be, const op_call *calls, int n,
-                                              void **state, bool *handled) {
+static graft_status run_scaled_masked_softmax(void *impl, const op_call *calls, int n, void **state,
+                                              bool *handled) {
+    cuda_backend *be = impl;
     (void)state;
     *handled = false;
     if (n != 3) return GRAFT_OK;
@@ -474,8 +478,9 @@ static bool dims_are(const tensor *t, int64_t d0, int64_t d1, int64_t d2, int64_
            t->dims[3] == d3;
 }
 
-static graft_status run_attention(cuda_backend *be, const op_call *calls, int n, void **state,
+static graft_status run_attention(void *impl, const op_call *calls, int n, void **state,
                                   bool *handled) {
+    cuda_backend *be = impl;
     (void)state;
     *handled = false;
     if (n != 5 || be->prop.major < 8) return GRAFT_OK; /* bf16 WMMA needs sm_80 */
@@ -594,8 +599,9 @@ static int match_add_ln_decomposed(const ir_graph *g, int first, const unsigned 
     return all_on_dev(on_dev, members, 10) ? 10 : 0;
 }
 
-static graft_status run_ln_decomposed(cuda_backend *be, const op_call *calls, int n, void **state,
+static graft_status run_ln_decomposed(void *impl, const op_call *calls, int n, void **state,
                                       bool *handled) {
+    cuda_backend *be = impl;
     (void)state;
     *handled = false;
     if (n != 9 && n != 10) return GRAFT_OK;

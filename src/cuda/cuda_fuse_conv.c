@@ -402,23 +402,24 @@ static graft_status run_group(cuda_backend *be, const op_call *calls, int n, voi
     return GRAFT_OK;
 }
 
-static graft_status run_add_relu(cuda_backend *be, const op_call *calls, int n, void **state,
+static graft_status run_add_relu(void *impl, const op_call *calls, int n, void **state,
                                  bool *handled) {
+    cuda_backend *be = impl;
     return run_group(be, calls, n, state, handled, true, ACT_RELU);
 }
 
-static graft_status run_relu(cuda_backend *be, const op_call *calls, int n, void **state,
-                             bool *handled) {
+static graft_status run_relu(void *impl, const op_call *calls, int n, void **state, bool *handled) {
+    cuda_backend *be = impl;
     return run_group(be, calls, n, state, handled, false, ACT_RELU);
 }
 
-static graft_status run_clip(cuda_backend *be, const op_call *calls, int n, void **state,
-                             bool *handled) {
+static graft_status run_clip(void *impl, const op_call *calls, int n, void **state, bool *handled) {
+    cuda_backend *be = impl;
     return run_group(be, calls, n, state, handled, false, ACT_CLIP);
 }
 
-static graft_status run_add(cuda_backend *be, const op_call *calls, int n, void **state,
-                            bool *handled) {
+static graft_status run_add(void *impl, const op_call *calls, int n, void **state, bool *handled) {
+    cuda_backend *be = impl;
     return run_group(be, calls, n, state, handled, true, ACT_NONE);
 }
 

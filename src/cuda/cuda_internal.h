@@ -6,10 +6,11 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include "../graph/fusion_groups.h"
 #include "cuda_backend.h"
 
 typedef struct cuda_kernel cuda_kernel;
-typedef struct cuda_groups cuda_groups;
+typedef struct fusion_groups cuda_groups; /* src/graph/fusion_groups.c */
 
 typedef struct cuda_backend {
     int device;
@@ -50,27 +51,9 @@ struct cuda_kernel {
     void (*free_state)(void *state);
 };
 
-/* A fused group: nodes the backend runs as one kernel (or a few). The executor still binds each
- * member's inputs and outputs and calls run for each member in graph order; the backend only
- * records the calls of all but the last member and runs the group at the last one. Every buffer
- * a member reads or writes lives until the group's last member has run. A value a member writes
- * that only later members read need not be written at all.
- *
- * match: does a group start at node `first` (on the device)? Fill members[0..n) with node
- * indices in graph order (members[0] == first), return n >= 2, or 0. Rules: every member runs
- * on the device (node_on_dev); a value written by a member and read by a node outside the
- * group (or a graph output: readers counts it) must still be written by run; members need not
- * be consecutive in graph order.
- * run: calls[k] is member k's call. Set *handled = false (GRAFT_OK) to have the members run one
- * by one through their own kernels instead (a dtype or shape the fused kernel lacks). */
-typedef struct cuda_fusion {
-    const char *name;
-    int (*match)(const ir_graph *g, int first, const unsigned char *node_on_dev, const int *readers,
-                 int *members, int max_members);
-    graft_status (*run)(cuda_backend *be, const op_call *calls, int n_calls, void **state,
-                        bool *handled);
-    void (*free_state)(void *state);
-} cuda_fusion;
+/* A fused group kind of the GPU (src/graph/fusion_groups.h: match, run, free_state; on_backend
+ * there marks the nodes on the device). */
+typedef fusion_rule cuda_fusion; /* run's `backend` is the cuda_backend */
 
 /* Fusion tables, each ending with {NULL, NULL, NULL, NULL}; tried in this order. */
 extern const cuda_fusion cuda_bert_fusions[]; /* cuda_fuse_bert.c */

@@ -6,21 +6,40 @@
 #include "exec.h"
 #include "exec_internal.h"
 
-/* Fused groups the device backend wants (every node on its own without one). */
+/* Fused groups the device backend wants, or without a device the host backend (every node on
+ * its own without one). With a device, the host backend is told it runs no node of a group. */
 static graft_status plan_groups(executor *x, graft_err *e) {
     const ir_graph *g = x->g;
     free(x->group_end);
     x->group_end = malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
     if (!x->group_end) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory placing nodes");
     for (int i = 0; i < g->n_nodes; i++) x->group_end[i] = i;
-    if (!x->device || !x->device->plan_groups) return GRAFT_OK;
+    graft_backend *be = x->device ? x->device : x->be;
+    if (x->device && x->be->plan_groups) {
+        unsigned char *none = calloc((size_t)g->n_nodes + 1, 1);
+        if (!none) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory placing nodes");
+        x->be->plan_groups(x->be->impl, g, none, NULL, x->group_end); /* drops earlier ones */
+        free(none);
+    }
+    if (!be->plan_groups) return GRAFT_OK;
+    /* the nodes the planning backend runs: the device's, or every node on the host */
+    unsigned char *on_be = x->node_on_dev;
+    if (!x->device) {
+        on_be = malloc((size_t)g->n_nodes + 1);
+        if (!on_be) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory placing nodes");
+        memset(on_be, 1, (size_t)g->n_nodes + 1);
+    }
     int *readers = calloc((size_t)g->n_values + 1, sizeof(int));
-    if (!readers) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory placing nodes");
+    if (!readers) {
+        if (on_be != x->node_on_dev) free(on_be);
+        return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory placing nodes");
+    }
     for (int i = 0; i < g->n_nodes; i++)
         for (int k = 0; k < g->nodes[i].n_in; k++)
             if (g->nodes[i].inputs[k] >= 0) readers[g->nodes[i].inputs[k]]++;
     for (int i = 0; i < g->n_outputs; i++) readers[g->outputs[i]]++;
-    x->device->plan_groups(x->device->impl, g, x->node_on_dev, readers, x->group_end);
+    be->plan_groups(be->impl, g, on_be, readers, x->group_end);
+    if (on_be != x->node_on_dev) free(on_be);
     free(readers);
     return GRAFT_OK;
 }

@@ -34,6 +34,10 @@ static graft_status count_ops(graft_model *m, graft_err *e) {
     return GRAFT_OK;
 }
 
+static void log_from_cpu(void *user, int level, const char *msg) {
+    ctx_log(user, (graft_log_level)level, "%s", msg);
+}
+
 static graft_status prepare(graft_model *m, graft_err *e) {
     TRY(graph_resolve_ops(&m->g, e));
     TRY(count_ops(m, e));
@@ -43,6 +47,7 @@ static graft_status prepare(graft_model *m, graft_err *e) {
     const graft_ctx_options *o = &m->ctx->options;
     TRY(cpu_backend_create(o->num_threads, o->use_reference_kernels != 0, &m->backend, e));
     m->have_backend = true;
+    cpu_backend_set_log(&m->backend, log_from_cpu, m->ctx);
     TRY(model_open_device(m, e));
     TRY(exec_init(&m->exec, &m->g, &m->backend, model_device(m), e));
     model_note_fallbacks(m);

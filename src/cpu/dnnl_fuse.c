@@ -1,0 +1,139 @@
+/* dnnl_fuse.c: the CPU's fused Conv groups: Conv -> Relu, Conv -> Add -> Relu and Conv -> Add
+ * (a residual) as one oneDNN convolution with post-ops (binary add, eltwise ReLU), so that the
+ * convolution's output is not written and read back again. Planned and run through
+ * src/graph/fusion_groups.c; cases the fused primitive does not take run member by member. */
+#include "graft_config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "dnnl_common.h"
+
+/* ---- matching ------------------------------------------------------------------------------- */
+
+static bool is_op(const ir_node *n, const char *op) {
+    bool onnx_domain = !n->domain || !n->domain[0] || strcmp(n->domain, "ai.onnx") == 0;
+    return onnx_domain && !n->dead && strcmp(n->op_type, op) == 0;
+}
+
+/* The node reading value v when it is v's only reader (one input slot of one node, and not a
+ * graph output), run by this backend and of type `op`; else -1. */
+static int sole_reader(const ir_graph *g, int v, int producer, const unsigned char *on_be,
+                       const int *readers, const char *op) {
+    if (v < 0 || readers[v] != 1) return -1;
+    for (int i = producer + 1; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_in; k++)
+            if (n->inputs[k] == v) return on_be[i] && is_op(n, op) ? i : -1;
+    }
+    return -1;
+}
+
+/* The reader of Conv `first`'s output when it is its only reader and of type `op`; else -1. */
+static int after_conv(const ir_graph *g, int first, const unsigned char *on_be, const int *readers,
+                      const char *op) {
+    const ir_node *c = &g->nodes[first];
+    if (!is_op(c, "Conv") || !on_be[first] || c->n_in < 2 || c->n_out != 1) return -1;
+    int r = sole_reader(g, c->outputs[0], first, on_be, readers, op);
+    if (r < 0) return -1;
+    const ir_node *n = &g->nodes[r];
+    if (n->n_out != 1 || n->outputs[0] < 0) return -1;
+    if (strcmp(op, "Add") == 0 &&
+        (n->n_in != 2 || n->inputs[0] < 0 || n->inputs[1] < 0 || n->inputs[0] == n->inputs[1]))
+        return -1;
+    return r;
+}
+
+static int match_add_relu(const ir_graph *g, int first, const unsigned char *on_be,
+                          const int *readers, int *members, int max_members) {
+    int add = after_conv(g, first, on_be, readers, "Add");
+    if (add < 0 || max_members < 3) return 0;
+    int relu = sole_reader(g, g->nodes[add].outputs[0], add, on_be, readers, "Relu");
+    if (relu < 0 || g->nodes[relu].n_out != 1 || g->nodes[relu].outputs[0] < 0) return 0;
+    members[0] = first;
+    members[1] = add;
+    members[2] = relu;
+    return 3;
+}
+
+static int match_pair(const ir_graph *g, int first, const unsigned char *on_be, const int *readers,
+                      int *members, int max_members, const char *op) {
+    int r = after_conv(g, first, on_be, readers, op);
+    if (r < 0 || max_members < 2) return 0;
+    members[0] = first;
+    members[1] = r;
+    return 2;
+}
+
+static int match_relu(const ir_graph *g, int first, const unsigned char *on_be, const int *readers,
+                      int *members, int max_members) {
+    return match_pair(g, first, on_be, readers, members, max_members, "Relu");
+}
+
+static int match_add(const ir_graph *g, int first, const unsigned char *on_be, const int *readers,
+                     int *members, int max_members) {
+    return match_pair(g, first, on_be, readers, members, max_members, "Add");
+}
+
+/* ---- running -------------------------------------------------------------------------------- */
+
+static bool same_shape(const tensor *a, const tensor *b) {
+    return a && b && a->dtype == b->dtype && a->ndim == b->ndim &&
+           memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->ndim) == 0;
+}
+
+/* Conv (calls[0]) [-> Add (a residual of Y's shape, no broadcasting)] [-> Relu], in f32 with
+ * Y written to the last member's output; anything else declines (members run one by one). */
+static graft_status run_group(void *impl, const op_call *calls, int n, void **state, bool *handled,
+                              bool add, bool relu) {
+    cpu_backend *be = impl;
+    *handled = false;
+    if (n != 1 + (add ? 1 : 0) + (relu ? 1 : 0)) return GRAFT_OK;
+    const op_call *c = &calls[0], *last = &calls[n - 1];
+    if (!dnnl_conv_covers(be, c)) return GRAFT_OK;
+    const tensor *y0 = c->out[0];
+    if (y0->dtype != GRAFT_DTYPE_F32 || last->n_out < 1 || !same_shape(last->out[0], y0) ||
+        !last->out[0]->data)
+        return GRAFT_OK;
+    const tensor *residual = NULL;
+    if (add) {
+        const op_call *a = &calls[1];
+        if (a->n_in != 2 || a->n_out < 1) return GRAFT_OK;
+        int conv_out = c->node->outputs[0];
+        int k = a->node->inputs[0] == conv_out ? 0 : a->node->inputs[1] == conv_out ? 1 : -1;
+        if (k < 0) return GRAFT_OK;
+        residual = a->in[1 - k];
+        if (!same_shape(a->in[k], y0) || !same_shape(residual, y0) || !same_shape(a->out[0], y0) ||
+            !residual->data)
+            return GRAFT_OK;
+    }
+    if (relu && (last->n_in < 1 || !same_shape(last->in[0], y0))) return GRAFT_OK;
+    /* the convolution's call, writing the group's output */
+    tensor *out[1] = {last->out[0]};
+    op_call conv = *c;
+    conv.out = out;
+    conv.n_out = 1;
+    dnnl_conv_post post = {add, relu};
+    return dnnl_conv_run(be, &conv, &post, residual, state, handled);
+}
+
+static graft_status run_add_relu(void *impl, const op_call *calls, int n, void **state,
+                                 bool *handled) {
+    return run_group(impl, calls, n, state, handled, true, true);
+}
+
+static graft_status run_relu(void *impl, const op_call *calls, int n, void **state, bool *handled) {
+    return run_group(impl, calls, n, state, handled, false, true);
+}
+
+static graft_status run_add(void *impl, const op_call *calls, int n, void **state, bool *handled) {
+    return run_group(impl, calls, n, state, handled, true, false);
+}
+
+/* Longer groups first: Conv -> Add -> Relu before Conv -> Add. */
+const fusion_rule dnnl_conv_fusions[] = {
+    {"conv_add_relu", match_add_relu, run_add_relu, dnnl_free_state},
+    {"conv_relu", match_relu, run_relu, dnnl_free_state},
+    {"conv_add", match_add, run_add, dnnl_free_state},
+    {NULL, NULL, NULL, NULL},
+};
