@@ -18,17 +18,6 @@ static void count_fused(graft_log_level level, const char *message, void *user) 
     if (level == GRAFT_LOG_DEBUG && strncmp(message, "fused group ", 12) == 0) ++*(int *)user;
 }
 
-static double rel_error(const graft_tensor *a, const graft_tensor *b) {
-    int64_t n = graft_tensor_numel(b);
-    double maxdiff = 0, maxref = 1e-12;
-    const float *x = a->data, *y = b->data;
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)x[i] - (double)y[i]);
-        if (!(d <= maxdiff)) maxdiff = d; /* NaN propagates */
-        if (fabs(y[i]) > maxref) maxref = fabs(y[i]);
-    }
-    return maxdiff / maxref;
-}
 
 typedef struct loaded {
     graft_ctx *ctx;
@@ -105,7 +94,7 @@ static void check_model(const char *dir, const char *name) {
             snprintf(sub, sizeof sub, "%s:%s%s", test, info.name, r ? "_again" : "");
             bool same = a->ndim == b->ndim && a->dtype == b->dtype && a->dtype == GRAFT_DTYPE_F32 &&
                         !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->ndim);
-            double rel = same ? rel_error(a, b) : INFINITY;
+            double rel = same ? test_rel_error(a, b) : INFINITY;
             CHECK(sub, same && rel <= 1e-4,
                   "fused against reference kernels: max relative error %.3g", rel);
         }

@@ -16,18 +16,6 @@ static double now(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* max |a-b| / max(max|b|, tiny): robust for outputs with values near zero. */
-static double rel_error(const graft_tensor *a, const graft_tensor *b) {
-    int64_t n = graft_tensor_numel(b);
-    double maxdiff = 0, maxref = 1e-12;
-    const float *x = a->data, *y = b->data;
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)x[i] - (double)y[i]);
-        if (!(d <= maxdiff)) maxdiff = d; /* NaN propagates */
-        if (fabs(y[i]) > maxref) maxref = fabs(y[i]);
-    }
-    return maxdiff / maxref;
-}
 
 /* Max difference over the reference's root mean square: the scale of errors half precision makes
  * through a whole network. */
@@ -74,7 +62,7 @@ static int check_run(const char *dir, const char *name, graft_model *m, graft_ct
         bool half = precision != GRAFT_DTYPE_F32;
         double rel = !same_shape || want.dtype != GRAFT_DTYPE_F32 ? INFINITY
                      : half                                       ? rms_error(got, &want)
-                                                                  : rel_error(got, &want);
+                                                                  : test_rel_error(got, &want);
         /* Half precision end to end: max error over the output's RMS. bf16 keeps 3 bits fewer
          * than fp16, so ~8x its error (ResNet-50 on an H200: fp16 0.0135, bf16 0.108). */
         double tol = !half ? 1e-4 : precision == GRAFT_DTYPE_F16 ? 3e-2 : 2e-1;

@@ -2,7 +2,11 @@
 #ifndef GRAFT_TEST_UTIL_H
 #define GRAFT_TEST_UTIL_H
 
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
+
+#include "graft.h"
 
 static int test_failures;
 
@@ -24,5 +28,19 @@ static int test_failures;
         printf("SKIP %s: %s\n", name, why);                                                        \
         fflush(stdout);                                                                            \
     } while (0)
+
+/* max |a-b| / max(max|b|, tiny) over two f32 tensors of b's size: robust for outputs with
+ * values near zero; NaN propagates. */
+static inline double test_rel_error(const graft_tensor *a, const graft_tensor *b) {
+    int64_t n = graft_tensor_numel(b);
+    double maxdiff = 0, maxref = 1e-12;
+    const float *x = a->data, *y = b->data;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)x[i] - (double)y[i]);
+        if (!(d <= maxdiff)) maxdiff = d;
+        if (fabs(y[i]) > maxref) maxref = fabs(y[i]);
+    }
+    return maxdiff / maxref;
+}
 
 #endif

@@ -17,42 +17,11 @@ typedef enum conv_act { ACT_NONE, ACT_RELU, ACT_CLIP } conv_act;
 
 /* ---- matching ------------------------------------------------------------------------------- */
 
-static bool is_op(const ir_node *n, const char *op) {
-    bool onnx_domain = !n->domain || !n->domain[0] || strcmp(n->domain, "ai.onnx") == 0;
-    return onnx_domain && !n->dead && strcmp(n->op_type, op) == 0;
-}
-
-/* The node reading value v when it is v's only reader (one input slot of one node, and not a
- * graph output), on the device and of type `op`; else -1. Readers come after the producer. */
-static int sole_reader(const ir_graph *g, int v, int producer, const unsigned char *on_dev,
-                       const int *readers, const char *op) {
-    if (v < 0 || readers[v] != 1) return -1;
-    for (int i = producer + 1; i < g->n_nodes; i++) {
-        const ir_node *n = &g->nodes[i];
-        for (int k = 0; k < n->n_in; k++)
-            if (n->inputs[k] == v) return on_dev[i] && is_op(n, op) ? i : -1;
-    }
-    return -1;
-}
-
-/* The reader of Conv `first`'s output when it is its only reader and of type `op`; else -1. */
-static int after_conv(const ir_graph *g, int first, const unsigned char *on_dev, const int *readers,
-                      const char *op) {
-    const ir_node *c = &g->nodes[first];
-    if (!is_op(c, "Conv") || !on_dev[first] || c->n_in < 2 || c->n_out != 1) return -1;
-    int r = sole_reader(g, c->outputs[0], first, on_dev, readers, op);
-    if (r < 0) return -1;
-    const ir_node *n = &g->nodes[r];
-    if (n->n_out != 1 || n->outputs[0] < 0) return -1;
-    if (strcmp(op, "Add") == 0 && (n->n_in != 2 || n->inputs[0] < 0 || n->inputs[1] < 0)) return -1;
-    return r;
-}
-
 static int match_add_relu(const ir_graph *g, int first, const unsigned char *on_dev,
                           const int *readers, int *members, int max_members) {
-    int add = after_conv(g, first, on_dev, readers, "Add");
+    int add = fusion_after_conv(g, first, on_dev, readers, "Add");
     if (add < 0 || max_members < 3) return 0;
-    int relu = sole_reader(g, g->nodes[add].outputs[0], add, on_dev, readers, "Relu");
+    int relu = fusion_sole_reader(g, g->nodes[add].outputs[0], add, on_dev, readers, "Relu");
     if (relu < 0 || g->nodes[relu].n_out != 1) return 0;
     members[0] = first;
     members[1] = add;
@@ -62,7 +31,7 @@ static int match_add_relu(const ir_graph *g, int first, const unsigned char *on_
 
 static int match_pair(const ir_graph *g, int first, const unsigned char *on_dev, const int *readers,
                       int *members, int max_members, const char *op) {
-    int r = after_conv(g, first, on_dev, readers, op);
+    int r = fusion_after_conv(g, first, on_dev, readers, op);
     if (r < 0 || max_members < 2) return 0;
     members[0] = first;
     members[1] = r;

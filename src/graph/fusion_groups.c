@@ -53,6 +53,34 @@ void fusion_groups_release_state(fusion_groups *gs) {
     }
 }
 
+bool fusion_is_op(const ir_node *n, const char *op) {
+    bool onnx_domain = !n->domain || !n->domain[0] || strcmp(n->domain, "ai.onnx") == 0;
+    return onnx_domain && !n->dead && strcmp(n->op_type, op) == 0;
+}
+
+int fusion_sole_reader(const ir_graph *g, int v, int producer, const unsigned char *on_be,
+                       const int *readers, const char *op) {
+    if (v < 0 || readers[v] != 1) return -1;
+    for (int i = producer + 1; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_in; k++)
+            if (n->inputs[k] == v) return on_be[i] && fusion_is_op(n, op) ? i : -1;
+    }
+    return -1;
+}
+
+int fusion_after_conv(const ir_graph *g, int first, const unsigned char *on_be, const int *readers,
+                      const char *op) {
+    const ir_node *c = &g->nodes[first];
+    if (!fusion_is_op(c, "Conv") || !on_be[first] || c->n_in < 2 || c->n_out != 1) return -1;
+    int r = fusion_sole_reader(g, c->outputs[0], first, on_be, readers, op);
+    if (r < 0) return -1;
+    const ir_node *n = &g->nodes[r];
+    if (n->n_out != 1 || n->outputs[0] < 0) return -1;
+    if (strcmp(op, "Add") == 0 && (n->n_in != 2 || n->inputs[0] < 0 || n->inputs[1] < 0)) return -1;
+    return r;
+}
+
 static bool is_member(const int *m, int n, int node) {
     for (int k = 0; k < n; k++)
         if (m[k] == node) return true;

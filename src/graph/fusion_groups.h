@@ -38,6 +38,17 @@ typedef struct fusion_rule {
 
 typedef struct fusion_groups fusion_groups;
 
+/* Matching helpers the fusion tables share. An ONNX-domain, live node of type op? */
+bool fusion_is_op(const ir_node *n, const char *op);
+/* The node reading value v when it is v's only reader (one input slot of one node, and not a
+ * graph output), run by this backend and of type `op`; else -1. Readers come after producer. */
+int fusion_sole_reader(const ir_graph *g, int v, int producer, const unsigned char *on_be,
+                       const int *readers, const char *op);
+/* The reader of Conv `first`'s output when it is its only reader and of type `op` (an Add with
+ * two inputs); else -1. */
+int fusion_after_conv(const ir_graph *g, int first, const unsigned char *on_be, const int *readers,
+                      const char *op);
+
 /* One node through the backend's own kernel. */
 typedef graft_status (*fusion_run_node_fn)(void *backend, int node_index, const op_call *call);
 /* The "fused group ..." debug line, the first time a group runs fused; NULL: none. */
