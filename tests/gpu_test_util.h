@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "core/half.h"
+#include "core/tensor.h"
 #include "graft.h"
 
 /* ---- device and logging ------------------------------------------------------------------ */
@@ -172,37 +173,11 @@ static inline int gpu_dtype_is_float(graft_dtype d) {
            d == GRAFT_DTYPE_F64;
 }
 
+/* Element i as double (graft's own conversion); bool as its raw byte, so a kernel writing
+ * anything but 0 or 1 for a bool is seen; NaN for a dtype graft does not know. */
 static inline double gpu_get_f64(const graft_tensor *t, int64_t i) {
-    const void *p = t->data;
-    switch (t->dtype) {
-    case GRAFT_DTYPE_F32:
-        return ((const float *)p)[i];
-    case GRAFT_DTYPE_F64:
-        return ((const double *)p)[i];
-    case GRAFT_DTYPE_F16:
-        return f16_to_f32(((const uint16_t *)p)[i]);
-    case GRAFT_DTYPE_BF16:
-        return bf16_to_f32(((const uint16_t *)p)[i]);
-    case GRAFT_DTYPE_I64:
-        return (double)((const int64_t *)p)[i];
-    case GRAFT_DTYPE_I32:
-        return ((const int32_t *)p)[i];
-    case GRAFT_DTYPE_I16:
-        return ((const int16_t *)p)[i];
-    case GRAFT_DTYPE_I8:
-        return ((const int8_t *)p)[i];
-    case GRAFT_DTYPE_U8:
-    case GRAFT_DTYPE_BOOL:
-        return ((const uint8_t *)p)[i];
-    case GRAFT_DTYPE_U16:
-        return ((const uint16_t *)p)[i];
-    case GRAFT_DTYPE_U32:
-        return ((const uint32_t *)p)[i];
-    case GRAFT_DTYPE_U64:
-        return (double)((const uint64_t *)p)[i];
-    default:
-        return NAN;
-    }
+    if (t->dtype == GRAFT_DTYPE_BOOL) return ((const uint8_t *)t->data)[i];
+    return dtype_is_valid(t->dtype) ? tensor_get_f64(t, i) : NAN;
 }
 
 static inline int64_t gpu_get_i64(const graft_tensor *t, int64_t i) {
