@@ -307,6 +307,24 @@ cudaError_t conv_bias_add_launch(void *y, const void *b, int64_t outer, int64_t 
     return cudaSuccess;
 }
 
+/* Channels-last activations are not planned here (NCHW f32 only): the GPU tests cover NHWC. */
+bool cuda_in_nhwc(const cuda_backend *be, const op_call *c, int k) {
+    (void)be, (void)c, (void)k;
+    return false;
+}
+
+bool cuda_out_nhwc(const cuda_backend *be, const op_call *c, int k) {
+    (void)be, (void)c, (void)k;
+    return false;
+}
+
+graft_status cuda_nhwc_copy(cuda_backend *be, void *dst, const void *src, const int64_t *dims,
+                            size_t elem, bool to_nhwc, graft_err *e) {
+    (void)be, (void)dst, (void)src, (void)dims, (void)elem, (void)to_nhwc, (void)e;
+    bad_calls++;
+    return GRAFT_OK;
+}
+
 static char workspace[64];
 static int live_buffers;
 

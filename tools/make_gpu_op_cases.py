@@ -61,12 +61,13 @@ import onnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_op_cases import CASES, FLOAT_DTYPES, SMALL_ELEMENTS, Graph  # noqa: E402
+import gpu_op_cases_layout  # noqa: E402,F401  (registers the channels-last cases)
 
 
 def generator_stamp(small):
     """Changes whenever this script or the catalogue does: a stale folder is then rewritten."""
     crc = 0
-    for f in ("make_gpu_op_cases.py", "gpu_op_cases.py"):
+    for f in ("make_gpu_op_cases.py", "gpu_op_cases.py", "gpu_op_cases_layout.py"):
         crc = zlib.crc32((Path(__file__).resolve().parent / f).read_bytes(), crc)
     return f"# generator {crc:08x} small={int(small)}"
 

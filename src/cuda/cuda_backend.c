@@ -113,21 +113,30 @@ static void warn_fallback(cuda_backend *be, int node_index, const ir_node *node)
     be->log(be->log_user, GRAFT_LOG_WARN, msg);
 }
 
-graft_status cuda_run_node(cuda_backend *be, int node_index, const op_call *call) {
+graft_status cuda_try_kernel(cuda_backend *be, int node_index, const op_call *call, bool *handled) {
+    const cuda_kernel *k = find_kernel(call->node->op_type);
+    *handled = false;
+    if (!k) return GRAFT_OK;
+    graft_status st = k->run(be, call, &be->node_state[node_index], handled);
+    if (be->node_state[node_index]) be->node_state_owner[node_index] = k;
+    return st;
+}
+
+graft_status cuda_run_plain(cuda_backend *be, int node_index, const op_call *call) {
     const ir_node *node = call->node;
-    const cuda_kernel *k = find_kernel(node->op_type);
-    if (k) {
-        bool handled = false;
-        graft_status st = k->run(be, call, &be->node_state[node_index], &handled);
-        if (be->node_state[node_index]) be->node_state_owner[node_index] = k;
-        if (st != GRAFT_OK || handled) return st;
-    }
+    bool handled = false;
+    graft_status st = cuda_try_kernel(be, node_index, call, &handled);
+    if (st != GRAFT_OK || handled) return st;
     warn_fallback(be, node_index, node);
     be->fallbacks++;
     if (be->capturing)
         return op_error(node, call->err, GRAFT_E_UNSUPPORTED,
                         "runs on the CPU, which a CUDA graph cannot record");
     return cuda_run_on_cpu(be, call);
+}
+
+graft_status cuda_run_node(cuda_backend *be, int node_index, const op_call *call) {
+    return cuda_run_layout(be, node_index, call);
 }
 
 static graft_status be_run(void *impl, int node_index, const op_call *call) {
@@ -237,6 +246,7 @@ static void be_destroy(void *impl) {
     if (be->stream) cudaStreamSynchronize(be->stream);
     cuda_transfer_fini(be);
     cuda_groups_free(be->groups);
+    free(be->nhwc);
     if (be->bad_index) cudaFree(be->bad_index);
     free(be->node_state);
     free(be->node_state_owner);
@@ -285,6 +295,8 @@ graft_status cuda_backend_create(const cuda_backend_options *o, graft_backend *o
     be->log = o->log;
     be->log_user = o->log_user;
     be->num_threads = o->num_threads;
+    const char *layout = getenv("GRAFT_CUDA_LAYOUT"); /* "nchw": a diagnostic switch */
+    be->nchw_only = layout && strcmp(layout, "nchw") == 0;
     graft_status st = init_device(be, e);
     if (st != GRAFT_OK) {
         be_destroy(be);

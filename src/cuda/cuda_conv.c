@@ -1,7 +1,7 @@
 /* cuda_conv.c: Conv (1-D to 3-D, groups, bias), MaxPool and AveragePool through cuDNN's legacy
- * API in NCHW, f32/f16/bf16; pads cuDNN cannot express (asymmetric, ceil_mode) through an
- * explicitly padded copy of the input. NHWC for half precision (tensor cores without cuDNN's
- * own transposes) is a later optimisation. */
+ * API, f32/f16/bf16, NCHW or, for the activations the layout plan keeps channels-last, NHWC
+ * (with KRSC filters); pads cuDNN cannot express (asymmetric, ceil_mode) through an explicitly
+ * padded copy of the input (NCHW only). */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +20,7 @@ void dnn_state_free(void *state) {
     if (s->w_desc) cudnnDestroyFilterDescriptor(s->w_desc);
     if (s->conv_desc) cudnnDestroyConvolutionDescriptor(s->conv_desc);
     if (s->pool_desc) cudnnDestroyPoolingDescriptor(s->pool_desc);
+    if (s->w_nhwc) cudaFree(s->w_nhwc);
     free(s);
 }
 
@@ -105,8 +106,9 @@ static bool dnn_dims(int64_t n, int64_t c, const int *spatial, int nsp, int *dim
     return fits_int(total);
 }
 
+/* NCHW, or NHWC (2 spatial axes): the same dims, strides (HWC, 1, WC, C). */
 static graft_status make_tensor_desc(cudnnTensorDescriptor_t *desc, cudnnDataType_t type, int64_t n,
-                                     int64_t c, const int *spatial, int nsp, bool *ok,
+                                     int64_t c, const int *spatial, int nsp, bool nhwc, bool *ok,
                                      graft_err *e) {
     int dims[5], strides[5];
     CUDNN_TRY(e, cudnnCreateTensorDescriptor(desc), "creating a cuDNN tensor descriptor");
@@ -114,14 +116,19 @@ static graft_status make_tensor_desc(cudnnTensorDescriptor_t *desc, cudnnDataTyp
         *ok = false;
         return GRAFT_OK;
     }
+    if (nhwc) {
+        strides[1] = 1;
+        strides[3] = dims[1];
+        strides[2] = dims[3] * dims[1];
+    }
     return dnn_setup(cudnnSetTensorNdDescriptor(*desc, type, nsp + 2, dims, strides), ok, e,
                      "describing a tensor to cuDNN");
 }
 
 /* The input cuDNN reads: X itself, or X copied with explicit padding into *tmp (freed by the
  * caller with cuda_free on the stream once the cuDNN call is enqueued). */
-graft_status dnn_input(cuda_backend *be, const op_call *c, const dnn_state *s, const void **x,
-                       void **tmp) {
+static graft_status dnn_input(cuda_backend *be, const op_call *c, const dnn_state *s,
+                              const void **x, void **tmp) {
     const tensor *xt = c->in[0];
     *x = xt->data;
     *tmp = NULL;
@@ -164,8 +171,14 @@ static graft_status check_output_shape(const op_call *c, const nn_window *w, int
 
 /* ---- per-node state ------------------------------------------------------------------------- */
 
-static bool dnn_state_matches(const dnn_state *s, const op_call *c, int n_keyed) {
-    if (s->dtype != c->out[0]->dtype) return false;
+/* Channels-last for this call: half precision, 2 spatial axes, X or Y planned NHWC. */
+static bool call_nhwc(const cuda_backend *be, const op_call *c) {
+    return c->in[0]->ndim == 4 && c->out[0]->dtype != GRAFT_DTYPE_F32 &&
+           (cuda_in_nhwc(be, c, 0) || cuda_out_nhwc(be, c, 0));
+}
+
+static bool dnn_state_matches(const dnn_state *s, const op_call *c, int n_keyed, bool nhwc) {
+    if (s->dtype != c->out[0]->dtype || s->nhwc != nhwc) return false;
     for (int i = 0; i < n_keyed; i++) {
         const tensor *t = c->in[i];
         if (s->ndim[i] != t->ndim ||
@@ -179,16 +192,24 @@ static bool dnn_state_matches(const dnn_state *s, const op_call *c, int n_keyed)
  * change. */
 graft_status dnn_state_get(cuda_backend *be, const op_call *c, void **state, int n_keyed,
                            dnn_build_fn build, dnn_state **out) {
-    dnn_state *s = *state;
-    if (s && dnn_state_matches(s, c, n_keyed)) {
+    dnn_state *s = *state, *old = s;
+    bool nhwc = call_nhwc(be, c);
+    if (s && dnn_state_matches(s, c, n_keyed, nhwc)) {
         *out = s;
         return GRAFT_OK;
     }
-    dnn_state_free(s);
-    *state = NULL;
     s = calloc(1, sizeof *s);
     if (!s) return op_error(c->node, c->err, GRAFT_E_OUT_OF_MEMORY, "cuDNN state");
+    if (old) { /* the KRSC filters outlive shape changes (and are not freed while recording) */
+        s->w_nhwc = old->w_nhwc;
+        s->w_src = old->w_src;
+        s->w_numel = old->w_numel;
+        old->w_nhwc = NULL;
+        dnn_state_free(old);
+        *state = NULL;
+    }
     s->dtype = c->out[0]->dtype;
+    s->nhwc = nhwc;
     for (int i = 0; i < n_keyed; i++) {
         s->ndim[i] = c->in[i]->ndim;
         memcpy(s->dims[i], c->in[i]->dims, sizeof(int64_t) * (size_t)c->in[i]->ndim);
@@ -250,9 +271,10 @@ static graft_status conv_describe(const op_call *c, dnn_state *s, cudnnDataType_
     const dnn_window *win = &s->win;
     graft_err *e = c->err;
     int nsp = win->nsp, wdims[5], wstrides[5];
-    TRY(make_tensor_desc(&s->x_desc, type, x->dims[0], x->dims[1], win->padded, nsp, &s->usable,
-                         e));
-    TRY(make_tensor_desc(&s->y_desc, type, y->dims[0], y->dims[1], win->out, nsp, &s->usable, e));
+    TRY(make_tensor_desc(&s->x_desc, type, x->dims[0], x->dims[1], win->padded, nsp, s->nhwc,
+                         &s->usable, e));
+    TRY(make_tensor_desc(&s->y_desc, type, y->dims[0], y->dims[1], win->out, nsp, s->nhwc,
+                         &s->usable, e));
     CUDNN_TRY(e, cudnnCreateFilterDescriptor(&s->w_desc), "creating a cuDNN filter descriptor");
     CUDNN_TRY(e, cudnnCreateConvolutionDescriptor(&s->conv_desc),
               "creating a cuDNN convolution descriptor");
@@ -260,8 +282,9 @@ static graft_status conv_describe(const op_call *c, dnn_state *s, cudnnDataType_
         s->usable = false;
         return GRAFT_OK;
     }
-    TRY(dnn_setup(cudnnSetFilterNdDescriptor(s->w_desc, type, CUDNN_TENSOR_NCHW, nsp + 2, wdims),
-                  &s->usable, e, "describing the weights to cuDNN"));
+    cudnnTensorFormat_t format = s->nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+    TRY(dnn_setup(cudnnSetFilterNdDescriptor(s->w_desc, type, format, nsp + 2, wdims), &s->usable,
+                  e, "describing the weights to cuDNN"));
     /* Half precision multiplies in tensor cores and accumulates in f32 (compute type FLOAT). */
     if (s->usable)
         TRY(dnn_setup(cudnnSetConvolutionNdDescriptor(s->conv_desc, nsp, win->pad, win->stride,
@@ -297,8 +320,8 @@ graft_status conv_build(cuda_backend *be, const op_call *c, dnn_state *s) {
     TRY(nn_window_init(c->node, x->ndim - 2, x->dims + 2, w->dims + 2, &win, c->err));
     TRY(check_output_shape(c, &win, w->dims[0]));
     cudnnDataType_t type;
-    if (!dnn_type(s->dtype, &type) || !dnn_window_make(&win, &s->win)) {
-        s->usable = false;
+    if (!dnn_type(s->dtype, &type) || !dnn_window_make(&win, &s->win) || (s->nhwc && s->win.copy)) {
+        s->usable = false; /* an NHWC window that needs padding: the node runs on NCHW copies */
         return GRAFT_OK;
     }
     s->fill_bits = 0;
@@ -315,27 +338,109 @@ graft_status conv_build(cuda_backend *be, const op_call *c, dnn_state *s) {
     return GRAFT_OK;
 }
 
-static graft_status conv_forward(cuda_backend *be, const op_call *c, const dnn_state *s) {
-    const tensor *bias = c->n_in > 2 ? c->in[2] : NULL;
-    tensor *y = c->out[0];
-    void *ws = NULL, *tmp = NULL;
-    const void *x = NULL;
-    if (s->workspace_bytes) TRY(cuda_workspace(be, s->workspace_bytes, &ws, c->err));
-    TRY(dnn_input(be, c, s, &x, &tmp));
-    float alpha = 1.0f, beta = 0.0f; /* f32 scaling factors for f32, f16 and bf16 data */
-    cudnnStatus_t st = cudnnConvolutionForward(be->dnn, &alpha, s->x_desc, x, s->w_desc,
-                                               c->in[1]->data, s->conv_desc, s->algo, ws,
-                                               s->workspace_bytes, &beta, s->y_desc, y->data);
-    cuda_free(be, tmp);
-    if (st != CUDNN_STATUS_SUCCESS) return cudnn_fail(c->err, st, "running a cuDNN convolution");
-    if (!bias) return GRAFT_OK;
-    int64_t inner = 1;
-    for (int i = 2; i < y->ndim; i++) inner *= y->dims[i];
-    CUDA_TRY(c->err,
-             conv_bias_add_launch(y->data, bias->data, y->dims[0], y->dims[1], inner, y->dtype,
-                                  be->stream),
-             "adding Conv's bias");
+/* ---- inputs and outputs of a cuDNN call ------------------------------------------------------ */
+
+/* The KRSC copy of W for a channels-last state: made once (outside a CUDA graph recording, which
+ * cannot own it); while recording, a stale or missing copy is made in *tmp for this call. */
+static graft_status nhwc_filters(cuda_backend *be, const op_call *c, dnn_state *s, const void **w,
+                                 void **tmp) {
+    const tensor *wt = c->in[1];
+    int64_t n = tensor_numel(wt);
+    size_t es = graft_dtype_size(wt->dtype);
+    if (s->w_nhwc && s->w_src == wt->data && s->w_numel == n) {
+        *w = s->w_nhwc;
+        return GRAFT_OK;
+    }
+    void *dst = NULL;
+    if (be->capturing) {
+        TRY(cuda_malloc(be, (size_t)n * es, tmp, c->err));
+        dst = *tmp;
+    } else {
+        if (s->w_nhwc) cudaFree(s->w_nhwc);
+        s->w_nhwc = NULL;
+        CUDA_TRY(c->err, cudaMalloc(&s->w_nhwc, (size_t)n * es), "allocating KRSC filters");
+        s->w_src = wt->data;
+        s->w_numel = n;
+        dst = s->w_nhwc;
+    }
+    int64_t dims[4] = {wt->dims[0], wt->dims[1], wt->dims[2], wt->dims[3]};
+    TRY(cuda_nhwc_copy(be, dst, wt->data, dims, es, true, c->err));
+    *w = dst;
     return GRAFT_OK;
+}
+
+graft_status dnn_io_begin(cuda_backend *be, const op_call *c, dnn_state *s, tensor *dst,
+                          bool dst_nhwc, dnn_io *io) {
+    memset(io, 0, sizeof *io);
+    io->dst = dst;
+    io->dst_nhwc = dst_nhwc;
+    io->y = dst->data;
+    io->w = s->w_desc ? c->in[1]->data : NULL;
+    const tensor *x = c->in[0];
+    size_t es = graft_dtype_size(x->dtype);
+    graft_status st = GRAFT_OK;
+    if (!s->nhwc) {
+        st = dnn_input(be, c, s, &io->x, &io->tmp[0]);
+    } else if (cuda_in_nhwc(be, c, 0)) {
+        io->x = x->data;
+    } else {
+        st = cuda_malloc(be, (size_t)tensor_nbytes(x), &io->tmp[0], c->err);
+        if (st == GRAFT_OK) st = cuda_nhwc_copy(be, io->tmp[0], x->data, x->dims, es, true, c->err);
+        io->x = io->tmp[0];
+    }
+    if (st == GRAFT_OK && s->nhwc && s->w_desc) st = nhwc_filters(be, c, s, &io->w, &io->tmp[1]);
+    if (st == GRAFT_OK && s->nhwc != dst_nhwc) {
+        io->convert = true;
+        st = cuda_malloc(be, (size_t)tensor_nbytes(dst), &io->tmp[2], c->err);
+        io->y = io->tmp[2];
+    }
+    if (st != GRAFT_OK)
+        for (int i = 0; i < 3; i++) cuda_free(be, io->tmp[i]);
+    return st;
+}
+
+graft_status dnn_io_end(cuda_backend *be, dnn_io *io, graft_status st, graft_err *e) {
+    if (st == GRAFT_OK && io->convert)
+        st = cuda_nhwc_copy(be, io->dst->data, io->y, io->dst->dims,
+                            graft_dtype_size(io->dst->dtype), io->dst_nhwc, e);
+    for (int i = 0; i < 3; i++) cuda_free(be, io->tmp[i]);
+    return st;
+}
+
+void dnn_split(const dnn_state *s, const tensor *y, int64_t *outer, int64_t *channels,
+               int64_t *inner) {
+    int64_t spatial = 1;
+    for (int i = 2; i < y->ndim; i++) spatial *= y->dims[i];
+    *outer = s->nhwc ? y->dims[0] * spatial : y->dims[0];
+    *channels = y->dims[1];
+    *inner = s->nhwc ? 1 : spatial;
+}
+
+graft_status dnn_add_bias(cuda_backend *be, const dnn_state *s, const dnn_io *io,
+                          const tensor *bias, graft_err *e) {
+    int64_t outer, channels, inner;
+    dnn_split(s, io->dst, &outer, &channels, &inner);
+    CUDA_TRY(
+        e,
+        conv_bias_add_launch(io->y, bias->data, outer, channels, inner, io->dst->dtype, be->stream),
+        "adding Conv's bias");
+    return GRAFT_OK;
+}
+
+static graft_status conv_forward(cuda_backend *be, const op_call *c, dnn_state *s) {
+    const tensor *bias = c->n_in > 2 ? c->in[2] : NULL;
+    void *ws = NULL;
+    dnn_io io;
+    if (s->workspace_bytes) TRY(cuda_workspace(be, s->workspace_bytes, &ws, c->err));
+    TRY(dnn_io_begin(be, c, s, c->out[0], cuda_out_nhwc(be, c, 0), &io));
+    float alpha = 1.0f, beta = 0.0f; /* f32 scaling factors for f32, f16 and bf16 data */
+    cudnnStatus_t cst =
+        cudnnConvolutionForward(be->dnn, &alpha, s->x_desc, io.x, s->w_desc, io.w, s->conv_desc,
+                                s->algo, ws, s->workspace_bytes, &beta, s->y_desc, io.y);
+    graft_status st = GRAFT_OK;
+    if (cst != CUDNN_STATUS_SUCCESS) st = cudnn_fail(c->err, cst, "running a cuDNN convolution");
+    if (st == GRAFT_OK && bias) st = dnn_add_bias(be, s, &io, bias, c->err);
+    return dnn_io_end(be, &io, st, c->err);
 }
 
 static graft_status run_Conv(cuda_backend *be, const op_call *c, void **state, bool *handled) {
@@ -394,7 +499,7 @@ static graft_status pool_build_common(cuda_backend *be, const op_call *c, dnn_st
     bool include_pad = !is_max && attr_i(c->node, "count_include_pad", 0) == 1;
     cudnnDataType_t type;
     if (!dnn_type(s->dtype, &type) || !pool_windows_fit(&win, include_pad) ||
-        !dnn_window_make(&win, &s->win) ||
+        !dnn_window_make(&win, &s->win) || (s->nhwc && s->win.copy) ||
         /* explicit zeros would count in an average that excludes padding */
         (!is_max && !include_pad && s->win.copy)) {
         s->usable = false;
@@ -402,10 +507,10 @@ static graft_status pool_build_common(cuda_backend *be, const op_call *c, dnn_st
     }
     s->fill_bits = is_max ? minus_infinity_bits(s->dtype) : 0;
     const dnn_window *w = &s->win;
-    TRY(make_tensor_desc(&s->x_desc, type, x->dims[0], x->dims[1], w->padded, w->nsp, &s->usable,
-                         c->err));
-    TRY(make_tensor_desc(&s->y_desc, type, y->dims[0], y->dims[1], w->out, w->nsp, &s->usable,
-                         c->err));
+    TRY(make_tensor_desc(&s->x_desc, type, x->dims[0], x->dims[1], w->padded, w->nsp, s->nhwc,
+                         &s->usable, c->err));
+    TRY(make_tensor_desc(&s->y_desc, type, y->dims[0], y->dims[1], w->out, w->nsp, s->nhwc,
+                         &s->usable, c->err));
     CUDNN_TRY(c->err, cudnnCreatePoolingDescriptor(&s->pool_desc),
               "creating a cuDNN pooling descriptor");
     cudnnPoolingMode_t mode = is_max        ? CUDNN_POOLING_MAX
@@ -437,20 +542,23 @@ static graft_status avgpool_build(cuda_backend *be, const op_call *c, dnn_state 
 /* Enqueue the pooling; a configuration cuDNN turns down when it runs (a dtype its pooling lacks)
  * leaves the node to the CPU from then on. */
 static graft_status pool_forward(cuda_backend *be, const op_call *c, dnn_state *s, bool *handled) {
-    void *tmp = NULL;
-    const void *x = NULL;
-    TRY(dnn_input(be, c, s, &x, &tmp));
+    dnn_io io;
+    TRY(dnn_io_begin(be, c, s, c->out[0], cuda_out_nhwc(be, c, 0), &io));
     float alpha = 1.0f, beta = 0.0f;
-    cudnnStatus_t st = cudnnPoolingForward(be->dnn, s->pool_desc, &alpha, s->x_desc, x, &beta,
-                                           s->y_desc, c->out[0]->data);
-    cuda_free(be, tmp);
-    if (st == CUDNN_STATUS_NOT_SUPPORTED || st == CUDNN_STATUS_BAD_PARAM) {
+    cudnnStatus_t cst =
+        cudnnPoolingForward(be->dnn, s->pool_desc, &alpha, s->x_desc, io.x, &beta, s->y_desc, io.y);
+    bool declined = cst == CUDNN_STATUS_NOT_SUPPORTED || cst == CUDNN_STATUS_BAD_PARAM;
+    graft_status st = declined ? GRAFT_E_UNSUPPORTED
+                      : cst != CUDNN_STATUS_SUCCESS
+                          ? cudnn_fail(c->err, cst, "running a cuDNN pooling")
+                          : GRAFT_OK;
+    st = dnn_io_end(be, &io, st, c->err);
+    if (declined) {
         s->usable = false;
         return GRAFT_OK;
     }
-    if (st != CUDNN_STATUS_SUCCESS) return cudnn_fail(c->err, st, "running a cuDNN pooling");
-    *handled = true;
-    return GRAFT_OK;
+    *handled = st == GRAFT_OK;
+    return st;
 }
 
 static graft_status run_pool(cuda_backend *be, const op_call *c, void **state, bool *handled,

@@ -35,7 +35,25 @@ typedef struct dnn_state {
     cudnnPoolingDescriptor_t pool_desc;
     cudnnConvolutionFwdAlgo_t algo;
     size_t workspace_bytes;
+    /* Channels-last (half precision, 2 spatial axes, X or Y planned NHWC): descriptors in NHWC,
+     * filters read from a KRSC copy of W made once (kept across shape changes). */
+    bool nhwc;
+    void *w_nhwc;
+    const void *w_src; /* the W that w_nhwc copies */
+    int64_t w_numel;
 } dnn_state;
+
+/* What one cuDNN call reads and writes: x (X, an explicitly padded copy, or an NHWC copy of an
+ * NCHW X), w (W, or its KRSC copy), y (the destination, or a buffer in the state's layout that
+ * dnn_io_end copies to the destination in its own layout). */
+typedef struct dnn_io {
+    const void *x, *w;
+    void *y;
+    void *tmp[3];
+    tensor *dst;  /* the destination tensor */
+    bool convert; /* y is a buffer to copy into dst (layouts differ) */
+    bool dst_nhwc;
+} dnn_io;
 
 void dnn_state_free(void *state);
 /* The cuDNN data type of a graft dtype (F32, F16, BF16); false for others. */
@@ -49,9 +67,17 @@ graft_status dnn_state_get(cuda_backend *be, const op_call *c, void **state, int
 /* Conv's build: descriptors, math type and the fastest allowed algorithm (usable = false when
  * cuDNN cannot run these shapes). c is a Conv node's call. */
 graft_status conv_build(cuda_backend *be, const op_call *c, dnn_state *s);
-/* The input cuDNN reads: X itself or an explicitly padded copy in *tmp (cuda_free it on the
- * stream once the cuDNN call is enqueued). */
-graft_status dnn_input(cuda_backend *be, const op_call *c, const dnn_state *s, const void **x,
-                       void **tmp);
+/* Prepare io for a call on state s writing dst (channels-last when dst_nhwc); W is read when
+ * the state has filters. dnn_io_end (always called after a successful begin, with the status of
+ * the work in between) copies y into dst when needed and frees the temporaries. */
+graft_status dnn_io_begin(cuda_backend *be, const op_call *c, dnn_state *s, tensor *dst,
+                          bool dst_nhwc, dnn_io *io);
+graft_status dnn_io_end(cuda_backend *be, dnn_io *io, graft_status st, graft_err *e);
+/* The bias (one value per channel) added to io's y, in the state's layout. */
+graft_status dnn_add_bias(cuda_backend *be, const dnn_state *s, const dnn_io *io,
+                          const tensor *bias, graft_err *e);
+/* y's shape as (outer, channels, inner) in the state's layout: channels-last is (N*H*W, C, 1). */
+void dnn_split(const dnn_state *s, const tensor *y, int64_t *outer, int64_t *channels,
+               int64_t *inner);
 
 #endif

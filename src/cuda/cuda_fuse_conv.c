@@ -59,6 +59,8 @@ typedef struct conv_group {
     const op_call *conv;
     const tensor *x, *w, *bias; /* bias NULL when the Conv has none */
     const tensor *z;            /* the residual, or NULL */
+    const op_call *add;         /* the Add member, or NULL */
+    int z_input;                /* z's input index in the Add */
     tensor *y;                  /* the group's output: the last member's */
     conv_act act;
     float lo, hi; /* the clamp: Relu [0, inf), Clip [min, max], none (-inf, inf) */
@@ -100,6 +102,8 @@ static bool parse_add(const op_call *a, const op_call *conv, conv_group *cg) {
     if (k < 0) return false;
     const tensor *y0 = conv->out[0];
     cg->z = a->in[1 - k];
+    cg->add = a;
+    cg->z_input = 1 - k;
     return same_shape(a->in[k], y0) && same_shape(cg->z, y0) && same_shape(a->out[0], y0) &&
            cg->z->data;
 }
@@ -252,56 +256,60 @@ static graft_status zero_bias(cuda_backend *be, const conv_group *cg, void **out
 
 /* y = act(conv(x) + bias + z) in one cuDNN call; *st says whether cuDNN took it. Without a
  * residual, z is y itself with alpha2 = 0 (cuDNN wants a z). */
-static graft_status run_fused(cuda_backend *be, const conv_group *cg, const dnn_state *s,
-                              const fuse_state *fs, cudnnStatus_t *st) {
+static graft_status run_fused(cuda_backend *be, const conv_group *cg, dnn_state *s,
+                              const fuse_state *fs, bool y_nhwc, cudnnStatus_t *cst) {
     graft_err *e = cg->conv->err;
-    void *ws = NULL, *tmp = NULL, *zeros = NULL;
-    const void *x = NULL;
+    void *ws = NULL, *zeros = NULL;
     if (fs->workspace_bytes) TRY(cuda_workspace(be, fs->workspace_bytes, &ws, e));
     const void *bias = cg->bias ? cg->bias->data : NULL;
     if (!bias) {
         TRY(zero_bias(be, cg, &zeros));
         bias = zeros;
     }
-    graft_status gs = dnn_input(be, cg->conv, s, &x, &tmp);
-    if (gs != GRAFT_OK) {
+    dnn_io io;
+    graft_status st = dnn_io_begin(be, cg->conv, s, cg->y, y_nhwc, &io);
+    if (st != GRAFT_OK) {
         cuda_free(be, zeros);
-        return gs;
+        return st;
     }
     float alpha1 = 1.0f, alpha2 = cg->z ? 1.0f : 0.0f; /* f32 factors for f32, f16, bf16 */
-    const void *z = cg->z ? cg->z->data : cg->y->data;
-    *st = cudnnConvolutionBiasActivationForward(
-        be->dnn, &alpha1, s->x_desc, x, s->w_desc, cg->w->data, s->conv_desc, fs->algo, ws,
-        fs->workspace_bytes, &alpha2, s->y_desc, z, fs->bias_desc, bias, fs->act_desc, s->y_desc,
-        cg->y->data);
-    cuda_free(be, tmp);
+    const void *z = cg->z ? cg->z->data : io.y;
+    *cst = cudnnConvolutionBiasActivationForward(be->dnn, &alpha1, s->x_desc, io.x, s->w_desc, io.w,
+                                                 s->conv_desc, fs->algo, ws, fs->workspace_bytes,
+                                                 &alpha2, s->y_desc, z, fs->bias_desc, bias,
+                                                 fs->act_desc, s->y_desc, io.y);
     cuda_free(be, zeros);
-    if (*st == CUDNN_STATUS_SUCCESS || cudnn_declined(*st)) return GRAFT_OK;
-    return cudnn_fail(e, *st, "running cuDNN's fused convolution");
+    if (*cst != CUDNN_STATUS_SUCCESS && !cudnn_declined(*cst))
+        st = cudnn_fail(e, *cst, "running cuDNN's fused convolution");
+    /* declined: nothing was written, nothing to copy */
+    graft_status end =
+        dnn_io_end(be, &io, *cst == CUDNN_STATUS_SUCCESS ? st : GRAFT_E_UNSUPPORTED, e);
+    return *cst == CUDNN_STATUS_SUCCESS ? end : st;
 }
 
-/* The convolution into y (cuda_conv.c's algorithm), then bias, residual and clamp in one pass. */
-static graft_status run_epilogue(cuda_backend *be, const conv_group *cg, const dnn_state *s) {
+/* The convolution (cuda_conv.c's algorithm), then bias, residual and clamp in one pass. */
+static graft_status run_epilogue(cuda_backend *be, const conv_group *cg, dnn_state *s,
+                                 bool y_nhwc) {
     graft_err *e = cg->conv->err;
-    void *ws = NULL, *tmp = NULL;
-    const void *x = NULL;
+    void *ws = NULL;
     if (s->workspace_bytes) TRY(cuda_workspace(be, s->workspace_bytes, &ws, e));
-    TRY(dnn_input(be, cg->conv, s, &x, &tmp));
+    dnn_io io;
+    TRY(dnn_io_begin(be, cg->conv, s, cg->y, y_nhwc, &io));
     float alpha = 1.0f, beta = 0.0f;
-    cudnnStatus_t st =
-        cudnnConvolutionForward(be->dnn, &alpha, s->x_desc, x, s->w_desc, cg->w->data, s->conv_desc,
-                                s->algo, ws, s->workspace_bytes, &beta, s->y_desc, cg->y->data);
-    cuda_free(be, tmp);
-    if (st != CUDNN_STATUS_SUCCESS) return cudnn_fail(e, st, "running a cuDNN convolution");
-    const tensor *y = cg->y;
-    int64_t inner = 1;
-    for (int i = 2; i < y->ndim; i++) inner *= y->dims[i];
-    CUDA_TRY(e,
-             conv_epilogue_launch(y->data, cg->bias ? cg->bias->data : NULL,
-                                  cg->z ? cg->z->data : NULL, y->dims[0], y->dims[1], inner, cg->lo,
-                                  cg->hi, y->dtype, be->stream),
-             "running a fused convolution's epilogue");
-    return GRAFT_OK;
+    cudnnStatus_t cst =
+        cudnnConvolutionForward(be->dnn, &alpha, s->x_desc, io.x, s->w_desc, io.w, s->conv_desc,
+                                s->algo, ws, s->workspace_bytes, &beta, s->y_desc, io.y);
+    graft_status st = GRAFT_OK;
+    if (cst != CUDNN_STATUS_SUCCESS) st = cudnn_fail(e, cst, "running a cuDNN convolution");
+    int64_t outer, channels, inner;
+    dnn_split(s, cg->y, &outer, &channels, &inner);
+    if (st == GRAFT_OK)
+        st = cuda_fail_if(e,
+                          conv_epilogue_launch(io.y, cg->bias ? cg->bias->data : NULL,
+                                               cg->z ? cg->z->data : NULL, outer, channels, inner,
+                                               cg->lo, cg->hi, cg->y->dtype, be->stream),
+                          "running a fused convolution's epilogue");
+    return dnn_io_end(be, &io, st, e);
 }
 
 static void note_declined(cuda_backend *be, fuse_state *fs, cudnnStatus_t st) {
@@ -317,14 +325,14 @@ static void note_declined(cuda_backend *be, fuse_state *fs, cudnnStatus_t st) {
 
 /* The fused call when cuDNN takes it (falling back from the convolution's algorithm to
  * IMPLICIT_PRECOMP_GEMM once), else conv + epilogue from then on. *done: y was written. */
-static graft_status try_fused(cuda_backend *be, const conv_group *cg, const dnn_state *s,
-                              fuse_state *fs, bool *done) {
+static graft_status try_fused(cuda_backend *be, const conv_group *cg, dnn_state *s, fuse_state *fs,
+                              bool y_nhwc, bool *done) {
     *done = false;
     cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
-    TRY(run_fused(be, cg, s, fs, &st));
+    TRY(run_fused(be, cg, s, fs, y_nhwc, &st));
     if (st != CUDNN_STATUS_SUCCESS &&
         fs->algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM && use_precomp_gemm(be, s, fs))
-        TRY(run_fused(be, cg, s, fs, &st));
+        TRY(run_fused(be, cg, s, fs, y_nhwc, &st));
     if (st == CUDNN_STATUS_SUCCESS) {
         *done = true;
         return GRAFT_OK;
@@ -356,16 +364,19 @@ static graft_status run_group(cuda_backend *be, const op_call *calls, int n, voi
     dnn_state *s = NULL;
     TRY(dnn_state_get(be, cg.conv, &fs->conv, 2, conv_build, &s));
     if (!s->usable) return GRAFT_OK;
+    /* the residual must be in the layout the convolution writes */
+    if (cg.z && cuda_in_nhwc(be, cg.add, cg.z_input) != s->nhwc) return GRAFT_OK;
+    bool y_nhwc = cuda_out_nhwc(be, &calls[n - 1], 0);
     if (!fuse_key_matches(fs, &cg)) {
         fs->built = false;
         TRY(fuse_build(be, &cg, s, fs));
         fuse_key_set(fs, &cg);
     }
     bool done = false;
-    if (fs->fused && zd != cg.x->data) TRY(try_fused(be, &cg, s, fs, &done));
+    if (fs->fused && zd != cg.x->data) TRY(try_fused(be, &cg, s, fs, y_nhwc, &done));
     if (!done) {
         if (zd == cg.y->data) return GRAFT_OK; /* the convolution would overwrite z */
-        TRY(run_epilogue(be, &cg, s));
+        TRY(run_epilogue(be, &cg, s, y_nhwc));
     }
     *handled = true;
     return GRAFT_OK;

@@ -12,6 +12,7 @@ void cuda_plan_groups(void *impl, const ir_graph *g, const unsigned char *on_dev
                       const int *readers, int *group_end) {
     cuda_backend *be = impl;
     cuda_groups_free(be->groups);
+    cuda_plan_layouts(be, g, on_dev);
     /* NULL (out of memory): no groups, every node runs on its own */
     be->groups = fusion_groups_plan(g, on_dev, readers, group_end, tables,
                                     (int)(sizeof tables / sizeof *tables));

@@ -31,6 +31,10 @@ typedef struct cuda_backend {
     void *stage[2];      /* pinned host staging buffers for copies (cuda_transfer.c) */
     cudaEvent_t stage_done[2];
     int n_node_state;
+    unsigned char *nhwc; /* per value: kept channels-last (cuda_layout.c); NULL: none */
+    int n_nhwc;
+    bool nchw_only; /* GRAFT_CUDA_LAYOUT=nchw: no channels-last activations */
+    bool plain;     /* a kernel runs on NCHW copies: cuda_in_nhwc/cuda_out_nhwc say false */
     cuda_log_fn log;
     void *log_user;
     int num_threads;
@@ -104,6 +108,23 @@ graft_status cuda_upload(cuda_backend *be, void *dst, const void *src, size_t by
 graft_status cuda_download(cuda_backend *be, void *dst, const void *src, size_t bytes,
                            graft_err *e);
 void cuda_transfer_fini(cuda_backend *be);
+
+/* Channels-last activations (cuda_layout.c). The plan for a placement (src/graph/layout_plan.c);
+ * whether input k / output k of a call is channels-last: its logical dims stay (N, C, H, W),
+ * its data is laid out (N, H, W, C). */
+void cuda_plan_layouts(cuda_backend *be, const ir_graph *g, const unsigned char *on_dev);
+bool cuda_in_nhwc(const cuda_backend *be, const op_call *c, int k);
+bool cuda_out_nhwc(const cuda_backend *be, const op_call *c, int k);
+/* dst = src (logical dims N, C, H, W; elements of elem bytes) from NCHW to NHWC (to_nhwc) or
+ * back, on the stream. */
+graft_status cuda_nhwc_copy(cuda_backend *be, void *dst, const void *src, const int64_t *dims,
+                            size_t elem, bool to_nhwc, graft_err *e);
+/* One node: its kernel when it takes its tensors' layouts, else on NCHW copies of them. */
+graft_status cuda_run_layout(cuda_backend *be, int node_index, const op_call *call);
+/* One node's own kernel; *handled = false when it does not cover the call (cuda_backend.c). */
+graft_status cuda_try_kernel(cuda_backend *be, int node_index, const op_call *call, bool *handled);
+/* One node through its kernel or else the CPU reference, all tensors taken as they are. */
+graft_status cuda_run_plain(cuda_backend *be, int node_index, const op_call *call);
 
 /* Launch checks: after a kernel launch, report a launch error (bad configuration) at once. */
 graft_status cuda_check_launch(graft_err *e, const char *what);

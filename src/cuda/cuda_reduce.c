@@ -209,7 +209,8 @@ static graft_status k_reduce_sum(cuda_backend *be, const op_call *c, void **stat
     return run_reduce(be, c, handled, false);
 }
 
-/* NCHW (or any N, C, spatial...): the mean of each (n, c) plane. */
+/* NCHW (or any N, C, spatial...): the mean of each (n, c) plane; NHWC when the plan keeps X
+ * channels-last (Y, N x C x 1 x 1, is the same in both layouts). */
 static graft_status k_global_average_pool(cuda_backend *be, const op_call *c, void **state,
                                           bool *handled) {
     (void)state;
@@ -218,7 +219,9 @@ static graft_status k_global_average_pool(cuda_backend *be, const op_call *c, vo
     *handled = x->ndim >= 3 && is_float_dt(x->dtype);
     if (!*handled) return GRAFT_OK;
     axis_split s = {x->dims[0] * x->dims[1], dims_numel(x->ndim - 2, x->dims + 2), 1};
-    TRY(op_check_output(c, 0, x->dtype, s.outer));
+    if (cuda_in_nhwc(be, c, 0)) /* channels-last: (N, H*W, C), the mean over the middle */
+        s = (axis_split){x->dims[0], dims_numel(x->ndim - 2, x->dims + 2), x->dims[1]};
+    TRY(op_check_output(c, 0, x->dtype, s.outer * s.inner));
     if (s.outer == 0) return GRAFT_OK;
     /* Empty planes average to 0 in the reference (not NaN as ReduceMean's do). */
     if (s.n == 0) return zero_tensor(be, c, y);

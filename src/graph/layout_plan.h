@@ -1,0 +1,30 @@
+/* layout_plan.h: which 4-D half-precision activations a device backend keeps channels-last
+ * (NHWC) between the convolutions that prefer it, and which ops can read and write them so. */
+#ifndef GRAFT_GRAPH_LAYOUT_PLAN_H
+#define GRAFT_GRAPH_LAYOUT_PLAN_H
+
+#include <stdbool.h>
+
+#include "ir.h"
+
+/* How an op meets channels-last data. */
+typedef enum layout_kind {
+    LAYOUT_NONE,   /* reads and writes NCHW only */
+    LAYOUT_CONV,   /* Conv: reads X in either layout, writes either */
+    LAYOUT_POOL,   /* MaxPool, AveragePool: output in the input's layout */
+    LAYOUT_GLOBAL, /* GlobalAveragePool: reads NHWC, writes (N, C, 1, 1), the same in both */
+    LAYOUT_UNARY,  /* element by element on input 0 (other inputs scalars): layout-free */
+    LAYOUT_BINARY, /* element-wise on same-shaped inputs (or scalars): layout-free */
+} layout_kind;
+
+layout_kind layout_op_kind(const ir_node *n);
+
+/* Mark nhwc[v] = 1 for the values (of g->n_values) worth keeping channels-last: 4-D fp16 or
+ * bf16 activations written by a Conv, a pool or a layout-free op on the device (on_dev per
+ * node) whose every reader is on the device and reads them natively (a Conv's X, a pool or
+ * layout-free op whose own output is channels-last, GlobalAveragePool), or reads only their
+ * shape; never a graph output. Windows with asymmetric or automatic padding, dilated pools
+ * and ceil_mode stay NCHW. Values elsewhere get 0. */
+void layout_plan_nhwc(const ir_graph *g, const unsigned char *on_dev, unsigned char *nhwc);
+
+#endif
