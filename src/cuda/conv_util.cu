@@ -1,9 +1,10 @@
-// conv_util.cu: small kernels around cuDNN and cuBLASLt: explicit image padding, per-channel bias
-// add, and the broadcast copy of Gemm's C.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+// conv_util.cu: small kernels around cuDNN and cuBLASLt: explicit image padding, the broadcast
+// copy of Gemm's C, and the per-channel bias add (through fuse_conv.cu's epilogue kernel).
+#include <math.h>
 
 #include "conv_util_launch.h"
+#include "fuse_conv_launch.h"
+#include "kernel_common.cuh"
 
 namespace {
 
@@ -11,23 +12,14 @@ constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 4096; // grid-stride loops cover the rest
 
 unsigned blocks_for(int64_t total) {
-    int64_t b = (total + kThreads - 1) / kThreads;
-    return (unsigned)(b < kMaxBlocks ? b : kMaxBlocks);
-}
-
-__device__ inline int64_t first_index() {
-    return (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-}
-
-__device__ inline int64_t grid_stride() {
-    return (int64_t)gridDim.x * blockDim.x;
+    return grid_size(total, kThreads, kMaxBlocks);
 }
 
 // One output element per step: copy from the input where the padded position falls inside it.
 template <typename T>
 __global__ void pad_kernel(const T *__restrict__ x, T *__restrict__ y, conv_pad_geom g, T fill,
                            int64_t total) {
-    for (int64_t i = first_index(); i < total; i += grid_stride()) {
+    for (int64_t i = global_thread(); i < total; i += grid_threads()) {
         int64_t w = i % g.out[2], rest = i / g.out[2];
         int64_t h = rest % g.out[1];
         rest /= g.out[1];
@@ -40,39 +32,10 @@ __global__ void pad_kernel(const T *__restrict__ x, T *__restrict__ y, conv_pad_
     }
 }
 
-__device__ inline float to_f32(float v) {
-    return v;
-}
-__device__ inline float to_f32(__half v) {
-    return __half2float(v);
-}
-__device__ inline float to_f32(__nv_bfloat16 v) {
-    return __bfloat162float(v);
-}
-template <typename T> __device__ inline T from_f32(float v);
-template <> __device__ inline float from_f32<float>(float v) {
-    return v;
-}
-template <> __device__ inline __half from_f32<__half>(float v) {
-    return __float2half_rn(v);
-}
-template <> __device__ inline __nv_bfloat16 from_f32<__nv_bfloat16>(float v) {
-    return __float2bfloat16_rn(v);
-}
-
-template <typename T>
-__global__ void bias_add_kernel(T *__restrict__ y, const T *__restrict__ bias, int64_t channels,
-                                int64_t inner, int64_t total) {
-    for (int64_t i = first_index(); i < total; i += grid_stride()) {
-        int64_t c = (i / inner) % channels;
-        y[i] = from_f32<T>(to_f32(y[i]) + to_f32(bias[c]));
-    }
-}
-
 template <typename T>
 __global__ void broadcast_kernel(const T *__restrict__ c, int64_t c_rows, int64_t c_cols,
                                  T *__restrict__ y, int64_t cols, int64_t total) {
-    for (int64_t i = first_index(); i < total; i += grid_stride()) {
+    for (int64_t i = global_thread(); i < total; i += grid_threads()) {
         int64_t r = i / cols, col = i % cols;
         y[i] = c[(c_rows == 1 ? 0 : r) * c_cols + (c_cols == 1 ? 0 : col)];
     }
@@ -97,30 +60,13 @@ extern "C" cudaError_t conv_pad_launch(const void *x, void *y, conv_pad_geom g, 
     return cudaGetLastError();
 }
 
+// The epilogue with neither residual nor clamp (+-inf bounds pass every value, NaN included) is
+// the bias add: the same f32 sum rounded once, the same launch shape.
 extern "C" cudaError_t conv_bias_add_launch(void *y, const void *bias, int64_t outer,
                                             int64_t channels, int64_t inner, graft_dtype dtype,
                                             cudaStream_t stream) {
-    int64_t total = outer * channels * inner;
-    if (total <= 0) return cudaSuccess;
-    unsigned blocks = blocks_for(total);
-    switch (dtype) {
-    case GRAFT_DTYPE_F32:
-        bias_add_kernel<float><<<blocks, kThreads, 0, stream>>>(
-            static_cast<float *>(y), static_cast<const float *>(bias), channels, inner, total);
-        break;
-    case GRAFT_DTYPE_F16:
-        bias_add_kernel<__half><<<blocks, kThreads, 0, stream>>>(
-            static_cast<__half *>(y), static_cast<const __half *>(bias), channels, inner, total);
-        break;
-    case GRAFT_DTYPE_BF16:
-        bias_add_kernel<__nv_bfloat16><<<blocks, kThreads, 0, stream>>>(
-            static_cast<__nv_bfloat16 *>(y), static_cast<const __nv_bfloat16 *>(bias), channels,
-            inner, total);
-        break;
-    default:
-        return cudaErrorInvalidValue;
-    }
-    return cudaGetLastError();
+    return conv_epilogue_launch(y, bias, nullptr, outer, channels, inner, -INFINITY, INFINITY,
+                                dtype, stream);
 }
 
 extern "C" cudaError_t gemm_broadcast_c_launch(const void *c, int64_t c_rows, int64_t c_cols,

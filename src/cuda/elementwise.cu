@@ -192,14 +192,6 @@ template <> struct dtype_c<GRAFT_DTYPE_I8> { using type = int8_t; };
 template <> struct dtype_c<GRAFT_DTYPE_U8> { using type = uint8_t; };
 template <> struct dtype_c<GRAFT_DTYPE_BOOL> { using type = uint8_t; };
 
-// Truncate toward zero into int64, saturating, NaN to 0 (scalar_f64_to_int for signed targets).
-__device__ __forceinline__ int64_t f64_to_i64(double d) {
-    if (d != d) return 0;
-    if (d >= 9223372036854775808.0) return INT64_MAX;
-    if (d <= -9223372036854775808.0) return INT64_MIN;
-    return (int64_t)d;
-}
-
 // One element FROM -> TO with the reference's rules (elementwise_cast.c, core/scalar.h).
 template <int FROM, int TO> struct cast_op {
     using S = typename dtype_c<FROM>::type;

@@ -145,13 +145,6 @@ __device__ __forceinline__ int64_t int_pow(int64_t base, int64_t expo) {
     return (int64_t)r;
 }
 
-__device__ __forceinline__ int64_t f64_to_i64(double d) {
-    if (d != d) return 0;
-    if (d >= 9223372036854775808.0) return INT64_MAX;
-    if (d <= -9223372036854775808.0) return INT64_MIN;
-    return (int64_t)d;
-}
-
 __device__ __forceinline__ bool dt_float(graft_dtype dt) {
     return dt == GRAFT_DTYPE_F32 || dt == GRAFT_DTYPE_F16 || dt == GRAFT_DTYPE_BF16 ||
            dt == GRAFT_DTYPE_F64;

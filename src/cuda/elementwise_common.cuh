@@ -1,16 +1,15 @@
 // elementwise_common.cuh: device helpers shared by elementwise.cu and elementwise_binary.cu:
-// 16-bit float conversions matching graft's CPU ones, vector loads, and the broadcast kernels.
+// conversions matching graft's CPU ones, vector loads, and the flat and broadcast kernels.
 #ifndef GRAFT_CUDA_ELEMENTWISE_COMMON_CUH
 #define GRAFT_CUDA_ELEMENTWISE_COMMON_CUH
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <stdint.h>
 
 #include <algorithm>
 #include <type_traits>
 
 #include "cuda/elementwise_launch.h"
+#include "cuda/kernel_common.cuh"
 
 namespace ew {
 
@@ -64,6 +63,13 @@ __device__ __forceinline__ __half f64_to_f16(double d) {
 __device__ __forceinline__ __nv_bfloat16 f64_to_bf16(double d) {
     return d != d ? f32_to_bf16((float)d) : __double2bfloat16(d);
 }
+// Truncate toward zero into int64, saturating, NaN to 0 (scalar_f64_to_int for signed targets).
+__device__ __forceinline__ int64_t f64_to_i64(double d) {
+    if (d != d) return 0;
+    if (d >= 9223372036854775808.0) return INT64_MAX;
+    if (d <= -9223372036854775808.0) return INT64_MIN;
+    return (int64_t)d;
+}
 
 // Store a computed value into element type T (a no-op conversion for the native types).
 template <class T, class C> __device__ __forceinline__ T store(C v) {
@@ -103,8 +109,7 @@ constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 8192;
 
 inline unsigned grid_for(int64_t work, int threads = kThreads) {
-    int64_t b = (work + threads - 1) / threads;
-    return (unsigned)(b < 1 ? 1 : b > kMaxBlocks ? kMaxBlocks : b);
+    return grid_size(work, threads, kMaxBlocks);
 }
 
 // ---- flat kernels (one input, contiguous): unary ops, Not, Cast ------------------------------
@@ -113,8 +118,7 @@ inline unsigned grid_for(int64_t work, int threads = kThreads) {
 // __restrict__ here or below: the output may be an input's own memory (in place).
 template <int V, class F, class TI, class TO>
 __global__ void flat_kernel(F f, const TI *x, TO *y, int64_t n) {
-    int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    int64_t step = (int64_t)gridDim.x * blockDim.x;
+    int64_t tid = global_thread(), step = grid_threads();
     int64_t nv = n / V;
     for (int64_t i = tid; i < nv; i += step) {
         vec<TI, V> a = reinterpret_cast<const vec<TI, V> *>(x)[i];
@@ -230,8 +234,7 @@ template <int NIN, int V, class F, class A, class B, class C, class O>
 __global__ void rows_kernel(F f, ew_plan p, inputs<NIN, A, B, C> in, O *y) {
     const int64_t inner = p.dims[0], rows = p.numel / inner, nv = inner / V;
     const int64_t sa = p.strides[0][0], sb = p.strides[1][0], sc = p.strides[2][0];
-    const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t step = (int64_t)gridDim.x * blockDim.x;
+    const int64_t tid = global_thread(), step = grid_threads();
     for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
         int64_t off[3];
         row_offsets<NIN>(p, r, off);

@@ -191,10 +191,10 @@ extern "C" cudaError_t cuda_bert_gelu(void *y, int64_t count, int form, const vo
     if (form < CUDA_BERT_GELU_CHAIN || form > CUDA_BERT_GELU_TANH) return cudaErrorInvalidValue;
     if (form == CUDA_BERT_GELU_CHAIN && (!c0 || !c1 || !c2)) return cudaErrorInvalidValue;
     if (count <= 0) return cudaSuccess;
-    REDUCE_FLOAT_DISPATCH(dt, T,
-                          launch_gelu<T>(static_cast<T *>(y), count, form,
-                                         static_cast<const T *>(c0), static_cast<const T *>(c1),
-                                         static_cast<const T *>(c2), stream));
+    FLOAT_DTYPE_DISPATCH(dt, T,
+                         launch_gelu<T>(static_cast<T *>(y), count, form,
+                                        static_cast<const T *>(c0), static_cast<const T *>(c1),
+                                        static_cast<const T *>(c2), stream));
     return cudaGetLastError();
 }
 
@@ -205,7 +205,7 @@ extern "C" cudaError_t cuda_bert_scaled_masked_softmax(const void *x, const void
                                                        graft_dtype dt, cudaStream_t stream) {
     if (n > 1024 || d0 < 0 || d1 < 0 || d2 < 0 || n < 0) return cudaErrorInvalidValue;
     if (d0 == 0 || d1 == 0 || d2 == 0 || n == 0) return cudaSuccess;
-    REDUCE_FLOAT_DISPATCH(dt, T, {
+    FLOAT_DTYPE_DISPATCH(dt, T, {
         sms_params<T> p;
         p.x = static_cast<const T *>(x);
         p.scale = static_cast<const T *>(scale);
@@ -232,7 +232,7 @@ extern "C" cudaError_t cuda_bert_layernorm_decomposed(const void *x, const void 
                                                       cudaStream_t stream) {
     if (n > 1024 || rows < 0 || n < 0) return cudaErrorInvalidValue;
     if (rows == 0 || n == 0) return cudaSuccess;
-    REDUCE_FLOAT_DISPATCH(
+    FLOAT_DTYPE_DISPATCH(
         dt, T,
         launch_ln_decomposed<T>(static_cast<const T *>(x), static_cast<const T *>(res),
                                 static_cast<const T *>(eps), static_cast<const T *>(scale),

@@ -267,9 +267,9 @@ ln_params<T> make_ln_params(const void *x, const void *res, const void *scale, c
 extern "C" cudaError_t cuda_softmax(const void *x, void *y, int64_t outer, int64_t n, int64_t inner,
                                     bool log_form, graft_dtype dt, cudaStream_t stream) {
     if (outer <= 0 || n <= 0 || inner <= 0) return cudaSuccess;
-    REDUCE_FLOAT_DISPATCH(dt, T,
-                          launch_softmax<T>(static_cast<const T *>(x), static_cast<T *>(y), outer,
-                                            n, inner, log_form, stream));
+    FLOAT_DTYPE_DISPATCH(dt, T,
+                         launch_softmax<T>(static_cast<const T *>(x), static_cast<T *>(y), outer, n,
+                                           inner, log_form, stream));
     return cudaGetLastError();
 }
 
@@ -279,7 +279,7 @@ extern "C" cudaError_t cuda_layernorm(const void *x, const void *scale, const vo
     if (rows <= 0 || n <= 0) return cudaSuccess;
     if ((mean || inv_std) && stat_dt != GRAFT_DTYPE_F32 && stat_dt != GRAFT_DTYPE_BF16)
         return cudaErrorInvalidValue;
-    REDUCE_FLOAT_DISPATCH(dt, T, {
+    FLOAT_DTYPE_DISPATCH(dt, T, {
         ln_params<T> p = make_ln_params<T>(x, nullptr, scale, bias, nullptr, y, rows, n, eps);
         p.mean = mean;
         p.inv_std = inv_std;
@@ -294,7 +294,7 @@ extern "C" cudaError_t cuda_add_layernorm(const void *x, const void *residual, c
                                           int64_t n, float eps, graft_dtype dt,
                                           cudaStream_t stream) {
     if (rows <= 0 || n <= 0) return cudaSuccess;
-    REDUCE_FLOAT_DISPATCH(
+    FLOAT_DTYPE_DISPATCH(
         dt, T,
         launch_layernorm<T>(make_ln_params<T>(x, residual, scale, bias, sum, y, rows, n, eps),
                             stream));

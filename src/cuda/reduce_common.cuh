@@ -1,41 +1,14 @@
-/* reduce_common.cuh: device helpers the reduce family's kernels share: dtype conversions, warp
- * and block reductions, grid sizing and the dtype dispatch. */
+/* reduce_common.cuh: device helpers the reduce family's kernels share: warp and block
+ * reductions and grid sizing (dtype conversions and dispatch come from kernel_common.cuh). */
 #ifndef GRAFT_CUDA_REDUCE_COMMON_CUH
 #define GRAFT_CUDA_REDUCE_COMMON_CUH
 
-#include <stdint.h>
-
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-
-#include "graft.h"
+#include "kernel_common.cuh"
 
 /* Each .cu file gets its own copy: nothing here is shared across objects. */
 namespace {
 
 constexpr unsigned FULL_MASK = 0xffffffffu;
-
-__device__ __forceinline__ float to_float(float v) {
-    return v;
-}
-__device__ __forceinline__ float to_float(__half v) {
-    return __half2float(v);
-}
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) {
-    return __bfloat162float(v);
-}
-
-template <typename T> __device__ __forceinline__ T from_float(float v);
-template <> __device__ __forceinline__ float from_float<float>(float v) {
-    return v;
-}
-template <> __device__ __forceinline__ __half from_float<__half>(float v) {
-    return __float2half_rn(v);
-}
-template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
-    return __float2bfloat16_rn(v);
-}
 
 /* Sum over the 32 lanes of a warp; every lane gets the total. */
 template <typename A> __device__ __forceinline__ A warp_sum(A v) {
@@ -85,63 +58,11 @@ __device__ float block_max(float v, float *buf) {
     return total;
 }
 
-/* Blocks for `items` units of work at `per_block` units a block; kernels loop (grid-stride) over
- * what a capped grid does not cover. */
+/* Blocks for `items` units of work at `per_block` units a block, at most 2^20 of them. */
 inline unsigned grid_for(int64_t items, int64_t per_block) {
-    int64_t blocks = (items + per_block - 1) / per_block;
-    if (blocks < 1) blocks = 1;
-    if (blocks > (1 << 20)) blocks = 1 << 20;
-    return (unsigned)blocks;
-}
-
-/* Global thread index and stride of a 1-D grid-stride loop, in 64 bits. */
-__device__ __forceinline__ int64_t global_thread() {
-    return (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-}
-__device__ __forceinline__ int64_t grid_threads() {
-    return (int64_t)gridDim.x * blockDim.x;
+    return grid_size(items, per_block, 1 << 20);
 }
 
 } // namespace
-
-/* Run the statement with T bound to the element type of float dtype dt; other dtypes return
- * cudaErrorInvalidValue from the enclosing launcher. */
-#define REDUCE_FLOAT_DISPATCH(dt, T, ...)                                                          \
-    switch (dt) {                                                                                  \
-    case GRAFT_DTYPE_F32: {                                                                        \
-        using T = float;                                                                           \
-        __VA_ARGS__;                                                                               \
-        break;                                                                                     \
-    }                                                                                              \
-    case GRAFT_DTYPE_F16: {                                                                        \
-        using T = __half;                                                                          \
-        __VA_ARGS__;                                                                               \
-        break;                                                                                     \
-    }                                                                                              \
-    case GRAFT_DTYPE_BF16: {                                                                       \
-        using T = __nv_bfloat16;                                                                   \
-        __VA_ARGS__;                                                                               \
-        break;                                                                                     \
-    }                                                                                              \
-    default:                                                                                       \
-        return cudaErrorInvalidValue;                                                              \
-    }
-
-/* The same, also binding I32 and I64. */
-#define REDUCE_NUMERIC_DISPATCH(dt, T, ...)                                                        \
-    switch (dt) {                                                                                  \
-    case GRAFT_DTYPE_I32: {                                                                        \
-        using T = int32_t;                                                                         \
-        __VA_ARGS__;                                                                               \
-        break;                                                                                     \
-    }                                                                                              \
-    case GRAFT_DTYPE_I64: {                                                                        \
-        using T = int64_t;                                                                         \
-        __VA_ARGS__;                                                                               \
-        break;                                                                                     \
-    }                                                                                              \
-    default:                                                                                       \
-        REDUCE_FLOAT_DISPATCH(dt, T, __VA_ARGS__)                                                  \
-    }
 
 #endif

@@ -458,17 +458,17 @@ extern "C" cudaError_t cuda_reduce_sum(const void *x, void *y, void *partials, i
                                        graft_dtype dt, cudaStream_t stream) {
     if (outer <= 0 || inner <= 0) return cudaSuccess;
     if (n <= 0) return cudaErrorInvalidValue;
-    REDUCE_NUMERIC_DISPATCH(dt, T,
-                            launch_sum<T>(static_cast<const T *>(x), static_cast<T *>(y), partials,
-                                          outer, n, inner, splits, mean, stream));
+    NUMERIC_DTYPE_DISPATCH(dt, T,
+                           launch_sum<T>(static_cast<const T *>(x), static_cast<T *>(y), partials,
+                                         outer, n, inner, splits, mean, stream));
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t cuda_fill_nan(void *y, int64_t count, graft_dtype dt, cudaStream_t stream) {
     if (count <= 0) return cudaSuccess;
-    REDUCE_FLOAT_DISPATCH(dt, T,
-                          fill_nan_kernel<T>
-                          <<<grid_for(count, 256), 256, 0, stream>>>(static_cast<T *>(y), count));
+    FLOAT_DTYPE_DISPATCH(dt, T,
+                         fill_nan_kernel<T>
+                         <<<grid_for(count, 256), 256, 0, stream>>>(static_cast<T *>(y), count));
     return cudaGetLastError();
 }
 
@@ -477,7 +477,7 @@ extern "C" cudaError_t cuda_argmax(const void *x, int64_t *y, int64_t outer, int
                                    cudaStream_t stream) {
     if (outer <= 0 || inner <= 0) return cudaSuccess;
     if (n <= 0) return cudaErrorInvalidValue;
-    REDUCE_NUMERIC_DISPATCH(
+    NUMERIC_DTYPE_DISPATCH(
         dt, T,
         launch_argmax<T>(static_cast<const T *>(x), y, outer, n, inner, select_last, stream));
     return cudaGetLastError();
@@ -487,9 +487,9 @@ extern "C" cudaError_t cuda_cumsum(const void *x, void *y, int64_t outer, int64_
                                    bool exclusive, bool reverse, graft_dtype dt,
                                    cudaStream_t stream) {
     if (outer <= 0 || n <= 0 || inner <= 0) return cudaSuccess;
-    REDUCE_NUMERIC_DISPATCH(dt, T,
-                            launch_cumsum<T>(static_cast<const T *>(x), static_cast<T *>(y), outer,
-                                             n, inner, exclusive, reverse, stream));
+    NUMERIC_DTYPE_DISPATCH(dt, T,
+                           launch_cumsum<T>(static_cast<const T *>(x), static_cast<T *>(y), outer,
+                                            n, inner, exclusive, reverse, stream));
     return cudaGetLastError();
 }
 
@@ -515,8 +515,8 @@ extern "C" cudaError_t cuda_batchnorm_apply(const void *x, void *y, const float 
                                             int64_t run, graft_dtype dt, cudaStream_t stream) {
     if (total <= 0) return cudaSuccess;
     if (groups <= 0 || run <= 0) return cudaErrorInvalidValue;
-    REDUCE_FLOAT_DISPATCH(dt, T,
-                          launch_bn_apply<T>(static_cast<const T *>(x), static_cast<T *>(y), scale,
-                                             shift, total, groups, run, stream));
+    FLOAT_DTYPE_DISPATCH(dt, T,
+                         launch_bn_apply<T>(static_cast<const T *>(x), static_cast<T *>(y), scale,
+                                            shift, total, groups, run, stream));
     return cudaGetLastError();
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernel_common.cuh"
 #include "tensor_launch.h"
 
 /* Unroll in device code; the host compiler (which also sees __host__ __device__ code) would warn
@@ -59,8 +60,7 @@ bool fits32(int64_t v) {
 }
 
 unsigned blocks_for(int64_t work, int64_t per_block) {
-    int64_t b = (work + per_block - 1) / per_block;
-    return unsigned(b < 1 ? 1 : b > kMaxBlocks ? kMaxBlocks : b);
+    return grid_size(work, per_block, kMaxBlocks);
 }
 
 /* Call f with a value of the unsigned type of `unit` bytes. */
@@ -517,24 +517,20 @@ cudaError_t launch_pad(void *dst, const void *src, int ndim, const int64_t *out_
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads) fill_kernel(T *dst, int64_t n, T v) {
-    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-         i += int64_t(blockDim.x) * gridDim.x)
-        dst[i] = v;
+    for (int64_t i = global_thread(); i < n; i += grid_threads()) dst[i] = v;
 }
 
 /* Explicitly rounded operations: the reference computes start + (float)i * delta with two
  * roundings, and a fused multiply-add would round once and differ in the last bit. */
 __global__ void __launch_bounds__(kThreads)
     range_f32_kernel(float *dst, int64_t n, float s, float d) {
-    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-         i += int64_t(blockDim.x) * gridDim.x)
+    for (int64_t i = global_thread(); i < n; i += grid_threads())
         dst[i] = __fadd_rn(s, __fmul_rn(float(i), d));
 }
 
 __global__ void __launch_bounds__(kThreads)
     range_f64_kernel(double *dst, int64_t n, double s, double d) {
-    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-         i += int64_t(blockDim.x) * gridDim.x)
+    for (int64_t i = global_thread(); i < n; i += grid_threads())
         dst[i] = __dadd_rn(s, __dmul_rn(double(i), d));
 }
 
@@ -542,8 +538,7 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     range_int_kernel(T *dst, int64_t n, uint64_t s, uint64_t d) {
-    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-         i += int64_t(blockDim.x) * gridDim.x)
+    for (int64_t i = global_thread(); i < n; i += grid_threads())
         dst[i] = T(int64_t(s + uint64_t(i) * d));
 }
 

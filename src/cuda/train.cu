@@ -16,7 +16,7 @@ constexpr int kRowThreads = 128; // one block per row of logits
 __global__ void gather_rows_kernel(float *__restrict__ dst, const float *__restrict__ src,
                                    const int64_t *__restrict__ idx, int64_t cols, int64_t total,
                                    int round) {
-    for (int64_t i = first_index(); i < total; i += grid_stride()) {
+    for (int64_t i = global_thread(); i < total; i += grid_threads()) {
         int64_t r = i / cols, j = i - r * cols;
         dst[i] = round_to(src[idx[r] * cols + j], round);
     }
@@ -24,11 +24,11 @@ __global__ void gather_rows_kernel(float *__restrict__ dst, const float *__restr
 
 __global__ void gather_i64_kernel(int64_t *__restrict__ dst, const int64_t *__restrict__ src,
                                   const int64_t *__restrict__ idx, int64_t m) {
-    for (int64_t i = first_index(); i < m; i += grid_stride()) dst[i] = src[idx[i]];
+    for (int64_t i = global_thread(); i < m; i += grid_threads()) dst[i] = src[idx[i]];
 }
 
 __global__ void round_kernel(float *dst, const float *src, int64_t n, int round) {
-    for (int64_t i = first_index(); i < n; i += grid_stride()) dst[i] = round_to(src[i], round);
+    for (int64_t i = global_thread(); i < n; i += grid_threads()) dst[i] = round_to(src[i], round);
 }
 
 // splitmix64 of the element's counter: a dropout mask that needs no state and that the backward
@@ -76,7 +76,7 @@ __device__ inline double act_slope(int act, double x) {
 __global__ void act_forward_kernel(float *__restrict__ y, float *__restrict__ z, int64_t n, int act,
                                    float p, uint64_t seed, int round) {
     float scale = 1.0f / (1.0f - p);
-    for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    for (int64_t i = global_thread(); i < n; i += grid_threads()) {
         float zv = round_to(z[i], round);
         z[i] = zv;
         float a = round_to(act_value(act, zv), round);
@@ -89,7 +89,7 @@ __global__ void act_forward_kernel(float *__restrict__ y, float *__restrict__ z,
 __global__ void act_backward_kernel(float *__restrict__ g, const float *__restrict__ z, int64_t n,
                                     int act, float p, uint64_t seed, int round) {
     float scale = 1.0f / (1.0f - p);
-    for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    for (int64_t i = global_thread(); i < n; i += grid_threads()) {
         float d = g[i];
         if (p > 0.0f) d = dropout_keep(seed, i, p) ? __fmul_rn(d, scale) : 0.0f;
         g[i] = round_to((float)((double)d * act_slope(act, (double)z[i])), round);
@@ -99,7 +99,7 @@ __global__ void act_backward_kernel(float *__restrict__ g, const float *__restri
 // One thread per column: the rows are summed in order, in double (as grad_Gemm's reduction).
 __global__ void colsum_add_kernel(float *__restrict__ acc, const float *__restrict__ g, int64_t m,
                                   int64_t cols, int round) {
-    for (int64_t j = first_index(); j < cols; j += grid_stride()) {
+    for (int64_t j = global_thread(); j < cols; j += grid_threads()) {
         double s = 0.0;
         for (int64_t r = 0; r < m; r++) s += (double)g[r * cols + j];
         acc[j] = __fadd_rn(acc[j], round_to((float)s, round));
@@ -108,7 +108,7 @@ __global__ void colsum_add_kernel(float *__restrict__ acc, const float *__restri
 
 __global__ void add_rounded_kernel(float *__restrict__ acc, const float *__restrict__ v, int64_t n,
                                    int round) {
-    for (int64_t i = first_index(); i < n; i += grid_stride())
+    for (int64_t i = global_thread(); i < n; i += grid_threads())
         acc[i] = __fadd_rn(acc[i], round_to(v[i], round));
 }
 
@@ -221,7 +221,7 @@ __global__ void loss_grad_kernel(const float *__restrict__ x, float *__restrict_
     double mult = a.grad_mult * (a.scale_grad ? (double)st->scale : 1.0);
     double inv = 1.0 / ((double)a.m * (double)a.c);
     const double *lse = scratch;
-    for (int64_t idx = first_index(); idx < total; idx += grid_stride()) {
+    for (int64_t idx = global_thread(); idx < total; idx += grid_threads()) {
         int64_t i = idx / a.c, k = idx - i * a.c;
         double xv = x[idx];
         float g;

@@ -3,9 +3,7 @@
 #ifndef GRAFT_CUDA_TRAIN_COMMON_CUH
 #define GRAFT_CUDA_TRAIN_COMMON_CUH
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
+#include "kernel_common.cuh"
 #include "train_launch.h"
 
 namespace train {
@@ -14,17 +12,7 @@ constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 4096; // grid-stride loops cover the rest
 
 inline unsigned blocks_for(int64_t total, int64_t max_blocks = kMaxBlocks) {
-    int64_t b = (total + kThreads - 1) / kThreads;
-    if (b < 1) b = 1;
-    return (unsigned)(b < max_blocks ? b : max_blocks);
-}
-
-__device__ inline int64_t first_index() {
-    return (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-}
-
-__device__ inline int64_t grid_stride() {
-    return (int64_t)gridDim.x * blockDim.x;
+    return grid_size(total, kThreads, max_blocks);
 }
 
 // The CPU head emulates bf16/fp16 compute by rounding fp32 values to the half format and back

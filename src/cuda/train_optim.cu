@@ -31,7 +31,7 @@ __global__ void grad_check_kernel(const float *__restrict__ g, int64_t n, int fp
     float inv = fp16 ? (float)(1.0 / (double)st->scale) : 1.0f;
     double s = 0.0;
     int bad = 0;
-    for (int64_t j = first_index(); j < n; j += grid_stride()) {
+    for (int64_t j = global_thread(); j < n; j += grid_threads()) {
         float v = g[j];
         if (fp16) {
             if (!isfinite(v)) bad = 1;
@@ -113,19 +113,19 @@ __global__ void finalize_kernel(train_state *st, const double *partials, train_s
 }
 
 __global__ void zero_kernel(float *g, int64_t n) {
-    for (int64_t j = first_index(); j < n; j += grid_stride()) g[j] = 0.0f;
+    for (int64_t j = global_thread(); j < n; j += grid_threads()) g[j] = 0.0f;
 }
 
 __global__ void sgd_kernel(float *__restrict__ w, float *__restrict__ g, float *__restrict__ buf,
                            int64_t n, train_optim_args a, const train_state *st) {
     if (st->skip) {
-        for (int64_t j = first_index(); j < n; j += grid_stride()) g[j] = 0.0f;
+        for (int64_t j = global_thread(); j < n; j += grid_threads()) g[j] = 0.0f;
         return;
     }
     grad_view view(st, a.fp16);
     bool first = st->first != 0;
     float keep = 1.0f - a.dampening;
-    for (int64_t j = first_index(); j < n; j += grid_stride()) {
+    for (int64_t j = global_thread(); j < n; j += grid_threads()) {
         float d = view(g[j]);
         g[j] = 0.0f;
         if (a.weight_decay != 0.0f) d = __fadd_rn(d, __fmul_rn(a.weight_decay, w[j]));
@@ -154,13 +154,13 @@ __global__ void adam_kernel(float *__restrict__ w, float *__restrict__ g, float 
                             float *__restrict__ v, float *__restrict__ vmax, int64_t n,
                             train_optim_args a, adam_consts k, const train_state *st) {
     if (st->skip) {
-        for (int64_t j = first_index(); j < n; j += grid_stride()) g[j] = 0.0f;
+        for (int64_t j = global_thread(); j < n; j += grid_threads()) g[j] = 0.0f;
         return;
     }
     grad_view view(st, a.fp16);
     float step_size = st->step_size, bc2_sqrt = st->bc2_sqrt;
     bool decoupled = a.kind == TRAIN_OPT_ADAMW;
-    for (int64_t j = first_index(); j < n; j += grid_stride()) {
+    for (int64_t j = global_thread(); j < n; j += grid_threads()) {
         float gj = view(g[j]), wj = w[j];
         g[j] = 0.0f;
         if (a.weight_decay != 0.0f) {
@@ -201,7 +201,7 @@ __global__ void lamb_moments_kernel(const float *__restrict__ w, const float *__
     grad_view view(st, a.fp16);
     float bc1 = st->bc1, bc2 = st->bc2;
     double wn = 0.0, un = 0.0;
-    for (int64_t j = first_index(); j < n; j += grid_stride()) {
+    for (int64_t j = global_thread(); j < n; j += grid_threads()) {
         float gj = view(g[j]);
         float mj = __fadd_rn(__fmul_rn(a.beta1, m[j]), __fmul_rn(k.w1, gj));
         float vj = __fadd_rn(__fmul_rn(a.beta2, v[j]), __fmul_rn(k.w2, __fmul_rn(gj, gj)));
@@ -230,7 +230,7 @@ __global__ void lamb_update_kernel(float *__restrict__ w, float *__restrict__ g,
                                    int64_t n, train_optim_args a, const double *partials,
                                    const train_state *st) {
     if (st->skip) {
-        for (int64_t j = first_index(); j < n; j += grid_stride()) g[j] = 0.0f;
+        for (int64_t j = global_thread(); j < n; j += grid_threads()) g[j] = 0.0f;
         return;
     }
     __shared__ float scale_shared;
@@ -245,7 +245,7 @@ __global__ void lamb_update_kernel(float *__restrict__ w, float *__restrict__ g,
     }
     __syncthreads();
     float scale = scale_shared, bc1 = st->bc1, bc2 = st->bc2;
-    for (int64_t j = first_index(); j < n; j += grid_stride()) {
+    for (int64_t j = global_thread(); j < n; j += grid_threads()) {
         float u = lamb_u(m[j], v[j], w[j], bc1, bc2, a.eps, a.weight_decay);
         w[j] = __fsub_rn(w[j], __fmul_rn(scale, u));
         g[j] = 0.0f;
