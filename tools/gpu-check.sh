@@ -75,14 +75,18 @@ run_suite() {
     record "$name" "$p" "$f" "$s" "$(($(date +%s) - t0))" "$why"
 }
 
-# sanitize NAME TOOL: compute-sanitizer over the small fp32 and integer op cases. Its reported
-# errors count as failures.
+# sanitize NAME TOOL [ENV...]: compute-sanitizer over the small fp32 and integer op cases (with
+# ENV, e.g. GRAFT_CUDA_ATTENTION=fused, over the small half-precision attention cases with the
+# fused kernel forced). Its reported errors count as failures.
 sanitize() {
     local name=$1 tool=$2 limit log n
+    shift 2
+    local select=(--small --no-half)
+    [ $# -gt 0 ] && select=(--filter fuse_attention_small)
     limit=$(left)
     [ "$limit" -gt "$SANITIZER_S" ] && limit=$SANITIZER_S
-    run_suite "$name" "$limit" "$SANITIZER" --tool "$tool" --print-limit 20 --error-exitcode 86 \
-        "$B/tests/test_gpu_ops" "$CASES" --small --no-half --runs 0
+    run_suite "$name" "$limit" env "$@" "$SANITIZER" --tool "$tool" --print-limit 20 \
+        --error-exitcode 86 "$B/tests/test_gpu_ops" "$CASES" "${select[@]}" --runs 0
     log="$OUT/$name.log"
     n=$(grep -oE 'ERROR SUMMARY: [0-9]+ error' "$log" | grep -oE '[0-9]+' | tail -1)
     [ -z "$n" ] && n=$(grep -oE 'RACECHECK SUMMARY: .*\(([0-9]+) error' "$log" |
@@ -124,6 +128,10 @@ fi
 # ---- (b) the suites whose times matter run alone ----
 note "test_gpu_ops ($DEVICE)"
 run_suite gpu_ops "$(left)" "$B/tests/test_gpu_ops" "$CASES"
+# The attention cases again with the fused kernels forced at every size (by default small grids
+# take the products and the fused softmax inside the group).
+run_suite gpu_ops_attention_kernel "$(left)" env GRAFT_CUDA_ATTENTION=fused \
+    "$B/tests/test_gpu_ops" "$CASES" --filter fuse_attention
 note "test_gpu_models ($DEVICE)"
 run_suite gpu_models "$(left)" "$B/tests/test_gpu_models" "$GEN"
 note "test_gpu_train: head training on the GPU against the CPU"
@@ -159,9 +167,13 @@ if [ -x "$SANITIZER" ] && nvidia-smi -L >/dev/null 2>&1; then
     (sanitize racecheck racecheck) &
     race_pid=$!
     wait "$mem_pid" "$race_pid"
+    sanitize memcheck_attention memcheck GRAFT_CUDA_ATTENTION=fused
+    sanitize racecheck_attention racecheck GRAFT_CUDA_ATTENTION=fused
 else
-    record memcheck 0 0 0 0 "skipped: no compute-sanitizer or no GPU"
-    record racecheck 0 0 0 0 "skipped: no compute-sanitizer or no GPU"
+    for n in memcheck racecheck memcheck_attention racecheck_attention; do
+        record "$n" 0 0 0 0 "skipped: no compute-sanitizer or no GPU"
+    done
+    SUITES+=(memcheck_attention racecheck_attention)
 fi
 wait "$conf_pid"
 SUITES+=(conformance_gpu memcheck racecheck)

@@ -942,6 +942,10 @@ fuse_attention("fuse_attention_d128", (2, 4, 200, 128), (2, 1, 1, 200), op="Mul"
 fuse_attention("fuse_attention_small", (2, 2, 19, 32), (2, 1, 1, 19))
 fuse_attention("fuse_attention_small_swapped", (1, 3, 70, 32), (1, 1, 70, 70), op="Mul",
                c=0.17677669, swapped=True)
+# S % 8 == 0 takes the register-tiled kernel (attention_mma.cu): two tiles, the second partial;
+# a per-query mask; head dim 64.
+fuse_attention("fuse_attention_small_mma", (1, 2, 72, 64), (1, 2, 72, 72), op="Mul", c=0.125)
+fuse_attention("fuse_attention_seq384", (2, 12, 384, 64), (2, 1, 1, 384))
 
 
 # ------------------------------------------------------------------------------------------

@@ -263,6 +263,9 @@ extern "C" cudaError_t cuda_attention(const void *q, const void *kt, const void 
                                       const int64_t ms[4], void *out, int64_t b, int64_t h,
                                       int64_t s, int64_t d, graft_dtype dt, cudaStream_t stream) {
     if (!cuda_attention_supported(b * h, s, d, dt)) return cudaErrorInvalidValue;
+    if (cuda_attention_mma_takes(q, kt, v, out, s, d))
+        return cuda_attention_mma(q, kt, v, scale, scale_mul, mask, ms, out, b, h, s, d, dt,
+                                  stream);
     if (dt == GRAFT_DTYPE_F16)
         return run<__half>(q, kt, v, scale, scale_mul, mask, ms, out, b, h, s, d, stream);
     return run<__nv_bfloat16>(q, kt, v, scale, scale_mul, mask, ms, out, b, h, s, d, stream);

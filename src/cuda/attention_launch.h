@@ -1,4 +1,4 @@
-/* attention_launch.h: launcher of the fused attention kernel (attention.cu). */
+/* attention_launch.h: launchers of the fused attention kernels (attention.cu, attention_mma.cu). */
 #ifndef GRAFT_CUDA_ATTENTION_LAUNCH_H
 #define GRAFT_CUDA_ATTENTION_LAUNCH_H
 
@@ -28,6 +28,16 @@ cudaError_t cuda_attention(const void *q, const void *kt, const void *v, const v
                            bool scale_mul, const void *mask, const int64_t ms[4], void *out,
                            int64_t b, int64_t h, int64_t s, int64_t d, graft_dtype dt,
                            cudaStream_t stream);
+
+/* The register-tiled kernel behind cuda_attention (attention_mma.cu), for q, kt, v and out
+ * 16-byte aligned, s % 8 == 0 and d 32, 64 or 128; cuda_attention takes the WMMA kernel
+ * otherwise. Same contract as cuda_attention. */
+bool cuda_attention_mma_takes(const void *q, const void *kt, const void *v, const void *out,
+                              int64_t s, int64_t d);
+cudaError_t cuda_attention_mma(const void *q, const void *kt, const void *v, const void *scale,
+                               bool scale_mul, const void *mask, const int64_t ms[4], void *out,
+                               int64_t b, int64_t h, int64_t s, int64_t d, graft_dtype dt,
+                               cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -14,7 +14,7 @@ static const cuda_kernel *const kernel_tables[] = {
     cuda_conv_kernels,        cuda_matmul_kernels,
 };
 
-static const cuda_kernel *find_kernel(const char *op) {
+const cuda_kernel *cuda_find_kernel(const char *op) {
     for (size_t t = 0; t < sizeof kernel_tables / sizeof *kernel_tables; t++)
         for (const cuda_kernel *k = kernel_tables[t]; k->op; k++)
             if (strcmp(k->op, op) == 0) return k;
@@ -78,7 +78,7 @@ static void be_free(void *impl, void *ptr) {
 
 static bool be_supports(void *impl, const ir_node *node) {
     (void)impl;
-    return find_kernel(node->op_type) != NULL;
+    return cuda_find_kernel(node->op_type) != NULL;
 }
 
 static graft_status grow_state(cuda_backend *be, int node_index, graft_err *e) {
@@ -114,7 +114,7 @@ static void warn_fallback(cuda_backend *be, int node_index, const ir_node *node)
 }
 
 graft_status cuda_try_kernel(cuda_backend *be, int node_index, const op_call *call, bool *handled) {
-    const cuda_kernel *k = find_kernel(call->node->op_type);
+    const cuda_kernel *k = cuda_find_kernel(call->node->op_type);
     *handled = false;
     if (!k) return GRAFT_OK;
     graft_status st = k->run(be, call, &be->node_state[node_index], handled);

@@ -2,10 +2,12 @@
  * (also in its decomposed ReduceMean .. Add form), MatMul with a constant weight and its bias Add
  * (and the GELU after it) as one cuBLASLt call, the attention scores' scale, mask Add and
  * Softmax as one kernel, and in half precision the whole attention (both products) as one. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "../ops/reduce.h"
 #include "attention_launch.h"
+#include "cuda_fallback.h"
 #include "cuda_internal.h"
 #include "graft_config.h"
 #include "cuda_matmul.h"
@@ -448,10 +450,26 @@ static bool is_half_value(const ir_graph *g, int v) {
 /* MatMul(Q, KT) read only by Div(., c) or Mul(., c), c a constant scalar, then Add(mask) and
  * Softmax as scaled_masked_softmax matches them, and the probabilities read only by
  * MatMul(P, V). Q's head dim, when known at load time, must be one the kernel has. */
+/* How the attention group runs: ATTN_OFF (no group: the products and the scale-mask-softmax
+ * group), ATTN_AUTO (the fused kernel when its blocks fill the GPU, else the products and the
+ * fused softmax inside the group) or ATTN_KERNEL (the fused kernel at every size). The build
+ * chooses (meson -Dflash_attention, on by default); GRAFT_CUDA_ATTENTION=unfused, auto or fused
+ * overrides it (a diagnostic switch: timing the paths with one build, testing the kernels on
+ * small shapes). */
+enum { ATTN_OFF, ATTN_AUTO, ATTN_KERNEL };
+
+static int attention_mode(void) {
+    const char *v = getenv("GRAFT_CUDA_ATTENTION");
+    if (v && strcmp(v, "fused") == 0) return ATTN_KERNEL;
+    if (v && strcmp(v, "unfused") == 0) return ATTN_OFF;
+    if (v && strcmp(v, "auto") == 0) return ATTN_AUTO;
+    return GRAFT_FLASH_ATTENTION ? ATTN_AUTO : ATTN_OFF;
+}
+
 static int match_attention(const ir_graph *g, int first, const unsigned char *on_dev,
                            const int *readers, int *members, int max) {
     const ir_node *mm = &g->nodes[first];
-    if (max < 5 || !is_op(mm, "MatMul", 2)) return 0;
+    if (max < 5 || !is_op(mm, "MatMul", 2) || attention_mode() == ATTN_OFF) return 0;
     int q = mm->inputs[0], kt = mm->inputs[1], scores = sole_output(g, first);
     if (q < 0 || kt < 0 || scores < 0 || readers[scores] != 1 || !is_half_value(g, scores))
         return 0;
@@ -478,10 +496,59 @@ static bool dims_are(const tensor *t, int64_t d0, int64_t d1, int64_t d2, int64_
            t->dims[3] == d3;
 }
 
+/* The group's member states when it runs unfused (the products' cuBLASLt plans). */
+typedef struct attn_state {
+    void *member[5];
+    const cuda_kernel *owner[5];
+    void *sms;
+} attn_state;
+
+static void free_attn_state(void *state) {
+    attn_state *a = state;
+    if (!a) return;
+    for (int k = 0; k < 5; k++)
+        if (a->member[k] && a->owner[k] && a->owner[k]->free_state)
+            a->owner[k]->free_state(a->member[k]);
+    free(a);
+}
+
+/* Member k through its own kernel (its state kept in the group's), or the CPU when must_run. */
+static graft_status run_member(cuda_backend *be, attn_state *a, int k, const op_call *c,
+                               bool must_run, bool *handled) {
+    const cuda_kernel *kern = cuda_find_kernel(c->node->op_type);
+    *handled = false;
+    if (kern) {
+        TRY(kern->run(be, c, &a->member[k], handled));
+        if (a->member[k]) a->owner[k] = kern;
+    }
+    if (*handled || !must_run) return GRAFT_OK;
+    if (be->capturing)
+        return op_error(c->node, c->err, GRAFT_E_UNSUPPORTED,
+                        "runs on the CPU, which a CUDA graph cannot record");
+    be->fallbacks++;
+    *handled = true;
+    return cuda_run_on_cpu(be, c);
+}
+
+/* Too few (batch, head, 64-query) blocks to fill the GPU: the fused kernel leaves SMs idle, and
+ * the two cuBLASLt products with the scale-mask-softmax between them are faster. */
+static graft_status run_attention_unfused(cuda_backend *be, const op_call *calls, attn_state *a,
+                                          bool *handled) {
+    bool h = false;
+    TRY(run_member(be, a, 0, &calls[0], false, &h));
+    if (!h) return GRAFT_OK; /* nothing written yet: the members run one by one */
+    *handled = true;
+    TRY(run_scaled_masked_softmax(be, calls + 1, 3, &a->sms, &h));
+    for (int k = 1; k < 4 && !h; k++) {
+        bool done = false;
+        TRY(run_member(be, a, k, &calls[k], true, &done));
+    }
+    return run_member(be, a, 4, &calls[4], true, &h);
+}
+
 static graft_status run_attention(void *impl, const op_call *calls, int n, void **state,
                                   bool *handled) {
     cuda_backend *be = impl;
-    (void)state;
     *handled = false;
     if (n != 5 || be->prop.major < 8) return GRAFT_OK; /* bf16 WMMA needs sm_80 */
     const op_call *qk = &calls[0], *sc = &calls[1], *ad = &calls[2], *sm = &calls[3];
@@ -505,6 +572,11 @@ static graft_status run_attention(void *impl, const op_call *calls, int n, void 
     TRY(softmax_axis(sm->node, 4, &axis, &single, sm->err));
     int64_t dims4[4] = {b, h, s, s}, ms[4];
     if (axis != 3 || !mask_strides(mask, dims4, 4, ms)) return GRAFT_OK;
+    if (attention_mode() != ATTN_KERNEL && b * h * ((s + 63) / 64) < be->prop.multiProcessorCount) {
+        if (!*state && !(*state = calloc(1, sizeof(attn_state))))
+            return op_error(qk->node, qk->err, GRAFT_E_OUT_OF_MEMORY, "attention state");
+        return run_attention_unfused(be, calls, *state, handled);
+    }
     *handled = true;
     bool mul = strcmp(sc->node->op_type, "Mul") == 0;
     return launched(pv,
@@ -640,9 +712,7 @@ static graft_status run_ln_decomposed(void *impl, const op_call *calls, int n, v
 /* Longer groups first: a product followed by a GELU is tried before the bare product, the whole
  * attention before its scale-mask-softmax part. */
 const cuda_fusion cuda_bert_fusions[] = {
-#if GRAFT_FLASH_ATTENTION /* opt-in: measured slower than the default path (docs/cuda.md) */
-    {"attention", match_attention, run_attention, NULL},
-#endif
+    {"attention", match_attention, run_attention, free_attn_state},
     {"matmul_bias_gelu", match_matmul_bias_gelu, run_matmul_bias, free_gemm_plan},
     {"matmul_bias", match_matmul_bias, run_matmul_bias, free_gemm_plan},
     {"add_layernorm", match_add_ln, run_add_ln, NULL},

@@ -121,6 +121,8 @@ graft_status cuda_nhwc_copy(cuda_backend *be, void *dst, const void *src, const 
                             size_t elem, bool to_nhwc, graft_err *e);
 /* One node: its kernel when it takes its tensors' layouts, else on NCHW copies of them. */
 graft_status cuda_run_layout(cuda_backend *be, int node_index, const op_call *call);
+/* The kernel of an op type, or NULL (cuda_backend.c). */
+const cuda_kernel *cuda_find_kernel(const char *op);
 /* One node's own kernel; *handled = false when it does not cover the call (cuda_backend.c). */
 graft_status cuda_try_kernel(cuda_backend *be, int node_index, const op_call *call, bool *handled);
 /* One node through its kernel or else the CPU reference, all tensors taken as they are. */

@@ -101,7 +101,109 @@ __global__ void __launch_bounds__(ROW_THREADS) scaled_masked_softmax_kernel(sms_
     }
 }
 
+/* The same with 16-byte loads and stores: LANES lanes per row (32 / LANES rows per warp), each
+ * holding up to CH chunks of VEC = 16 / sizeof(T) consecutive elements (n % VEC == 0, rows
+ * 16-byte aligned; the mask's too when vec_mask). Every lane runs the same number of iterations,
+ * so the shuffles see the whole warp. */
+template <typename T> struct vec16 { static constexpr int N = 16 / sizeof(T); };
+
+template <typename T, int LANES, int CH>
+__global__ void __launch_bounds__(ROW_THREADS)
+    scaled_masked_softmax_vec_kernel(sms_params<T> p, bool vec_mask) {
+    constexpr int VEC = vec16<T>::N, RPW = 32 / LANES;
+    const int lane = threadIdx.x & 31, sub = lane % LANES;
+    const int64_t warp0 = global_thread() >> 5, warps = grid_threads() >> 5;
+    const float c = to_float(*p.scale);
+    const int chunks = p.n / VEC;
+    for (int64_t base = warp0 * RPW; base < p.rows; base += warps * RPW) {
+        const int64_t r = base + lane / LANES;
+        const bool live = r < p.rows;
+        const int64_t rr = live ? r : 0;
+        const int64_t i2 = rr % p.d2, q = rr / p.d2;
+        const int64_t i1 = q % p.d1, i0 = q / p.d1;
+        const T *xr = p.x + rr * p.n;
+        const T *mr = p.mask + i0 * p.ms0 + i1 * p.ms1 + i2 * p.ms2;
+        float v[CH][VEC];
+        float mx = -INFINITY;
+#pragma unroll
+        for (int k = 0; k < CH; k++) {
+            const int ch = sub + LANES * k;
+            const bool in = live && ch < chunks;
+            uint4 xv = make_uint4(0, 0, 0, 0), mv = make_uint4(0, 0, 0, 0);
+            if (in) xv = __ldg(reinterpret_cast<const uint4 *>(xr) + ch);
+            if (in && vec_mask) mv = __ldg(reinterpret_cast<const uint4 *>(mr) + ch);
+            const T *xe = reinterpret_cast<const T *>(&xv), *me = reinterpret_cast<const T *>(&mv);
+#pragma unroll
+            for (int e = 0; e < VEC; e++) {
+                float sv = to_float(xe[e]);
+                sv = p.scale_mul ? sv * c : sv / c;
+                float m = 0.0f;
+                if (in)
+                    m = vec_mask ? to_float(me[e]) : to_float(mr[(int64_t)(ch * VEC + e) * p.ms3]);
+                v[k][e] = in ? sv + m : -INFINITY;
+                mx = fmaxf(mx, v[k][e]);
+            }
+        }
+#pragma unroll
+        for (int off = LANES / 2; off > 0; off >>= 1)
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+        float sum = 0.0f;
+#pragma unroll
+        for (int k = 0; k < CH; k++)
+#pragma unroll
+            for (int e = 0; e < VEC; e++) {
+                float ev = sub + LANES * k < chunks ? expf(v[k][e] - mx) : 0.0f;
+                sum += ev;
+                v[k][e] = ev;
+            }
+#pragma unroll
+        for (int off = LANES / 2; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+        const float inv = 1.0f / sum;
+        T *yr = p.y + rr * p.n;
+#pragma unroll
+        for (int k = 0; k < CH; k++) {
+            const int ch = sub + LANES * k;
+            if (!live || ch >= chunks) continue;
+            uint4 yv;
+            T *ye = reinterpret_cast<T *>(&yv);
+#pragma unroll
+            for (int e = 0; e < VEC; e++) ye[e] = from_float<T>(v[k][e] * inv);
+            reinterpret_cast<uint4 *>(yr)[ch] = yv;
+        }
+    }
+}
+
+/* The 16-byte path when rows are whole 16-byte chunks (and at most 4 chunks a lane). */
+template <typename T> bool launch_sms_vec(const sms_params<T> &p, cudaStream_t s) {
+    constexpr int VEC = vec16<T>::N;
+    auto aligned = [](const void *ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; };
+    if (p.n % VEC != 0 || !aligned(p.x) || !aligned(p.y) || p.n > 4 * 32 * VEC) return false;
+    bool vec_mask =
+        p.ms3 == 1 && aligned(p.mask) && p.ms0 % VEC == 0 && p.ms1 % VEC == 0 && p.ms2 % VEC == 0;
+    int chunks = p.n / VEC, lanes = 2;
+    while (lanes < 32 && lanes * 4 < chunks) lanes *= 2;
+    unsigned grid = grid_for(p.rows, (ROW_THREADS / 32) * (32 / lanes));
+    switch (lanes) {
+    case 2:
+        scaled_masked_softmax_vec_kernel<T, 2, 4><<<grid, ROW_THREADS, 0, s>>>(p, vec_mask);
+        break;
+    case 4:
+        scaled_masked_softmax_vec_kernel<T, 4, 4><<<grid, ROW_THREADS, 0, s>>>(p, vec_mask);
+        break;
+    case 8:
+        scaled_masked_softmax_vec_kernel<T, 8, 4><<<grid, ROW_THREADS, 0, s>>>(p, vec_mask);
+        break;
+    case 16:
+        scaled_masked_softmax_vec_kernel<T, 16, 4><<<grid, ROW_THREADS, 0, s>>>(p, vec_mask);
+        break;
+    default:
+        scaled_masked_softmax_vec_kernel<T, 32, 4><<<grid, ROW_THREADS, 0, s>>>(p, vec_mask);
+    }
+    return true;
+}
+
 template <typename T> void launch_sms(const sms_params<T> &p, cudaStream_t s) {
+    if (launch_sms_vec(p, s)) return;
     unsigned grid = grid_for(p.rows, ROW_THREADS / 32);
     if (p.n <= 32)
         scaled_masked_softmax_kernel<T, 1><<<grid, ROW_THREADS, 0, s>>>(p);
