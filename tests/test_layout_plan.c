@@ -25,6 +25,14 @@ static graft_model *load(graft_ctx *ctx, const char *dir, const char *name, bool
     return m;
 }
 
+/* The plan with every node on the device: *on (per node) and *nhwc (per value), to free. */
+static void plan_all_on_device(const ir_graph *g, unsigned char **on, unsigned char **nhwc) {
+    *on = malloc((size_t)g->n_nodes + 1);
+    *nhwc = malloc((size_t)g->n_values + 1);
+    memset(*on, 1, (size_t)g->n_nodes + 1);
+    layout_plan_nhwc(g, *on, *nhwc);
+}
+
 static int count_op_outputs(const ir_graph *g, const unsigned char *nhwc, const char *op,
                             int *total) {
     int n = 0;
@@ -82,9 +90,8 @@ static void check_resnet(graft_ctx *ctx, const char *dir, const char *name) {
         return;
     }
     const ir_graph *g = &m->g;
-    unsigned char *on = malloc((size_t)g->n_nodes + 1), *nhwc = malloc((size_t)g->n_values + 1);
-    memset(on, 1, (size_t)g->n_nodes + 1);
-    layout_plan_nhwc(g, on, nhwc);
+    unsigned char *on, *nhwc;
+    plan_all_on_device(g, &on, &nhwc);
     int convs, relus, adds, pools, gaps;
     int c = count_op_outputs(g, nhwc, "Conv", &convs);
     int r = count_op_outputs(g, nhwc, "Relu", &relus);
@@ -131,9 +138,8 @@ static void check_none(graft_ctx *ctx, const char *dir, const char *name, bool h
         return;
     }
     const ir_graph *g = &m->g;
-    unsigned char *on = malloc((size_t)g->n_nodes + 1), *nhwc = malloc((size_t)g->n_values + 1);
-    memset(on, 1, (size_t)g->n_nodes + 1);
-    layout_plan_nhwc(g, on, nhwc);
+    unsigned char *on, *nhwc;
+    plan_all_on_device(g, &on, &nhwc);
     int marked = 0;
     for (int v = 0; v < g->n_values; v++) marked += nhwc[v];
     CHECK(test, marked == 0, "%d values marked channels-last", marked);

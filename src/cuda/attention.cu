@@ -1,10 +1,9 @@
 /* attention.cu: fused attention forward (QK^T, scale, mask, softmax, product with V) for fp16 and
  * bf16 with tensor cores (WMMA) and an online softmax, never writing the scores. */
-#include <atomic>
-
 #include <mma.h>
 
 #include "attention_launch.h"
+#include "attention_common.cuh"
 #include "reduce_common.cuh"
 
 namespace {
@@ -35,16 +34,6 @@ template <int D> struct layout {
     static_assert(k_off % 32 == 0 && v_off % 32 == 0 && s_off % 32 == 0 && p_off % 32 == 0 &&
                       o_off % 32 == 0,
                   "WMMA tiles must start 32-byte aligned");
-};
-
-template <typename T> struct attn_params {
-    const T *q, *kt, *v, *scale, *mask;
-    T *out;
-    int64_t h, s;
-    int64_t ms0, ms1, ms2, ms3;
-    bool scale_mul;
-    bool vec_qv; /* q, v 16-byte aligned: 8-element loads of their rows */
-    bool vec_k;  /* kt 16-byte aligned and s % 8 == 0 */
 };
 
 /* Copies the (ROWS, COLS) tile at src (row stride gstride) into dst (row stride ld), zero past
@@ -196,55 +185,22 @@ __global__ void __launch_bounds__(THREADS) attention_kernel(attn_params<T> p) {
     }
 }
 
-/* Opts the kernel into more than 48 KiB of dynamic shared memory, once per device (a host-side
- * setting, but kept out of every launch: launches may be captured into a CUDA graph). */
-template <typename T, int D> cudaError_t allow_shared(size_t bytes) {
-    static std::atomic<uint64_t> done{0};
-    int dev = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e != cudaSuccess) return e;
-    const uint64_t bit = dev >= 0 && dev < 64 ? (uint64_t)1 << dev : 0;
-    if (bit && (done.load(std::memory_order_relaxed) & bit)) return cudaSuccess;
-    e = cudaFuncSetAttribute(attention_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)bytes);
-    if (e == cudaSuccess) done.fetch_or(bit, std::memory_order_relaxed);
-    return e;
-}
-
 template <typename T, int D>
 cudaError_t launch(const attn_params<T> &p, int64_t bh, cudaStream_t stream) {
     const size_t bytes = layout<D>::total;
-    cudaError_t e = allow_shared<T, D>(bytes);
+    static std::atomic<uint64_t> done{0};
+    cudaError_t e = allow_shared_once(attention_kernel<T, D>, bytes, done);
     if (e != cudaSuccess) return e;
     dim3 grid((unsigned)bh, (unsigned)((p.s + BQ - 1) / BQ));
     attention_kernel<T, D><<<grid, THREADS, bytes, stream>>>(p);
     return cudaGetLastError();
 }
 
-bool aligned16(const void *ptr) {
-    return ((uintptr_t)ptr & 15) == 0;
-}
-
 template <typename T>
 cudaError_t run(const void *q, const void *kt, const void *v, const void *scale, bool scale_mul,
                 const void *mask, const int64_t ms[4], void *out, int64_t b, int64_t h, int64_t s,
                 int64_t d, cudaStream_t stream) {
-    attn_params<T> p;
-    p.q = static_cast<const T *>(q);
-    p.kt = static_cast<const T *>(kt);
-    p.v = static_cast<const T *>(v);
-    p.scale = static_cast<const T *>(scale);
-    p.mask = static_cast<const T *>(mask);
-    p.out = static_cast<T *>(out);
-    p.h = h;
-    p.s = s;
-    p.ms0 = ms[0];
-    p.ms1 = ms[1];
-    p.ms2 = ms[2];
-    p.ms3 = ms[3];
-    p.scale_mul = scale_mul;
-    p.vec_qv = aligned16(q) && aligned16(v);
-    p.vec_k = aligned16(kt) && s % 8 == 0;
+    attn_params<T> p = attn_params_make<T>(q, kt, v, scale, scale_mul, mask, ms, out, h, s);
     if (d == 32) return launch<T, 32>(p, b * h, stream);
     if (d == 64) return launch<T, 64>(p, b * h, stream);
     if (d == 128) return launch<T, 128>(p, b * h, stream);

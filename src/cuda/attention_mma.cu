@@ -1,10 +1,8 @@
 /* attention_mma.cu: fused attention forward for fp16/bf16 with mma.sync tensor-core tiles kept in
  * registers: the scores, the online softmax and the output accumulate in registers, K and V tiles
  * stream through shared memory double-buffered with cp.async; the scores never reach memory. */
-#include <atomic>
-
 #include "attention_launch.h"
-#include "kernel_common.cuh"
+#include "attention_common.cuh"
 
 namespace {
 
@@ -18,14 +16,6 @@ template <int D> struct tiles {
     static constexpr int LDQ = D + PAD, LDK = BK + PAD, LDV = D + PAD;
     static constexpr int Q = BQ * LDQ, K = D * LDK, V = BK * LDV;
     static constexpr size_t bytes = 2 * (size_t)(Q + 2 * K + 2 * V);
-};
-
-template <typename T> struct mma_params {
-    const T *q, *kt, *v, *scale, *mask;
-    T *out;
-    int64_t h, s;
-    int64_t ms0, ms1, ms2, ms3;
-    bool scale_mul;
 };
 
 __device__ __forceinline__ unsigned smem_addr(const void *p) {
@@ -104,7 +94,7 @@ __device__ __forceinline__ void load_kv(T *ks, T *vs, const T *ktg, const T *vg,
 /* One block per (batch * head, 64 query rows); warp w owns rows 16w..16w+15, and lane l the
  * rows l/4 and l/4 + 8 of those, at key columns 2 (l % 4) + {0, 1} of every 8. */
 template <typename T, int D>
-__global__ void __launch_bounds__(THREADS) attention_mma_kernel(mma_params<T> p) {
+__global__ void __launch_bounds__(THREADS) attention_mma_kernel(attn_params<T> p) {
     using L = tiles<D>;
     extern __shared__ __align__(128) unsigned char smem[];
     T *qs = reinterpret_cast<T *>(smem);
@@ -245,52 +235,21 @@ __global__ void __launch_bounds__(THREADS) attention_mma_kernel(mma_params<T> p)
     }
 }
 
-/* Opts the kernel into more than 48 KiB of dynamic shared memory once per device (kept out of
- * the launches, which may be recorded into a CUDA graph). */
-template <typename T, int D> cudaError_t allow_shared() {
-    static std::atomic<uint64_t> done{0};
-    int dev = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e != cudaSuccess) return e;
-    const uint64_t bit = dev >= 0 && dev < 64 ? (uint64_t)1 << dev : 0;
-    if (bit && (done.load(std::memory_order_relaxed) & bit)) return cudaSuccess;
-    e = cudaFuncSetAttribute(attention_mma_kernel<T, D>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tiles<D>::bytes);
-    if (e == cudaSuccess) done.fetch_or(bit, std::memory_order_relaxed);
-    return e;
-}
-
 template <typename T, int D>
-cudaError_t launch(const mma_params<T> &p, int64_t bh, cudaStream_t stream) {
-    cudaError_t e = allow_shared<T, D>();
+cudaError_t launch(const attn_params<T> &p, int64_t bh, cudaStream_t stream) {
+    static std::atomic<uint64_t> done{0};
+    cudaError_t e = allow_shared_once(attention_mma_kernel<T, D>, tiles<D>::bytes, done);
     if (e != cudaSuccess) return e;
     dim3 grid((unsigned)bh, (unsigned)((p.s + BQ - 1) / BQ));
     attention_mma_kernel<T, D><<<grid, THREADS, tiles<D>::bytes, stream>>>(p);
     return cudaGetLastError();
 }
 
-bool aligned16(const void *ptr) {
-    return ((uintptr_t)ptr & 15) == 0;
-}
-
 template <typename T>
 cudaError_t run(const void *q, const void *kt, const void *v, const void *scale, bool scale_mul,
                 const void *mask, const int64_t ms[4], void *out, int64_t b, int64_t h, int64_t s,
                 int64_t d, cudaStream_t stream) {
-    mma_params<T> p;
-    p.q = static_cast<const T *>(q);
-    p.kt = static_cast<const T *>(kt);
-    p.v = static_cast<const T *>(v);
-    p.scale = static_cast<const T *>(scale);
-    p.mask = static_cast<const T *>(mask);
-    p.out = static_cast<T *>(out);
-    p.h = h;
-    p.s = s;
-    p.ms0 = ms[0];
-    p.ms1 = ms[1];
-    p.ms2 = ms[2];
-    p.ms3 = ms[3];
-    p.scale_mul = scale_mul;
+    attn_params<T> p = attn_params_make<T>(q, kt, v, scale, scale_mul, mask, ms, out, h, s);
     if (d == 32) return launch<T, 32>(p, b * h, stream);
     if (d == 64) return launch<T, 64>(p, b * h, stream);
     return launch<T, 128>(p, b * h, stream);

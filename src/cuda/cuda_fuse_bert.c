@@ -530,8 +530,9 @@ static graft_status run_member(cuda_backend *be, attn_state *a, int k, const op_
     return cuda_run_on_cpu(be, c);
 }
 
-/* Too few (batch, head, 64-query) blocks to fill the GPU: the fused kernel leaves SMs idle, and
- * the two cuBLASLt products with the scale-mask-softmax between them are faster. */
+/* Too few (batch, head, 64-query) blocks to fill the GPU (the fused kernel would leave SMs idle)
+ * or a sequence length only the WMMA kernel takes: the two cuBLASLt products with the
+ * scale-mask-softmax between them are faster. */
 static graft_status run_attention_unfused(cuda_backend *be, const op_call *calls, attn_state *a,
                                           bool *handled) {
     bool h = false;
@@ -572,7 +573,11 @@ static graft_status run_attention(void *impl, const op_call *calls, int n, void 
     TRY(softmax_axis(sm->node, 4, &axis, &single, sm->err));
     int64_t dims4[4] = {b, h, s, s}, ms[4];
     if (axis != 3 || !mask_strides(mask, dims4, 4, ms)) return GRAFT_OK;
-    if (attention_mode() != ATTN_KERNEL && b * h * ((s + 63) / 64) < be->prop.multiProcessorCount) {
+    /* Auto: the register-tiled kernel where it takes the shapes and fills the GPU (the WMMA one
+     * for other sequence lengths is slower than the unfused products). */
+    bool small = b * h * ((s + 63) / 64) < be->prop.multiProcessorCount;
+    if (attention_mode() != ATTN_KERNEL &&
+        (small || !cuda_attention_mma_takes(q->data, kt->data, v->data, y->data, s, d))) {
         if (!*state && !(*state = calloc(1, sizeof(attn_state))))
             return op_error(qk->node, qk->err, GRAFT_E_OUT_OF_MEMORY, "attention state");
         return run_attention_unfused(be, calls, *state, handled);
