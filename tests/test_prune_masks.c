@@ -198,17 +198,21 @@ static graft_status prune(loaded *l, graft_prune_method method, double sp, int g
     return graft_model_prune(l->m, &o, r);
 }
 
+/* Load the model, or say the test (named t) is skipped and return false. */
+static bool load_or_skip(loaded *l, const char *name, const char *t) {
+    if (load(l, name) == 0) return true;
+    SKIP(t, "model not generated");
+    loaded_close(l);
+    return false;
+}
+
 /* ---- the tests ------------------------------------------------------------------------------ */
 
 static void magnitude_per_layer(const char *name) {
     char t[128];
     loaded l;
     snprintf(t, sizeof t, "magnitude_%s_per_layer", name);
-    if (load(&l, name) != 0) {
-        SKIP(t, "model not generated");
-        loaded_close(&l);
-        return;
-    }
+    if (!load_or_skip(&l, name, t)) return;
     snapshot s = take(&l.m->g);
     graft_prune_report r;
     graft_status st = prune(&l, GRAFT_PRUNE_MAGNITUDE, 0.5, 0, NULL, 0, 1, &r);
@@ -366,11 +370,7 @@ static void nm_2_4(const char *name) {
     char t[128];
     loaded l;
     snprintf(t, sizeof t, "2_4_%s", name);
-    if (load(&l, name) != 0) {
-        SKIP(t, "model not generated");
-        loaded_close(&l);
-        return;
-    }
+    if (!load_or_skip(&l, name, t)) return;
     snapshot s = take(&l.m->g);
     graft_prune_report r;
     graft_status st = prune(&l, GRAFT_PRUNE_2_4, 0.0, 0, NULL, 0, 1, &r);
@@ -442,11 +442,7 @@ static void export_reload(const char *name, graft_prune_method method) {
     char t[128], path[1100];
     loaded l, back;
     snprintf(t, sizeof t, "export_%s_%s", method == GRAFT_PRUNE_2_4 ? "2_4" : "magnitude", name);
-    if (load(&l, name) != 0) {
-        SKIP(t, "model not generated");
-        loaded_close(&l);
-        return;
-    }
+    if (!load_or_skip(&l, name, t)) return;
     char stem[1024];
     snprintf(stem, sizeof stem, "%s/pruned_%s_%s", out_dir, name,
              method == GRAFT_PRUNE_2_4 ? "2_4" : "magnitude");

@@ -345,14 +345,23 @@ static void round_line(const run *r, const finetune_opts *o, int k) {
     }
 }
 
-int cmd_finetune(int argc, char **argv) {
+/* finetune's options from the command line; NULL with the exit status in *rc (0 after --help,
+ * 2 for a bad option, 1 out of memory). */
+static finetune_opts *parse_options(int argc, char **argv, int *rc) {
     finetune_opts *o = calloc(1, sizeof *o);
-    if (!o) return 1;
-    int rc = finetune_parse(o, argc, argv);
-    if (rc) {
-        free(o);
-        return rc == 1 ? 0 : 2;
-    }
+    *rc = 1;
+    if (!o) return NULL;
+    *rc = finetune_parse(o, argc, argv);
+    if (!*rc) return o;
+    *rc = *rc == 1 ? 0 : 2;
+    free(o);
+    return NULL;
+}
+
+int cmd_finetune(int argc, char **argv) {
+    int rc;
+    finetune_opts *o = parse_options(argc, argv, &rc);
+    if (!o) return rc;
     session s = {.cmd = "finetune"};
     run r = {o, NULL, NULL, isatty(1) != 0, 0, 0, 0, 0, 1e300, -1, -1, "", {0}, {0}};
     signal(SIGINT, on_sigint);
@@ -397,13 +406,9 @@ static void export_usage(void) {
 int cmd_export(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return export_usage(), 0;
-    finetune_opts *o = calloc(1, sizeof *o);
-    if (!o) return 1;
-    int rc = finetune_parse(o, argc, argv);
-    if (rc) {
-        free(o);
-        return rc == 1 ? 0 : 2;
-    }
+    int rc;
+    finetune_opts *o = parse_options(argc, argv, &rc);
+    if (!o) return rc;
     session s = {.cmd = "finetune"};
     run r = {o, NULL, NULL, false, 0, 0, 0, 0, 1e300, -1, -1, "", {0}, {0}};
     if (!o->checkpoint_dir) {
