@@ -4,7 +4,8 @@ with NCHW graph inputs and outputs at the edges, pools, GlobalAveragePool, fused
 broadcasting Add that must run on NCHW copies. Registered into gpu_op_cases.CASES."""
 
 import numpy as np
-from gpu_op_cases import _fuse_conv_weights, case
+from gpu_op_cases import case
+from gpu_op_cases_fused import _fuse_conv_weights
 
 
 def _conv(g, x, x_shape, w_shape, prefix, **attrs):

@@ -116,6 +116,27 @@ int uni_lower(uint32_t cp, uint32_t out[2]) {
     return 1;
 }
 
+/* cp's entry in the accent-stripping table, or NULL; the parts follow each other in code point
+ * order, so only the first part whose last entry is not below cp can hold it. */
+static const uni_strip_entry *strip_entry(uint32_t cp) {
+    for (int p = 0; p < uni_strip_part_count; p++) {
+        const uni_strip_entry *t = uni_strip_parts[p].entries;
+        int lo = 0, hi = uni_strip_parts[p].count - 1;
+        if (hi < 0 || cp > t[hi].cp) continue;
+        while (lo <= hi) {
+            int mid = (lo + hi) / 2;
+            if (cp < t[mid].cp)
+                hi = mid - 1;
+            else if (cp > t[mid].cp)
+                lo = mid + 1;
+            else
+                return &t[mid];
+        }
+        return NULL;
+    }
+    return NULL;
+}
+
 int uni_strip_accents(uint32_t cp, uint32_t out[3]) {
     if (cp < 0xC0) {
         out[0] = cp;
@@ -129,18 +150,10 @@ int uni_strip_accents(uint32_t cp, uint32_t out[3]) {
         out[2] = 0x11A7 + t;
         return 3;
     }
-    int lo = 0, hi = uni_strip_count - 1;
-    while (lo <= hi) {
-        int mid = (lo + hi) / 2;
-        if (cp < uni_strip_table[mid].cp)
-            hi = mid - 1;
-        else if (cp > uni_strip_table[mid].cp)
-            lo = mid + 1;
-        else {
-            for (uint32_t k = 0; k < uni_strip_table[mid].n; k++)
-                out[k] = uni_strip_table[mid].to[k];
-            return (int)uni_strip_table[mid].n;
-        }
+    const uni_strip_entry *e = strip_entry(cp);
+    if (e) {
+        for (uint32_t k = 0; k < e->n; k++) out[k] = e->to[k];
+        return (int)e->n;
     }
     if (uni_class(cp) & UNI_MN) return 0;
     out[0] = cp;

@@ -31,13 +31,19 @@ typedef struct uni_strip_entry {
     uint32_t to[3];
 } uni_strip_entry;
 
-/* Generated tables (unicode_tables.c), sorted by code point. */
+typedef struct uni_strip_part {
+    const uni_strip_entry *entries;
+    int count;
+} uni_strip_part;
+
+/* Generated tables (unicode_tables_*.c, tools/make_unicode_tables.py), sorted by code point. The
+ * accent-stripping table comes in parts (one per file), listed in code point order. */
 extern const uni_range uni_class_ranges[];
 extern const int uni_class_range_count;
 extern const uni_lower_entry uni_lower_table[];
 extern const int uni_lower_count;
-extern const uni_strip_entry uni_strip_table[];
-extern const int uni_strip_count;
+extern const uni_strip_part uni_strip_parts[];
+extern const int uni_strip_part_count;
 
 /* Decode one code point of s[*pos..n); advances *pos. Returns 0, or -1 for invalid UTF-8
  * (overlong forms, surrogates, values past U+10FFFF, truncated sequences). */
