@@ -228,7 +228,9 @@ typedef struct graft_op_time {
     double seconds;
 } graft_op_time;
 GRAFT_API graft_status graft_model_set_profiling(graft_model *model, int on);
-/* The op types seen, most time first: fills out[0..max) and returns how many there are. */
+/* The op types seen, most time first: fills out[0..max) and returns how many there are. A fused
+ * group's time is listed under the group's name (lower case, e.g. "conv_add_relu"); the op
+ * types of its members then count only their bookkeeping. */
 GRAFT_API int graft_model_profile(const graft_model *model, graft_op_time *out, int max);
 /* Run the model's float tensors in GRAFT_DTYPE_F16 or GRAFT_DTYPE_BF16 (on a GPU; on the CPU only
  * with use_reference_kernels, slowly, for tests): weights are

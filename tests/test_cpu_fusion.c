@@ -18,7 +18,6 @@ static void count_fused(graft_log_level level, const char *message, void *user) 
     if (level == GRAFT_LOG_DEBUG && strncmp(message, "fused group ", 12) == 0) ++*(int *)user;
 }
 
-
 typedef struct loaded {
     graft_ctx *ctx;
     graft_model *m;
@@ -106,6 +105,19 @@ static void check_model(const char *dir, const char *name) {
         CHECK(test, fused.fused == 0, "%d fused groups ran without oneDNN", fused.fused);
 #endif
         char sub[300];
+#if GRAFT_HAVE_DNNL
+        /* a profile lists the fused groups' time under the groups' names */
+        graft_op_time ops[64];
+        int n = graft_model_set_profiling(fused.m, 1) == GRAFT_OK &&
+                        graft_model_run(fused.m, in, ni) == GRAFT_OK
+                    ? graft_model_profile(fused.m, ops, 64)
+                    : -1;
+        int groups = 0;
+        for (int i = 0; i < n && i < 64; i++)
+            if (!strncmp(ops[i].op, "conv_", 5) && ops[i].count > 0) groups++;
+        snprintf(sub, sizeof sub, "%s_profile_names_groups", test);
+        CHECK(sub, groups > 0, "no conv_* group in the profile (%d entries)", n);
+#endif
         snprintf(sub, sizeof sub, "%s_reference_unfused", test);
         CHECK(sub, ref.fused == 0, "%d fused groups ran with reference kernels only", ref.fused);
         printf("  %s: %d fused groups\n", test, fused.fused);

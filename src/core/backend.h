@@ -49,6 +49,9 @@ typedef struct graft_backend {
      * until that last member has run; the backend may defer the members' work until then. */
     void (*plan_groups)(void *impl, const ir_graph *g, const unsigned char *node_on_dev,
                         const int *readers, int *group_end);
+    /* Optional: the name of the fused group node_index ends (static storage), else NULL; a
+     * profile lists the group's time under it. */
+    const char *(*group_name)(void *impl, int node_index);
     /* How many node runs fell back to the CPU so far (they cannot be captured). */
     int64_t (*fallback_count)(void *impl);
     void (*destroy)(void *impl);

@@ -84,6 +84,10 @@ static graft_status cpu_run(void *impl, int node_index, const op_call *call) {
     return cpu_run_node(be, node_index, call);
 }
 
+static const char *cpu_group_name(void *impl, int node_index) {
+    return fusion_group_name(((cpu_backend *)impl)->groups, node_index);
+}
+
 /* graft_backend.plan_groups: the oneDNN fused Conv groups (none with reference kernels only). */
 static void cpu_plan_groups(void *impl, const ir_graph *g, const unsigned char *on_host,
                             const int *readers, int *group_end) {
@@ -164,6 +168,7 @@ graft_status cpu_backend_create(int num_threads, bool reference_only, graft_back
                            .release_state = cpu_release_state,
                            .synchronize = cpu_synchronize,
                            .plan_groups = cpu_plan_groups,
+                           .group_name = cpu_group_name,
                            .destroy = cpu_destroy};
     return GRAFT_OK;
 }

@@ -320,6 +320,7 @@ graft_status cuda_backend_create(const cuda_backend_options *o, graft_backend *o
                            .graph_free = be_graph_free,
                            .fallback_count = be_fallback_count,
                            .plan_groups = cuda_plan_groups,
+                           .group_name = cuda_group_name,
                            .destroy = be_destroy};
     return GRAFT_OK;
 }

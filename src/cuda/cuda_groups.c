@@ -18,6 +18,10 @@ void cuda_plan_groups(void *impl, const ir_graph *g, const unsigned char *on_dev
                                     (int)(sizeof tables / sizeof *tables));
 }
 
+const char *cuda_group_name(void *impl, int node_index) {
+    return fusion_group_name(((cuda_backend *)impl)->groups, node_index);
+}
+
 bool cuda_in_group(const cuda_backend *be, int node_index) {
     return fusion_in_group(be->groups, node_index);
 }

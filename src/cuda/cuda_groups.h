@@ -9,6 +9,8 @@ void cuda_plan_groups(void *impl, const ir_graph *g, const unsigned char *on_dev
                       const int *readers, int *group_end);
 void cuda_groups_free(cuda_groups *gs);
 bool cuda_in_group(const cuda_backend *be, int node_index);
+/* graft_backend.group_name for the CUDA backend. */
+const char *cuda_group_name(void *impl, int node_index);
 /* A member's call: recorded, and at the group's last member the group runs. */
 graft_status cuda_group_step(cuda_backend *be, int node_index, const op_call *call);
 /* One node through its own kernel (or the CPU fallback): cuda_backend.c. */

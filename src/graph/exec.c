@@ -356,7 +356,7 @@ static graft_status run_nodes(executor *x, run_state *rs, graft_err *e) {
         st = run_node(x, rs, i, e);
         if (st == GRAFT_OK && x->profile.on) {
             if (x->node_on_dev[i]) st = x->device->synchronize(x->device->impl, e);
-            exec_profile_add(x, x->g->nodes[i].op->name, exec_now() - t0);
+            exec_profile_add(x, exec_profile_label(x, i), exec_now() - t0);
         }
         if (st == GRAFT_OK) release_after(x, rs, i);
     }

@@ -16,6 +16,8 @@ graft_status exec_outputs_to_host(executor *x, graft_err *e);
 
 /* Profiling (exec_profile.c). */
 double exec_now(void);
+/* What a node's profiled time is listed under: its op type, or the fused group it ends. */
+const char *exec_profile_label(const executor *x, int node_index);
 void exec_profile_add(executor *x, const char *op, double seconds);
 int exec_profile_get(const executor *x, graft_op_time *out, int max);
 

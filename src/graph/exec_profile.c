@@ -1,6 +1,7 @@
 /* exec_profile.c: time per op type when profiling is on: each node's wall time (the device
  * synchronised after it), summed by op type over runs. A fused group's time lands on its last
- * member. Profiling runs node by node (no CUDA graph replay). */
+ * member and is listed under the group's name (e.g. conv_add_relu); its other members show
+ * only their bookkeeping. Profiling runs node by node (no CUDA graph replay). */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -11,6 +12,12 @@ double exec_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+const char *exec_profile_label(const executor *x, int node_index) {
+    const graft_backend *be = x->node_on_dev && x->node_on_dev[node_index] ? x->device : x->be;
+    const char *group = be && be->group_name ? be->group_name(be->impl, node_index) : NULL;
+    return group ? group : x->g->nodes[node_index].op->name;
 }
 
 void exec_profile_add(executor *x, const char *op, double seconds) {

@@ -188,6 +188,12 @@ bool fusion_in_group(const fusion_groups *gs, int node_index) {
     return gs && node_index >= 0 && node_index < gs->n_nodes && gs->group_of[node_index] >= 0;
 }
 
+const char *fusion_group_name(const fusion_groups *gs, int node_index) {
+    if (!fusion_in_group(gs, node_index)) return NULL;
+    const group *gr = &gs->groups[gs->group_of[node_index]];
+    return gr->members[gr->n - 1] == node_index ? gr->fusion->name : NULL;
+}
+
 graft_status fusion_group_step(fusion_groups *gs, void *backend, int node_index,
                                const op_call *call, fusion_run_node_fn run_node, fusion_log_fn log,
                                void *log_user) {

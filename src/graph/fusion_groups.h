@@ -66,6 +66,8 @@ void fusion_groups_free(fusion_groups *gs);
  * groups stay, their state is made again on the next run. */
 void fusion_groups_release_state(fusion_groups *gs);
 bool fusion_in_group(const fusion_groups *gs, int node_index);
+/* The rule name of the group node_index is the last member of (static storage), else NULL. */
+const char *fusion_group_name(const fusion_groups *gs, int node_index);
 /* A member's call: recorded, and at the group's last member the group runs (through its rule,
  * or each member through run_node when the rule declines). */
 graft_status fusion_group_step(fusion_groups *gs, void *backend, int node_index,
