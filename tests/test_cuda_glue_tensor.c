@@ -93,7 +93,7 @@ cudaError_t cuda_tensor_copy_pieces(void *whole, void *const *pieces, const int6
 
 cudaError_t cuda_tensor_gather(void *dst, const void *src, const void *indices, bool indices_i64,
                                int64_t outer, int64_t axis_dim, int64_t n_indices, int64_t inner,
-                               int unit, int *bad_index, cudaStream_t s) {
+                               int unit, cuda_gather_fault *bad_index, cudaStream_t s) {
     (void)s;
     if (bad_unit(unit, dst, src)) return cudaErrorInvalidValue;
     last_unit = unit;
@@ -101,11 +101,13 @@ cudaError_t cuda_tensor_gather(void *dst, const void *src, const void *indices, 
     for (int64_t o = 0; o < outer; o++)
         for (int64_t j = 0; j < n_indices; j++) {
             int64_t k = indices_i64 ? ((const int64_t *)indices)[j] : ((const int32_t *)indices)[j];
+            int64_t given = k;
             if (k < 0) k += axis_dim;
             char *d = (char *)dst + (o * n_indices + j) * row;
             if (k < 0 || k >= axis_dim) {
                 memset(d, 0, (size_t)row);
-                if (bad_index) *bad_index = 1;
+                if (bad_index && !bad_index->raised)
+                    *bad_index = (cuda_gather_fault){1, given, axis_dim};
             } else {
                 memcpy(d, (const char *)src + (o * axis_dim + k) * row, (size_t)row);
             }

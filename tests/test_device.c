@@ -75,6 +75,20 @@ static void check_explicit(const char *model, int gpus) {
     }
 }
 
+/* A model (opset 17) of `graph`: packed bytes, malloc'ed. */
+static uint8_t *pack_model(Onnx__GraphProto *graph, size_t *len) {
+    Onnx__OperatorSetIdProto opset = ONNX__OPERATOR_SET_ID_PROTO__INIT;
+    opset.domain = "", opset.has_version = 1, opset.version = 17;
+    Onnx__OperatorSetIdProto *opsets[] = {&opset};
+    Onnx__ModelProto model = ONNX__MODEL_PROTO__INIT;
+    model.has_ir_version = 1, model.ir_version = 8, model.graph = graph;
+    model.n_opset_import = 1, model.opset_import = opsets;
+    *len = onnx__model_proto__get_packed_size(&model);
+    uint8_t *buf = malloc(*len);
+    if (buf) onnx__model_proto__pack(&model, buf);
+    return buf;
+}
+
 /* A model of one ConstantOfShape reading its shape from the input "shape" (2 int64s): asked
  * for a (200000, 1000000) float output it needs 800 GB. Packed bytes, malloc'ed. */
 static uint8_t *constant_of_shape_model(size_t *len) {
@@ -101,16 +115,44 @@ static uint8_t *constant_of_shape_model(size_t *len) {
     Onnx__GraphProto graph = ONNX__GRAPH_PROTO__INIT;
     graph.name = "oom", graph.n_node = 1, graph.node = nodes;
     graph.n_input = 1, graph.input = ins, graph.n_output = 1, graph.output = outs;
-    Onnx__OperatorSetIdProto opset = ONNX__OPERATOR_SET_ID_PROTO__INIT;
-    opset.domain = "", opset.has_version = 1, opset.version = 17;
-    Onnx__OperatorSetIdProto *opsets[] = {&opset};
-    Onnx__ModelProto model = ONNX__MODEL_PROTO__INIT;
-    model.has_ir_version = 1, model.ir_version = 8, model.graph = &graph;
-    model.n_opset_import = 1, model.opset_import = opsets;
-    *len = onnx__model_proto__get_packed_size(&model);
-    uint8_t *buf = malloc(*len);
-    if (buf) onnx__model_proto__pack(&model, buf);
-    return buf;
+    return pack_model(&graph, len);
+}
+
+/* A model of one Gather (axis 0) of a constant (5, 2) float table, (row r = {r, 10 r}), by the
+ * int64 input "idx" of 3 indices. Packed bytes, malloc'ed. */
+static uint8_t *gather_model(size_t *len) {
+    Onnx__TensorShapeProto__Dimension dim = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT;
+    dim.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+    dim.dim_value = 3;
+    Onnx__TensorShapeProto__Dimension *dims[] = {&dim};
+    Onnx__TensorShapeProto shape = ONNX__TENSOR_SHAPE_PROTO__INIT;
+    shape.n_dim = 1, shape.dim = dims;
+    Onnx__TypeProto__Tensor in_tt = ONNX__TYPE_PROTO__TENSOR__INIT, out_tt = in_tt;
+    in_tt.has_elem_type = 1, in_tt.elem_type = GRAFT_DTYPE_I64, in_tt.shape = &shape;
+    out_tt.has_elem_type = 1, out_tt.elem_type = GRAFT_DTYPE_F32;
+    Onnx__TypeProto in_type = ONNX__TYPE_PROTO__INIT, out_type = in_type;
+    in_type.value_case = out_type.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+    in_type.tensor_type = &in_tt, out_type.tensor_type = &out_tt;
+    Onnx__ValueInfoProto in = ONNX__VALUE_INFO_PROTO__INIT, out = in;
+    in.name = "idx", in.type = &in_type, out.name = "y", out.type = &out_type;
+    Onnx__ValueInfoProto *ins[] = {&in}, *outs[] = {&out};
+    float rows[10];
+    for (int r = 0; r < 5; r++) rows[2 * r] = (float)r, rows[2 * r + 1] = 10.0f * (float)r;
+    int64_t table_dims[2] = {5, 2};
+    Onnx__TensorProto table = ONNX__TENSOR_PROTO__INIT;
+    table.name = "table", table.has_data_type = 1, table.data_type = GRAFT_DTYPE_F32;
+    table.n_dims = 2, table.dims = table_dims, table.n_float_data = 10, table.float_data = rows;
+    Onnx__TensorProto *inits[] = {&table};
+    char *node_in[] = {"table", "idx"}, *node_out[] = {"y"};
+    Onnx__NodeProto node = ONNX__NODE_PROTO__INIT;
+    node.n_input = 2, node.input = node_in, node.n_output = 1, node.output = node_out;
+    node.op_type = "Gather", node.name = "lookup";
+    Onnx__NodeProto *nodes[] = {&node};
+    Onnx__GraphProto graph = ONNX__GRAPH_PROTO__INIT;
+    graph.name = "gather", graph.n_node = 1, graph.node = nodes;
+    graph.n_input = 1, graph.input = ins, graph.n_output = 1, graph.output = outs;
+    graph.n_initializer = 1, graph.initializer = inits;
+    return pack_model(&graph, len);
 }
 
 /* Asking the GPU for more than it has is an error naming the sizes, and the model still runs
@@ -142,6 +184,44 @@ static void check_out_of_memory(int gpus) {
           st == GRAFT_OK && y->ndim == 2 && y->dims[0] == 2 && y->dims[1] == 3 &&
               ((const float *)y->data)[5] == 0.0f,
           "status %d, '%s'", (int)st, graft_last_error(ctx));
+    graft_model_free(m);
+    graft_ctx_free(ctx);
+    free(bytes);
+}
+
+/* An index out of range is an error naming it, on the CPU (before anything runs) and on the GPU
+ * (raised by the kernel, reported when the run synchronizes), and the model runs correctly
+ * afterwards: the GPU's flag is cleared. */
+static void check_gather_index(const char *device, int gpus) {
+    char name[64], after[64];
+    snprintf(name, sizeof name, "device_gather_index_%s", device);
+    snprintf(after, sizeof after, "device_gather_after_bad_index_%s", device);
+    if (strcmp(device, "cpu") != 0 && gpus == 0) {
+        SKIP(name, "no usable GPU");
+        return;
+    }
+    size_t len = 0;
+    uint8_t *bytes = gather_model(&len);
+    log_capture c = {0};
+    graft_ctx *ctx = ctx_on(device, &c);
+    graft_model *m = NULL;
+    graft_status st = graft_model_load_memory(ctx, bytes, len, NULL, &m);
+    int64_t bad[3] = {1, 7, -2}, good[3] = {4, -1, 0};
+    graft_named_tensor in = {"idx", {GRAFT_DTYPE_I64, 1, {3}, bad}};
+    for (int r = 0; r < 2 && st == GRAFT_OK; r++) { /* again once a plan is recorded */
+        st = graft_model_run(m, &in, 1);
+        const char *msg = graft_last_error(ctx);
+        CHECK(name, st == GRAFT_E_INVALID_ARGUMENT && strstr(msg, "7") && strstr(msg, "5"),
+              "run %d: status %d, '%s'", r, (int)st, msg);
+        in.tensor.data = good;
+        st = graft_model_run(m, &in, 1);
+        const graft_tensor *y = NULL;
+        if (st == GRAFT_OK) st = graft_model_output(m, 0, &y);
+        const float *v = st == GRAFT_OK ? y->data : NULL;
+        CHECK(after, v && v[0] == 4.0f && v[1] == 40.0f && v[2] == 4.0f && v[4] == 0.0f,
+              "status %d, '%s'", (int)st, graft_last_error(ctx));
+        in.tensor.data = bad;
+    }
     graft_model_free(m);
     graft_ctx_free(ctx);
     free(bytes);
@@ -194,5 +274,7 @@ int main(int argc, char **argv) {
     check_auto(model, gpus, why);
     check_explicit(model, gpus);
     check_out_of_memory(gpus);
+    check_gather_index("cpu", gpus);
+    check_gather_index("cuda:0", gpus);
     return test_failures ? 1 : 0;
 }

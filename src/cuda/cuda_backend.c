@@ -8,6 +8,7 @@
 #include "cuda_fallback.h"
 #include "cuda_groups.h"
 #include "cuda_internal.h"
+#include "tensor_launch.h"
 
 static const cuda_kernel *const kernel_tables[] = {
     cuda_elementwise_kernels, cuda_reduce_kernels, cuda_tensor_kernels,
@@ -162,14 +163,15 @@ static graft_status be_synchronize(void *impl, graft_err *e) {
     cuda_backend *be = impl;
     CUDA_TRY(e, cudaStreamSynchronize(be->stream), "running the queued GPU work");
     TRY(cuda_check_launch(e, "running the queued GPU work"));
-    int bad = 0;
+    cuda_gather_fault bad;
     CUDA_TRY(e, cudaMemcpy(&bad, be->bad_index, sizeof bad, cudaMemcpyDeviceToHost),
              "reading the GPU's error flags");
-    if (bad) {
-        CUDA_TRY(e, cudaMemset(be->bad_index, 0, sizeof(int)), "clearing the GPU's error flags");
+    if (bad.raised) {
+        CUDA_TRY(e, cudaMemset(be->bad_index, 0, sizeof bad), "clearing the GPU's error flags");
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
-                       "a Gather index is out of range for the axis it indexes (found on the GPU; "
-                       "the CPU names the index: run with the device cpu to see it)");
+                       "Gather index %lld is out of range for an axis of %lld (found on the GPU; "
+                       "the CPU also names the node: run with the device cpu to see it)",
+                       (long long)bad.index, (long long)bad.axis_dim);
     }
     return GRAFT_OK;
 }
@@ -276,8 +278,9 @@ static graft_status init_device(cuda_backend *be, graft_err *e) {
     CUBLAS_TRY(e, cublasLtCreate(&be->lt), "creating a cuBLASLt handle");
     CUDNN_TRY(e, cudnnCreate(&be->dnn), "creating a cuDNN handle");
     CUDNN_TRY(e, cudnnSetStream(be->dnn, be->stream), "binding cuDNN to the stream");
-    CUDA_TRY(e, cudaMalloc((void **)&be->bad_index, sizeof(int)), "allocating an error flag");
-    CUDA_TRY(e, cudaMemset(be->bad_index, 0, sizeof(int)), "clearing an error flag");
+    CUDA_TRY(e, cudaMalloc((void **)&be->bad_index, sizeof(cuda_gather_fault)),
+             "allocating an error flag");
+    CUDA_TRY(e, cudaMemset(be->bad_index, 0, sizeof(cuda_gather_fault)), "clearing an error flag");
     return GRAFT_OK;
 }
 

@@ -26,7 +26,7 @@ typedef struct cuda_backend {
     bool *warned;      /* per node index: the CPU fallback was reported */
     int64_t fallbacks; /* node runs that went to the CPU reference */
     bool capturing;
-    int *bad_index;      /* device flag a Gather raises for an out-of-range index */
+    struct cuda_gather_fault *bad_index; /* a Gather's out-of-range index (device memory) */
     cuda_groups *groups; /* fused groups of the current placement (cuda_groups.c) */
     void *stage[2];      /* pinned host staging buffers for copies (cuda_transfer.c) */
     cudaEvent_t stage_done[2];

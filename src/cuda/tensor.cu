@@ -371,12 +371,13 @@ cudaError_t launch_pieces(void *whole, void *const *pieces, const int64_t *width
 template <typename I, typename Div>
 __host__ __device__ __forceinline__ typename Div::offset
 gather_offset(const I *indices, const Div &inner, const Div &count, int64_t axis_dim,
-              typename Div::index i) {
+              typename Div::index i, int64_t *given) {
     using Idx = typename Div::index;
     using Off = typename Div::offset;
     Idx q = inner.div(i), c = i - q * inner.d;
     Idx o = count.div(q), j = q - o * count.d;
     int64_t k = int64_t(indices[j]);
+    *given = k;
     if (k < 0) k += axis_dim;
     if (k < 0 || k >= axis_dim) return -1;
     return (Off(o) * Off(axis_dim) + Off(k)) * Off(inner.d) + Off(c);
@@ -385,14 +386,19 @@ gather_offset(const I *indices, const Div &inner, const Div &count, int64_t axis
 template <typename T, typename I, typename Div>
 __global__ void __launch_bounds__(kThreads)
     gather_kernel(T *__restrict__ dst, const T *__restrict__ src, const I *__restrict__ indices,
-                  typename Div::index total, Div inner, Div count, int64_t axis_dim, int *bad) {
+                  typename Div::index total, Div inner, Div count, int64_t axis_dim,
+                  cuda_gather_fault *bad) {
     using Idx = typename Div::index;
     unrolled_loop(
         total,
         [&](Idx i) {
-            typename Div::offset off = gather_offset(indices, inner, count, axis_dim, i);
+            int64_t given = 0;
+            typename Div::offset off = gather_offset(indices, inner, count, axis_dim, i, &given);
             if (off < 0) {
-                if (bad) *bad = 1;
+                if (bad && atomicCAS(&bad->raised, 0, 1) == 0) {
+                    bad->index = given;
+                    bad->axis_dim = axis_dim;
+                }
                 return T{};
             }
             return src[off];
@@ -402,7 +408,7 @@ __global__ void __launch_bounds__(kThreads)
 
 template <typename T, typename Div>
 cudaError_t launch_gather(void *dst, const void *src, const void *indices, bool i64, int64_t outer,
-                          int64_t axis_dim, int64_t n, int64_t inner, int *bad,
+                          int64_t axis_dim, int64_t n, int64_t inner, cuda_gather_fault *bad,
                           cudaStream_t stream) {
     int64_t total = outer * n * inner;
     unsigned blocks = blocks_for(total, kThreads * kUnroll);
@@ -603,7 +609,7 @@ extern "C" cudaError_t cuda_tensor_copy_pieces(void *whole, void *const *pieces,
 extern "C" cudaError_t cuda_tensor_gather(void *dst, const void *src, const void *indices,
                                           bool indices_i64, int64_t outer, int64_t axis_dim,
                                           int64_t n_indices, int64_t inner, int unit,
-                                          int *bad_index, cudaStream_t stream) {
+                                          cuda_gather_fault *bad_index, cudaStream_t stream) {
     if (outer <= 0 || n_indices <= 0 || inner <= 0) return cudaSuccess;
     bool narrow = fits32(outer * n_indices * inner) && fits32(outer * axis_dim * inner);
     return by_unit(unit, [&](auto tag) {

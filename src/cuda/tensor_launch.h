@@ -41,12 +41,20 @@ cudaError_t cuda_tensor_copy_pieces(void *whole, void *const *pieces, const int6
                                     const int64_t *offsets, int n, int64_t rows, int64_t row_width,
                                     int unit, bool join, cudaStream_t stream);
 
+/* What the Gather kernel records (device memory, zeroed by the owner) about the first
+ * out-of-range index it meets: raised = 1, the index as given, the size of the axis. */
+typedef struct cuda_gather_fault {
+    int raised;
+    int64_t index;
+    int64_t axis_dim;
+} cuda_gather_fault;
+
 /* Gather: src is (outer, axis_dim, inner) and dst (outer, n_indices, inner); indices (int64 or
  * int32, device memory) count from the end when negative. An index outside [-axis_dim,
- * axis_dim) yields zeros and, when bad_index is not NULL, sets *bad_index to 1. */
+ * axis_dim) yields zeros and, when fault is not NULL, is recorded there (the first one only). */
 cudaError_t cuda_tensor_gather(void *dst, const void *src, const void *indices, bool indices_i64,
                                int64_t outer, int64_t axis_dim, int64_t n_indices, int64_t inner,
-                               int unit, int *bad_index, cudaStream_t stream);
+                               int unit, cuda_gather_fault *fault, cudaStream_t stream);
 
 /* Fill n units of dst with the unit-byte pattern (host memory). */
 cudaError_t cuda_tensor_fill(void *dst, int64_t n, int unit, const void *pattern,
