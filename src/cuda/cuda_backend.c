@@ -157,6 +157,8 @@ static void be_release_state(void *impl) {
         be->node_state_owner[i] = NULL;
         be->warned[i] = false;
     }
+    /* the fused groups' kernel state too: it may hold copies of weights (KRSC filters) */
+    fusion_groups_release_state(be->groups);
 }
 
 static graft_status be_synchronize(void *impl, graft_err *e) {
