@@ -1,5 +1,6 @@
 /* test_device.c: choosing where a model runs: cpu, auto (GPU or one warning and the CPU),
  * cuda[:N] (that GPU or a clear error), nonsense rejected; the GPU list agrees with the build. */
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -227,6 +228,59 @@ static void check_gather_index(const char *device, int gpus) {
     free(bytes);
 }
 
+/* One run of the digits CNN on a batch of 4 seeded inputs; the 4 x 10 logits into out. */
+static graft_status run_digits(graft_model *m, float *out) {
+    float x[4 * 64];
+    uint32_t r = 12345;
+    for (int i = 0; i < 4 * 64; i++)
+        r = r * 1103515245u + 12345u, x[i] = (float)(r >> 16) / 4096.0f;
+    graft_named_tensor in = {"input", {GRAFT_DTYPE_F32, 4, {4, 1, 8, 8}, x}};
+    const graft_tensor *y = NULL;
+    graft_status st = graft_model_run(m, &in, 1);
+    if (st == GRAFT_OK) st = graft_model_output(m, 0, &y);
+    if (st == GRAFT_OK) memcpy(out, y->data, sizeof(float) * 40);
+    return st;
+}
+
+/* Weights pruned in place after the model ran on the GPU in fp16 (channels-last convolutions,
+ * fused groups: copies of the filters in their state) give what the CPU gives for the same
+ * pruning: no stale filter copy survives. */
+static void check_prune_on_gpu(const char *model, int gpus) {
+    if (gpus == 0) {
+        SKIP("device_prune_after_gpu_runs", "no usable GPU");
+        return;
+    }
+    log_capture c = {0};
+    graft_ctx *gctx = ctx_on("cuda:0", &c), *cctx = ctx_on("cpu", &c);
+    graft_model *g = NULL, *m = NULL;
+    graft_status st = graft_model_load(gctx, model, &g);
+    if (st == GRAFT_OK) st = graft_model_load(cctx, model, &m);
+    if (st == GRAFT_OK) st = graft_model_set_precision(g, GRAFT_DTYPE_F16);
+    float dense[40], pruned[40], cpu[40];
+    for (int r = 0; r < 2 && st == GRAFT_OK; r++) st = run_digits(g, dense);
+    graft_prune_options o = GRAFT_PRUNE_OPTIONS_INIT;
+    o.method = GRAFT_PRUNE_MAGNITUDE, o.sparsity = 0.6;
+    graft_prune_report rep;
+    if (st == GRAFT_OK) st = graft_model_prune(g, &o, &rep);
+    if (st == GRAFT_OK) st = graft_model_prune(m, &o, &rep);
+    for (int r = 0; r < 2 && st == GRAFT_OK; r++) st = run_digits(g, pruned);
+    if (st == GRAFT_OK) st = run_digits(m, cpu);
+    double worst = 0.0, moved = 0.0, scale = 0.0;
+    for (int i = 0; st == GRAFT_OK && i < 40; i++) {
+        worst = fmax(worst, fabs(pruned[i] - cpu[i]));
+        moved = fmax(moved, fabs(dense[i] - cpu[i]));
+        scale = fmax(scale, fabs(cpu[i]));
+    }
+    CHECK("device_prune_after_gpu_runs",
+          st == GRAFT_OK && worst <= 2e-2 * scale && moved > 10 * worst,
+          "status %d '%s%s': |gpu - cpu| %.3g, |dense - pruned| %.3g, scale %.3g", (int)st,
+          graft_last_error(gctx), graft_last_error(cctx), worst, moved, scale);
+    graft_model_free(g);
+    graft_model_free(m);
+    graft_ctx_free(gctx);
+    graft_ctx_free(cctx);
+}
+
 int main(int argc, char **argv) {
     const char *model = argc > 1 ? argv[1] : "models/digits_cnn.onnx";
     char why[256] = "";
@@ -276,5 +330,6 @@ int main(int argc, char **argv) {
     check_out_of_memory(gpus);
     check_gather_index("cpu", gpus);
     check_gather_index("cuda:0", gpus);
+    check_prune_on_gpu(model, gpus);
     return test_failures ? 1 : 0;
 }
