@@ -228,8 +228,9 @@ static void check_gather_index(const char *device, int gpus) {
     free(bytes);
 }
 
-/* One run of the digits CNN on a batch of 4 seeded inputs; the 4 x 10 logits into out. */
-static graft_status run_digits(graft_model *m, float *out) {
+/* One run of the digits CNN on a batch of 4 seeded inputs: its logits (at most 40) into out,
+ * their count into *n. */
+static graft_status run_digits(graft_model *m, float *out, int64_t *n) {
     float x[4 * 64];
     uint32_t r = 12345;
     for (int i = 0; i < 4 * 64; i++)
@@ -238,13 +239,52 @@ static graft_status run_digits(graft_model *m, float *out) {
     const graft_tensor *y = NULL;
     graft_status st = graft_model_run(m, &in, 1);
     if (st == GRAFT_OK) st = graft_model_output(m, 0, &y);
-    if (st == GRAFT_OK) memcpy(out, y->data, sizeof(float) * 40);
+    *n = st == GRAFT_OK ? graft_tensor_numel(y) : 0;
+    if (*n > 40) *n = 40;
+    if (st == GRAFT_OK) memcpy(out, y->data, sizeof(float) * (size_t)*n);
     return st;
 }
 
-/* Weights pruned in place after the model ran on the GPU in fp16 (channels-last convolutions,
- * fused groups: copies of the filters in their state) give what the CPU gives for the same
- * pruning: no stale filter copy survives. */
+/* Pruning a half-precision model is refused with a message naming the weights' dtype, and the
+ * model runs as before. */
+static void check_prune_refused(graft_model *m, graft_ctx *ctx, const char *name) {
+    float before[40], after[40];
+    int64_t n = 0;
+    graft_status st = run_digits(m, before, &n);
+    graft_prune_options o = GRAFT_PRUNE_OPTIONS_INIT;
+    o.method = GRAFT_PRUNE_MAGNITUDE, o.sparsity = 0.6;
+    graft_prune_report rep;
+    if (st == GRAFT_OK) st = graft_model_prune(m, &o, &rep);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", graft_last_error(ctx));
+    bool runs = run_digits(m, after, &n) == GRAFT_OK && n > 0 &&
+                memcmp(before, after, sizeof(float) * (size_t)n) == 0;
+    CHECK(name, st == GRAFT_E_UNSUPPORTED && strstr(msg, "float16") && strstr(msg, "fp32") && runs,
+          "status %d, '%s', runs as before %d", (int)st, msg, runs);
+}
+
+/* The same on the CPU's reference kernels (where half precision runs for tests). */
+static void check_prune_refused_cpu(const char *model) {
+    graft_ctx_options o = GRAFT_CTX_OPTIONS_INIT;
+    o.device = "cpu";
+    o.use_reference_kernels = 1;
+    graft_ctx *ctx = NULL;
+    graft_model *m = NULL;
+    graft_status st = graft_ctx_create(&o, &ctx);
+    if (st == GRAFT_OK) st = graft_model_load(ctx, model, &m);
+    if (st == GRAFT_OK) st = graft_model_set_precision(m, GRAFT_DTYPE_F16);
+    if (st == GRAFT_OK)
+        check_prune_refused(m, ctx, "device_prune_refuses_half_weights_cpu");
+    else
+        CHECK("device_prune_refuses_half_weights_cpu", 0, "setup: %s", graft_last_error(ctx));
+    graft_model_free(m);
+    graft_ctx_free(ctx);
+}
+
+/* Pruning a model that already ran on the GPU edits its weights in place: the next GPU runs
+ * match the CPU's pruned model (fp32), and so does the pruned model set to fp16 afterwards
+ * (channels-last convolutions, their filter copies made anew) within half precision; pruning
+ * the fp16 model itself is refused with a message, and it still runs. */
 static void check_prune_on_gpu(const char *model, int gpus) {
     if (gpus == 0) {
         SKIP("device_prune_after_gpu_runs", "no usable GPU");
@@ -255,26 +295,31 @@ static void check_prune_on_gpu(const char *model, int gpus) {
     graft_model *g = NULL, *m = NULL;
     graft_status st = graft_model_load(gctx, model, &g);
     if (st == GRAFT_OK) st = graft_model_load(cctx, model, &m);
-    if (st == GRAFT_OK) st = graft_model_set_precision(g, GRAFT_DTYPE_F16);
-    float dense[40], pruned[40], cpu[40];
-    for (int r = 0; r < 2 && st == GRAFT_OK; r++) st = run_digits(g, dense);
+    float dense[40], gpu[40], half[40], cpu[40];
+    int64_t n = 0;
+    for (int r = 0; r < 2 && st == GRAFT_OK; r++) st = run_digits(g, dense, &n);
     graft_prune_options o = GRAFT_PRUNE_OPTIONS_INIT;
     o.method = GRAFT_PRUNE_MAGNITUDE, o.sparsity = 0.6;
     graft_prune_report rep;
     if (st == GRAFT_OK) st = graft_model_prune(g, &o, &rep);
     if (st == GRAFT_OK) st = graft_model_prune(m, &o, &rep);
-    for (int r = 0; r < 2 && st == GRAFT_OK; r++) st = run_digits(g, pruned);
-    if (st == GRAFT_OK) st = run_digits(m, cpu);
-    double worst = 0.0, moved = 0.0, scale = 0.0;
-    for (int i = 0; st == GRAFT_OK && i < 40; i++) {
-        worst = fmax(worst, fabs(pruned[i] - cpu[i]));
+    for (int r = 0; r < 2 && st == GRAFT_OK; r++) st = run_digits(g, gpu, &n);
+    if (st == GRAFT_OK) st = run_digits(m, cpu, &n);
+    if (st == GRAFT_OK) st = graft_model_set_precision(g, GRAFT_DTYPE_F16);
+    for (int r = 0; r < 2 && st == GRAFT_OK; r++) st = run_digits(g, half, &n);
+    double d32 = 0.0, d16 = 0.0, moved = 0.0, scale = 0.0;
+    for (int i = 0; st == GRAFT_OK && i < n; i++) {
+        d32 = fmax(d32, fabs(gpu[i] - cpu[i]));
+        d16 = fmax(d16, fabs(half[i] - cpu[i]));
         moved = fmax(moved, fabs(dense[i] - cpu[i]));
         scale = fmax(scale, fabs(cpu[i]));
     }
     CHECK("device_prune_after_gpu_runs",
-          st == GRAFT_OK && worst <= 2e-2 * scale && moved > 10 * worst,
-          "status %d '%s%s': |gpu - cpu| %.3g, |dense - pruned| %.3g, scale %.3g", (int)st,
-          graft_last_error(gctx), graft_last_error(cctx), worst, moved, scale);
+          st == GRAFT_OK && n > 0 && d32 <= 1e-4 * scale && d16 <= 2e-2 * scale &&
+              moved > 0.1 * scale,
+          "status %d '%s%s': fp32 %.3g, fp16 %.3g off the CPU; pruning moved %.3g; scale %.3g",
+          (int)st, graft_last_error(gctx), graft_last_error(cctx), d32, d16, moved, scale);
+    check_prune_refused(g, gctx, "device_prune_refuses_half_weights");
     graft_model_free(g);
     graft_model_free(m);
     graft_ctx_free(gctx);
@@ -330,6 +375,7 @@ int main(int argc, char **argv) {
     check_out_of_memory(gpus);
     check_gather_index("cpu", gpus);
     check_gather_index("cuda:0", gpus);
+    check_prune_refused_cpu(model);
     check_prune_on_gpu(model, gpus);
     return test_failures ? 1 : 0;
 }

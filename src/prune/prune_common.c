@@ -20,6 +20,19 @@ bool prune_is_weight(const ir_graph *g, int node, int input) {
            (v->data.ndim >= 2 || !is_op(n, "MatMul"));
 }
 
+/* A weighted node whose constant weights are fp16/bf16 (a half-precision model), or -1. */
+static int half_weights(const ir_graph *g) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (n->dead || n->n_in < 2 || n->inputs[1] < 0) continue;
+        if (!is_op(n, "Conv") && !is_op(n, "Gemm") && !is_op(n, "MatMul")) continue;
+        const ir_value *v = &g->values[n->inputs[1]];
+        if (v->is_const && (v->data.dtype == GRAFT_DTYPE_F16 || v->data.dtype == GRAFT_DTYPE_BF16))
+            return i;
+    }
+    return -1;
+}
+
 static int first_of(const ir_graph *g, const char *op, bool last) {
     for (int k = 0; k < g->n_nodes; k++) {
         int i = last ? g->n_nodes - 1 - k : k;
@@ -68,6 +81,13 @@ graft_status graft_model_prune(graft_model *m, const graft_prune_options *option
     if (!(o.sparsity >= 0.0 && o.sparsity < 1.0) && o.method != GRAFT_PRUNE_2_4)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT, "prune: sparsity must be in [0, 1), got %g",
                        o.sparsity);
+    int half = half_weights(&m->g);
+    if (half >= 0) /* nothing would be pruned: say so rather than report 0 of 0 */
+        return err_set(e, GRAFT_E_UNSUPPORTED,
+                       "prune: node '%s' (%s) has %s weights; pruning works on fp32 weights: prune "
+                       "the fp32 model, then set the precision (graft_model_set_precision)",
+                       m->g.nodes[half].name ? m->g.nodes[half].name : "", m->g.nodes[half].op_type,
+                       graft_dtype_name(m->g.values[m->g.nodes[half].inputs[1]].data.dtype));
     graft_prune_report r;
     memset(&r, 0, sizeof r);
     graft_model_summary s;
