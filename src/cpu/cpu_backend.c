@@ -149,6 +149,8 @@ graft_status cpu_backend_create(int num_threads, bool reference_only, graft_back
     if (!be) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory creating the CPU backend");
     be->num_threads = num_threads;
     be->reference_only = reference_only;
+    const char *pack = getenv("GRAFT_CPU_PACK");
+    be->pack_matmul_weights = !(pack && strcmp(pack, "0") == 0);
 #if GRAFT_HAVE_DNNL
     if (!reference_only) {
         graft_status st = dnnl_backend_init(be, e);

@@ -12,9 +12,10 @@
 typedef struct cpu_backend {
     int num_threads;
     bool reference_only;
-    void *dnnl_engine; /* dnnl_engine_t, NULL without oneDNN */
-    void *dnnl_stream; /* dnnl_stream_t */
-    void **node_state; /* per node index, owned by the fast kernel that made it */
+    void *dnnl_engine;        /* dnnl_engine_t, NULL without oneDNN */
+    void *dnnl_stream;        /* dnnl_stream_t */
+    bool pack_matmul_weights; /* MatMul's 2-D B packed once (GRAFT_CPU_PACK=0: not; diagnostic) */
+    void **node_state;        /* per node index, owned by the fast kernel that made it */
     const struct cpu_fast_kernel **node_state_owner;
     int n_node_state;
     fusion_groups *groups; /* fused groups of the current placement (dnnl_fuse.c's rules) */

@@ -2,6 +2,7 @@
  * helpers the oneDNN kernels share. */
 #include "graft_config.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include <oneapi/dnnl/dnnl_debug.h>
@@ -122,4 +123,45 @@ bool dnnl_all_f32(const op_call *call) {
     for (int i = 0; i < call->n_in; i++)
         if (call->in[i] && call->in[i]->dtype != GRAFT_DTYPE_F32) return false;
     return call->n_out >= 1 && call->out[0] && call->out[0]->dtype == GRAFT_DTYPE_F32;
+}
+
+/* A hash of 64 weights spread over the tensor. The state is keyed by the weights' address, and
+ * whoever changes weights in place must release the backend's state (graft_backend's
+ * release_state); this catches most who forget (an optimizer step moves every weight) at no
+ * measurable cost, where hashing every weight on every call would cost a few percent. */
+uint64_t dnnl_weights_fingerprint(const tensor *w) {
+    int64_t n = tensor_numel(w);
+    const uint32_t *bits = w->data;
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t i = 0; i < 64 && n > 0; i++) {
+        h ^= bits[i * n / 64];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+/* Copy `from` (memory over user data) into a new buffer in layout `md`, once. */
+graft_status dnnl_reorder_once(cpu_backend *be, dnnl_memory_t from, const dnnl_memory_desc_t *md,
+                               const op_call *c, void **buf, dnnl_memory_t *to) {
+    const dnnl_memory_desc_t *from_md = NULL;
+    TRY(dnnl_check(dnnl_memory_get_memory_desc(from, &from_md), c, "query a memory layout"));
+    size_t bytes = dnnl_memory_desc_get_size(md);
+    *buf = malloc(bytes ? bytes : 1);
+    if (!*buf) return op_error(c->node, c->err, GRAFT_E_OUT_OF_MEMORY, "reordering weights");
+    TRY(dnnl_make_memory(be, md, *buf, c, to));
+    dnnl_engine_t engine = (dnnl_engine_t)be->dnnl_engine;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_t prim = NULL;
+    dnnl_primitive_attr_t attr = dnnl_make_attr();
+    dnnl_status_t st = dnnl_reorder_primitive_desc_create(&pd, from_md, engine, md, engine, attr);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (st == dnnl_success) st = dnnl_primitive_create(&prim, pd);
+    dnnl_destroy_pd(&pd);
+    graft_status gs = dnnl_check(st, c, "create a weights reorder");
+    if (gs == GRAFT_OK) {
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, *to}};
+        gs = dnnl_execute(be, prim, 2, args, c);
+    }
+    dnnl_destroy_primitive(&prim);
+    return gs;
 }

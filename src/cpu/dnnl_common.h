@@ -41,6 +41,17 @@ void dnnl_destroy_primitive(dnnl_primitive_t *prim);
 void dnnl_destroy_pd(dnnl_primitive_desc_t *pd);
 void dnnl_destroy_memory(dnnl_memory_t *mem);
 
+/* A hash of 64 values spread over w. Kernel state holding reordered weights is keyed by their
+ * address; whoever changes weights in place must release the backend's state (graft_backend's
+ * release_state); this catches most who forget (an optimizer step moves every weight) at no
+ * measurable cost, where hashing every weight on every call would cost a few percent. */
+uint64_t dnnl_weights_fingerprint(const tensor *w);
+
+/* Copy `from` (memory over user data) into a new buffer *buf (malloc'ed) in layout `md`, with
+ * *to a memory object over it. */
+graft_status dnnl_reorder_once(cpu_backend *be, dnnl_memory_t from, const dnnl_memory_desc_t *md,
+                               const op_call *c, void **buf, dnnl_memory_t *to);
+
 /* True when every input of the call that is present, and output 0, is f32. */
 bool dnnl_all_f32(const op_call *call);
 

@@ -64,55 +64,14 @@ static void conv_state_destroy(dnnl_node_state *base) {
     free(s);
 }
 
-/* A hash of 64 weights spread over the tensor. The state is keyed by the weights' address, and
- * whoever changes weights in place must release the backend's state (graft_backend's
- * release_state); this catches most who forget (an optimizer step moves every weight) at no
- * measurable cost, where hashing every weight on every call would cost a few percent. */
-static uint64_t weights_fingerprint(const tensor *w) {
-    int64_t n = tensor_numel(w);
-    const uint32_t *bits = w->data;
-    uint64_t h = 1469598103934665603ull;
-    for (int64_t i = 0; i < 64 && n > 0; i++) {
-        h ^= bits[i * n / 64];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
 static bool conv_state_matches(const conv_state *s, const op_call *c, const dnnl_conv_post *post) {
     const tensor *x = c->in[0], *w = c->in[1];
     bool has_bias = c->n_in > 2 && c->in[2];
     return s->ndim == x->ndim && w->ndim == x->ndim && s->w_data == w->data &&
-           s->w_fingerprint == weights_fingerprint(w) && s->has_bias == has_bias &&
+           s->w_fingerprint == dnnl_weights_fingerprint(w) && s->has_bias == has_bias &&
            s->post.add == post->add && s->post.relu == post->relu &&
            !memcmp(s->x_dims, x->dims, (size_t)x->ndim * sizeof(int64_t)) &&
            !memcmp(s->w_dims, w->dims, (size_t)w->ndim * sizeof(int64_t));
-}
-
-/* Copy `from` (memory over user data) into a new buffer in layout `md`, once. */
-static graft_status reorder_once(cpu_backend *be, dnnl_memory_t from, const dnnl_memory_desc_t *md,
-                                 const op_call *c, void **buf, dnnl_memory_t *to) {
-    const dnnl_memory_desc_t *from_md = NULL;
-    TRY(dnnl_check(dnnl_memory_get_memory_desc(from, &from_md), c, "query a memory layout"));
-    size_t bytes = dnnl_memory_desc_get_size(md);
-    *buf = malloc(bytes ? bytes : 1);
-    if (!*buf) return op_error(c->node, c->err, GRAFT_E_OUT_OF_MEMORY, "reordering weights");
-    TRY(dnnl_make_memory(be, md, *buf, c, to));
-    dnnl_engine_t engine = (dnnl_engine_t)be->dnnl_engine;
-    dnnl_primitive_desc_t pd = NULL;
-    dnnl_primitive_t prim = NULL;
-    dnnl_primitive_attr_t attr = dnnl_make_attr();
-    dnnl_status_t st = dnnl_reorder_primitive_desc_create(&pd, from_md, engine, md, engine, attr);
-    if (attr) dnnl_primitive_attr_destroy(attr);
-    if (st == dnnl_success) st = dnnl_primitive_create(&prim, pd);
-    dnnl_destroy_pd(&pd);
-    graft_status gs = dnnl_check(st, c, "create a weights reorder");
-    if (gs == GRAFT_OK) {
-        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, *to}};
-        gs = dnnl_execute(be, prim, 2, args, c);
-    }
-    dnnl_destroy_primitive(&prim);
-    return gs;
 }
 
 /* A reorder primitive between two layouts, kept for every call (activations). */
@@ -254,7 +213,7 @@ static graft_status conv_build(cpu_backend *be, const op_call *c, conv_state *s)
     const dnnl_memory_desc_t *dst_md = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     dnnl_memory_t w_user = NULL;
     graft_status st = dnnl_make_memory(be, &w_md, w->data, c, &w_user);
-    if (st == GRAFT_OK) st = reorder_once(be, w_user, wt_md, c, &s->weights_buf, &s->weights);
+    if (st == GRAFT_OK) st = dnnl_reorder_once(be, w_user, wt_md, c, &s->weights_buf, &s->weights);
     if (st == GRAFT_OK) st = conv_activation(be, c, &x_md, src_md, true, s);
     if (st == GRAFT_OK) st = conv_activation(be, c, &y_md, dst_md, false, s);
     if (st == GRAFT_OK && s->has_bias) st = dnnl_make_memory(be, &b_md, NULL, c, &s->bias);
@@ -283,7 +242,7 @@ static graft_status conv_state_get(cpu_backend *be, const op_call *c, const dnnl
     memcpy(s->x_dims, c->in[0]->dims, sizeof s->x_dims);
     memcpy(s->w_dims, c->in[1]->dims, sizeof s->w_dims);
     s->w_data = c->in[1]->data;
-    s->w_fingerprint = weights_fingerprint(c->in[1]);
+    s->w_fingerprint = dnnl_weights_fingerprint(c->in[1]);
     s->has_bias = c->n_in > 2 && c->in[2];
     s->post = *post;
     graft_status st = conv_build(be, c, s);

@@ -1,5 +1,8 @@
 /* dnnl_matmul.c: MatMul (numpy semantics, batch dims broadcast) and Gemm (transposes as strides,
- * alpha as an output scale, C as a fused bias or an added pass) through oneDNN's matmul, f32. */
+ * alpha as an output scale, C as a fused bias or an added pass) through oneDNN's matmul, f32. A
+ * MatMul by a 2-D B (a layer's weights) runs as oneDNN's inner product instead, with B packed
+ * once into its blocked layout and kept in the node's state, keyed by B's address and a
+ * fingerprint (as Conv's weights): oneDNN's matmul keeps B plain and is ~1.5x slower there. */
 #include "graft_config.h"
 
 #include <stdlib.h>
@@ -16,6 +19,13 @@ typedef struct matmul_state {
     bool c_fused; /* Gemm: C is the primitive's bias; else added by gemm_add_c */
     dnnl_primitive_t prim;
     dnnl_memory_t a, b, y, bias;
+    /* B packed: the primitive reads b (over b_buf, its preferred layout), reordered from B
+     * through b_user (plain) whenever B's address or fingerprint changes */
+    bool packed;
+    dnnl_memory_t b_user;
+    void *b_buf;
+    const void *b_data;
+    uint64_t b_fingerprint;
 } matmul_state;
 
 static void matmul_state_destroy(dnnl_node_state *base) {
@@ -25,6 +35,8 @@ static void matmul_state_destroy(dnnl_node_state *base) {
     dnnl_destroy_memory(&s->b);
     dnnl_destroy_memory(&s->y);
     dnnl_destroy_memory(&s->bias);
+    dnnl_destroy_memory(&s->b_user);
+    free(s->b_buf);
     free(s);
 }
 
@@ -69,10 +81,30 @@ static graft_status matmul_finish(cpu_backend *be, const op_call *c, matmul_stat
     return GRAFT_OK;
 }
 
+/* The packed B again when B moved or changed. */
+static graft_status matmul_repack_b(cpu_backend *be, const op_call *c, matmul_state *s) {
+    uint64_t fp = dnnl_weights_fingerprint(c->in[1]);
+    if (s->b_data == c->in[1]->data && s->b_fingerprint == fp) return GRAFT_OK;
+    const dnnl_memory_desc_t *md = NULL;
+    TRY(dnnl_check(dnnl_memory_get_memory_desc(s->b, &md), c, "query the packed layout"));
+    dnnl_memory_desc_t packed = *md;
+    dnnl_destroy_memory(&s->b);
+    free(s->b_buf);
+    s->b_buf = NULL;
+    TRY(dnnl_check(dnnl_memory_set_data_handle(s->b_user, c->in[1]->data), c, "bind B"));
+    TRY(dnnl_reorder_once(be, s->b_user, &packed, c, &s->b_buf, &s->b));
+    s->b_data = c->in[1]->data;
+    s->b_fingerprint = fp;
+    return GRAFT_OK;
+}
+
 static graft_status matmul_run(cpu_backend *be, const op_call *c, matmul_state *s,
                                const void *bias) {
     TRY(dnnl_check(dnnl_memory_set_data_handle(s->a, c->in[0]->data), c, "bind A"));
-    TRY(dnnl_check(dnnl_memory_set_data_handle(s->b, c->in[1]->data), c, "bind B"));
+    if (s->packed)
+        TRY(matmul_repack_b(be, c, s));
+    else
+        TRY(dnnl_check(dnnl_memory_set_data_handle(s->b, c->in[1]->data), c, "bind B"));
     TRY(dnnl_check(dnnl_memory_set_data_handle(s->y, c->out[0]->data), c, "bind Y"));
     if (s->bias) TRY(dnnl_check(dnnl_memory_set_data_handle(s->bias, (void *)bias), c, "bind C"));
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, s->a},
@@ -107,6 +139,45 @@ static graft_status matmul_state_get(cpu_backend *be, const op_call *c, void **s
 }
 
 /* ---- MatMul ------------------------------------------------------------------------------- */
+
+/* A (..., K) times a 2-D B (K, N): oneDNN's inner product over the rows of A, B as its (N, K)
+ * weights stored (1, N)-strided, packed once into the primitive's blocked layout. */
+static graft_status matmul_build_ip(cpu_backend *be, const op_call *c, matmul_state *s) {
+    const tensor *a = c->in[0], *b = c->in[1];
+    int64_t k = b->dims[0], n = b->dims[1], rows = tensor_numel(a) / k;
+    dnnl_dims_t sd = {rows, k}, wd = {n, k}, dd = {rows, n}, ws = {1, n};
+    dnnl_memory_desc_t src_md, w_any, w_md, dst_md;
+    TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&src_md, 2, sd, dnnl_f32, dnnl_ab), c, "A"));
+    TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&w_any, 2, wd, dnnl_f32, dnnl_format_tag_any), c,
+                   "B"));
+    TRY(dnnl_check(dnnl_memory_desc_init_by_strides(&w_md, 2, wd, dnnl_f32, ws), c, "B"));
+    TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&dst_md, 2, dd, dnnl_f32, dnnl_ab), c, "Y"));
+    dnnl_inner_product_desc_t desc;
+    if (dnnl_inner_product_forward_desc_init(&desc, dnnl_forward_inference, &src_md, &w_any, NULL,
+                                             &dst_md) != dnnl_success)
+        return GRAFT_OK;
+    dnnl_primitive_attr_t attr = dnnl_make_attr();
+    if (!attr) return op_error(c->node, c->err, GRAFT_E_BACKEND, "oneDNN attributes");
+    dnnl_primitive_desc_t pd = NULL;
+    graft_status st = dnnl_make_primitive(be, &desc, attr, c, &pd, &s->prim, &s->usable);
+    dnnl_primitive_attr_destroy(attr);
+    if (st == GRAFT_OK && s->usable) {
+        const dnnl_memory_desc_t *chosen =
+            dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+        dnnl_memory_desc_t packed = *chosen;
+        st = dnnl_make_memory(be, &w_md, NULL, c, &s->b_user);
+        if (st == GRAFT_OK)
+            st = dnnl_check(dnnl_memory_set_data_handle(s->b_user, b->data), c, "bind B");
+        if (st == GRAFT_OK) st = dnnl_reorder_once(be, s->b_user, &packed, c, &s->b_buf, &s->b);
+        s->packed = st == GRAFT_OK;
+        s->b_data = b->data;
+        s->b_fingerprint = dnnl_weights_fingerprint(b);
+    }
+    dnnl_destroy_pd(&pd);
+    if (st != GRAFT_OK || !s->usable) return st;
+    TRY(dnnl_make_memory(be, &src_md, NULL, c, &s->a));
+    return dnnl_make_memory(be, &dst_md, NULL, c, &s->y);
+}
 
 /* A and B as rank-r operands: 1-D A is a row (1, K), 1-D B a column (K, 1), batch dims padded
  * with leading 1s; oneDNN broadcasts batch dims of size 1. */
@@ -145,7 +216,8 @@ graft_status dnnl_run_MatMul(cpu_backend *be, const op_call *c, void **state, bo
         tensor_numel(c->in[0]) == 0 || tensor_numel(c->in[1]) == 0)
         return GRAFT_OK;
     matmul_state *s = NULL;
-    TRY(matmul_state_get(be, c, state, matmul_build, &s));
+    bool ip = be->pack_matmul_weights && c->in[1]->ndim == 2 && c->in[0]->ndim >= 2;
+    TRY(matmul_state_get(be, c, state, ip ? matmul_build_ip : matmul_build, &s));
     if (!s->usable) return GRAFT_OK;
     TRY(matmul_run(be, c, s, NULL));
     *handled = true;
