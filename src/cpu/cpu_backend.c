@@ -88,14 +88,15 @@ static const char *cpu_group_name(void *impl, int node_index) {
     return fusion_group_name(((cpu_backend *)impl)->groups, node_index);
 }
 
-/* graft_backend.plan_groups: the oneDNN fused Conv groups (none with reference kernels only). */
+/* graft_backend.plan_groups: the oneDNN fused groups, BERT's linear layers and Conv's (none with
+ * reference kernels only). */
 static void cpu_plan_groups(void *impl, const ir_graph *g, const unsigned char *on_host,
                             const int *readers, int *group_end) {
     cpu_backend *be = impl;
     fusion_groups_free(be->groups);
     be->groups = NULL;
 #if GRAFT_HAVE_DNNL
-    static const fusion_rule *const tables[] = {dnnl_conv_fusions};
+    static const fusion_rule *const tables[] = {dnnl_bert_fusions, dnnl_conv_fusions};
     if (be->reference_only || !be->dnnl_engine) return;
     be->groups = fusion_groups_plan(g, on_host, readers, group_end, tables,
                                     (int)(sizeof tables / sizeof *tables));

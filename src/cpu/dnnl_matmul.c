@@ -26,6 +26,9 @@ typedef struct matmul_state {
     void *b_buf;
     const void *b_data;
     uint64_t b_fingerprint;
+    /* the inner-product path: a bias (1-D, B's columns) and an activation post-op */
+    bool ip_bias;
+    dnnl_linear_act act;
 } matmul_state;
 
 static void matmul_state_destroy(dnnl_node_state *base) {
@@ -145,21 +148,34 @@ static graft_status matmul_state_get(cpu_backend *be, const op_call *c, void **s
 static graft_status matmul_build_ip(cpu_backend *be, const op_call *c, matmul_state *s) {
     const tensor *a = c->in[0], *b = c->in[1];
     int64_t k = b->dims[0], n = b->dims[1], rows = tensor_numel(a) / k;
-    dnnl_dims_t sd = {rows, k}, wd = {n, k}, dd = {rows, n}, ws = {1, n};
-    dnnl_memory_desc_t src_md, w_any, w_md, dst_md;
+    dnnl_dims_t sd = {rows, k}, wd = {n, k}, dd = {rows, n}, ws = {1, n}, bd = {n};
+    dnnl_memory_desc_t src_md, w_any, w_md, dst_md, bias_md;
+    if (s->ip_bias)
+        TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&bias_md, 1, bd, dnnl_f32, dnnl_a), c, "bias"));
     TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&src_md, 2, sd, dnnl_f32, dnnl_ab), c, "A"));
     TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&w_any, 2, wd, dnnl_f32, dnnl_format_tag_any), c,
                    "B"));
     TRY(dnnl_check(dnnl_memory_desc_init_by_strides(&w_md, 2, wd, dnnl_f32, ws), c, "B"));
     TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&dst_md, 2, dd, dnnl_f32, dnnl_ab), c, "Y"));
     dnnl_inner_product_desc_t desc;
-    if (dnnl_inner_product_forward_desc_init(&desc, dnnl_forward_inference, &src_md, &w_any, NULL,
-                                             &dst_md) != dnnl_success)
+    if (dnnl_inner_product_forward_desc_init(&desc, dnnl_forward_inference, &src_md, &w_any,
+                                             s->ip_bias ? &bias_md : NULL, &dst_md) != dnnl_success)
         return GRAFT_OK;
     dnnl_primitive_attr_t attr = dnnl_make_attr();
     if (!attr) return op_error(c->node, c->err, GRAFT_E_BACKEND, "oneDNN attributes");
+    dnnl_post_ops_t po = NULL;
+    graft_status st = GRAFT_OK;
+    if (s->act != DNNL_ACT_NONE) {
+        dnnl_alg_kind_t alg =
+            s->act == DNNL_ACT_GELU_ERF ? dnnl_eltwise_gelu_erf : dnnl_eltwise_gelu_tanh;
+        st = dnnl_check(dnnl_post_ops_create(&po), c, "post-ops");
+        if (st == GRAFT_OK)
+            st = dnnl_check(dnnl_post_ops_append_eltwise(po, 1.0f, alg, 0.0f, 0.0f), c, "GELU");
+        if (st == GRAFT_OK) st = dnnl_check(dnnl_primitive_attr_set_post_ops(attr, po), c, "GELU");
+    }
     dnnl_primitive_desc_t pd = NULL;
-    graft_status st = dnnl_make_primitive(be, &desc, attr, c, &pd, &s->prim, &s->usable);
+    if (st == GRAFT_OK) st = dnnl_make_primitive(be, &desc, attr, c, &pd, &s->prim, &s->usable);
+    if (po) dnnl_post_ops_destroy(po);
     dnnl_primitive_attr_destroy(attr);
     if (st == GRAFT_OK && s->usable) {
         const dnnl_memory_desc_t *chosen =
@@ -176,7 +192,43 @@ static graft_status matmul_build_ip(cpu_backend *be, const op_call *c, matmul_st
     dnnl_destroy_pd(&pd);
     if (st != GRAFT_OK || !s->usable) return st;
     TRY(dnnl_make_memory(be, &src_md, NULL, c, &s->a));
+    if (s->ip_bias) TRY(dnnl_make_memory(be, &bias_md, NULL, c, &s->bias));
     return dnnl_make_memory(be, &dst_md, NULL, c, &s->y);
+}
+
+graft_status dnnl_run_linear(cpu_backend *be, const op_call *c, const tensor *bias,
+                             dnnl_linear_act act, tensor *y, void **state, bool *handled) {
+    *handled = false;
+    const tensor *a = c->in[0], *b = c->in[1];
+    if (!be->dnnl_engine || !be->pack_matmul_weights || !dnnl_all_f32(c) || b->ndim != 2 ||
+        a->ndim < 2 || y->dtype != GRAFT_DTYPE_F32 || tensor_numel(y) != tensor_numel(c->out[0]) ||
+        tensor_numel(y) == 0 || tensor_numel(a) == 0 ||
+        (bias && (bias->dtype != GRAFT_DTYPE_F32 || tensor_numel(bias) != b->dims[1])))
+        return GRAFT_OK;
+    matmul_state *s = *state;
+    if (!s || !matmul_state_matches(s, c) || s->ip_bias != (bias != NULL) || s->act != act) {
+        if (s) matmul_state_destroy(&s->base);
+        *state = NULL;
+        s = matmul_state_new(c);
+        if (!s) return op_error(c->node, c->err, GRAFT_E_OUT_OF_MEMORY, "matmul state");
+        s->ip_bias = bias != NULL;
+        s->act = act;
+        graft_status st = matmul_build_ip(be, c, s);
+        *state = s;
+        if (st != GRAFT_OK) return st;
+    }
+    if (!s->usable) return GRAFT_OK;
+    TRY(matmul_repack_b(be, c, s));
+    TRY(dnnl_check(dnnl_memory_set_data_handle(s->a, a->data), c, "bind A"));
+    TRY(dnnl_check(dnnl_memory_set_data_handle(s->y, y->data), c, "bind Y"));
+    if (bias) TRY(dnnl_check(dnnl_memory_set_data_handle(s->bias, bias->data), c, "bind bias"));
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, s->a},
+                               {DNNL_ARG_WEIGHTS, s->b},
+                               {DNNL_ARG_DST, s->y},
+                               {DNNL_ARG_BIAS, s->bias}};
+    TRY(dnnl_execute(be, s->prim, bias ? 4 : 3, args, c));
+    *handled = true;
+    return GRAFT_OK;
 }
 
 /* A and B as rank-r operands: 1-D A is a row (1, K), 1-D B a column (K, 1), batch dims padded

@@ -7,6 +7,7 @@
 
 #include "../ops/reduce.h"
 #include "attention_launch.h"
+#include "../graph/fusion_bert_match.h"
 #include "cuda_fallback.h"
 #include "cuda_internal.h"
 #include "graft_config.h"
@@ -18,72 +19,6 @@
  * own evaluation of the tanh form, well inside the half tolerance; fp32 keeps the separate
  * kernel, whose tanhf matches the reference to f32 rounding). 0: never use the epilogue. */
 #define BERT_LT_GELU_EPILOGUE 1
-
-/* ---- Matching helpers ------------------------------------------------------------------------ */
-
-static bool is_op(const ir_node *n, const char *op, int n_in) {
-    return !n->dead && strcmp(n->op_type, op) == 0 && n->n_in == n_in && n->n_out >= 1;
-}
-
-/* The first live node after `after` that reads value v, or -1. */
-static int next_reader(const ir_graph *g, int v, int after) {
-    for (int i = after + 1; i < g->n_nodes; i++) {
-        const ir_node *n = &g->nodes[i];
-        if (n->dead) continue;
-        for (int k = 0; k < n->n_in; k++)
-            if (n->inputs[k] == v) return i;
-    }
-    return -1;
-}
-
-/* Node i's only output (other outputs absent), or -1. */
-static int sole_output(const ir_graph *g, int i) {
-    const ir_node *n = &g->nodes[i];
-    for (int k = 1; k < n->n_out; k++)
-        if (n->outputs[k] >= 0) return -1;
-    return n->outputs[0];
-}
-
-/* The sole reader of v (v read once, not a graph output) when it is a live `op` node with
- * n_in inputs, or -1. */
-static int sole_reader(const ir_graph *g, const int *readers, int v, int after, const char *op,
-                       int n_in) {
-    if (v < 0 || readers[v] != 1) return -1;
-    int r = next_reader(g, v, after);
-    return r >= 0 && is_op(&g->nodes[r], op, n_in) && sole_output(g, r) >= 0 ? r : -1;
-}
-
-static bool is_const_value(const ir_graph *g, int v) {
-    return v >= 0 && g->values[v].is_const;
-}
-
-static bool is_const_scalar(const ir_graph *g, int v) {
-    return is_const_value(g, v) && tensor_numel(&g->values[v].data) == 1;
-}
-
-/* The input of a two-input node that is not v, or -1 (also when both are v). */
-static int other_input(const ir_node *n, int v) {
-    if (n->inputs[0] == v && n->inputs[1] != v) return n->inputs[1];
-    if (n->inputs[1] == v && n->inputs[0] != v) return n->inputs[0];
-    return -1;
-}
-
-/* Whether Add(a, b) may broadcast, judging by the shapes known at load time: a rank that differs,
- * or a dim of 1 against one that is not (BERT's position embeddings, (1, S, H) against (B, S, H)).
- * Such an Add is left out of a group rather than declined at every run. */
-static bool may_broadcast(const ir_graph *g, int a, int b) {
-    const ir_value *va = &g->values[a], *vb = &g->values[b];
-    if (va->ndim < 0 || vb->ndim < 0 || va->ndim != vb->ndim) return true;
-    for (int i = 0; i < va->ndim; i++)
-        if ((va->dims[i] == 1) != (vb->dims[i] == 1)) return true;
-    return false;
-}
-
-static bool all_on_dev(const unsigned char *on_dev, const int *members, int n) {
-    for (int k = 0; k < n; k++)
-        if (!on_dev[members[k]]) return false;
-    return true;
-}
 
 /* ---- Run-time helpers ------------------------------------------------------------------------ */
 
@@ -125,18 +60,18 @@ static graft_status launched(const op_call *c, cudaError_t err, const char *what
 static int match_add_ln_common(const ir_graph *g, int first, const unsigned char *on_dev,
                                const int *readers, int *members, int max, bool want_sum) {
     const ir_node *add = &g->nodes[first];
-    if (max < 2 || !is_op(add, "Add", 2)) return 0;
-    int v = sole_output(g, first);
+    if (max < 2 || !fb_is_op(add, "Add", 2)) return 0;
+    int v = fb_sole_output(g, first);
     if (v < 0 || add->inputs[0] < 0 || add->inputs[1] < 0 ||
-        may_broadcast(g, add->inputs[0], add->inputs[1]))
+        fb_may_broadcast(g, add->inputs[0], add->inputs[1]))
         return 0;
     /* The first reader must be the LayerNormalization: an outside reader before it would run
      * before the group (at its last member) has written the sum. */
-    int ln = next_reader(g, v, first);
+    int ln = fb_next_reader(g, v, first);
     if (ln < 0) return 0;
     const ir_node *l = &g->nodes[ln];
     if (l->dead || strcmp(l->op_type, "LayerNormalization") != 0 || l->n_in < 2 ||
-        l->inputs[0] != v || sole_output(g, ln) < 0)
+        l->inputs[0] != v || fb_sole_output(g, ln) < 0)
         return 0;
     for (int k = 1; k < l->n_in; k++)
         if (l->inputs[k] == v) return 0;
@@ -144,7 +79,7 @@ static int match_add_ln_common(const ir_graph *g, int first, const unsigned char
     if (outside != want_sum) return 0;
     members[0] = first;
     members[1] = ln;
-    return all_on_dev(on_dev, members, 2) ? 2 : 0;
+    return fb_all_on_dev(on_dev, members, 2) ? 2 : 0;
 }
 
 static int match_add_ln(const ir_graph *g, int first, const unsigned char *on_dev,
@@ -204,79 +139,6 @@ static graft_status run_add_ln_sum(void *impl, const op_call *calls, int n, void
 }
 
 /* ---- MatMul -> Add(bias) [-> GELU] ----------------------------------------------------------- */
-
-/* MatMul(A, W) with W a constant 2-D weight, read only by Add(., bias) with bias a constant 1-D
- * vector of W's columns: the bias Add's index, or -1. */
-static int match_biased_product(const ir_graph *g, int first, const int *readers) {
-    const ir_node *mm = &g->nodes[first];
-    if (!is_op(mm, "MatMul", 2) || mm->inputs[0] < 0) return -1;
-    int w = mm->inputs[1];
-    if (!is_const_value(g, w) || is_const_value(g, mm->inputs[0])) return -1;
-    const tensor *wt = &g->values[w].data;
-    if (wt->ndim != 2) return -1;
-    int add = sole_reader(g, readers, sole_output(g, first), first, "Add", 2);
-    if (add < 0) return -1;
-    int bias = other_input(&g->nodes[add], mm->outputs[0]);
-    if (!is_const_value(g, bias)) return -1;
-    const tensor *bt = &g->values[bias].data;
-    return bt->ndim == 1 && bt->dims[0] == wt->dims[1] ? add : -1;
-}
-
-static int match_matmul_bias(const ir_graph *g, int first, const unsigned char *on_dev,
-                             const int *readers, int *members, int max) {
-    int add = match_biased_product(g, first, readers);
-    if (add < 0 || max < 2) return 0;
-    members[0] = first;
-    members[1] = add;
-    return all_on_dev(on_dev, members, 2) ? 2 : 0;
-}
-
-/* PyTorch's erf GELU as exported: Div(v, c0), Erf, Add(., c1), Mul(v, .), Mul(., c2), with v
- * read by the Div and the first Mul only. Fills members[0..5) (Div .. last Mul) or returns
- * false. */
-static bool match_erf_chain(const ir_graph *g, const int *readers, int add, int v, int *m) {
-    if (readers[v] != 2) return false;
-    int div = next_reader(g, v, add);
-    if (div < 0 || !is_op(&g->nodes[div], "Div", 2) || g->nodes[div].inputs[0] != v ||
-        !is_const_scalar(g, g->nodes[div].inputs[1]))
-        return false;
-    int erf = sole_reader(g, readers, sole_output(g, div), div, "Erf", 1);
-    if (erf < 0) return false;
-    int e = sole_output(g, erf);
-    int add1 = sole_reader(g, readers, e, erf, "Add", 2);
-    if (add1 < 0 || !is_const_scalar(g, other_input(&g->nodes[add1], e))) return false;
-    int a = sole_output(g, add1);
-    int mul0 = sole_reader(g, readers, a, add1, "Mul", 2);
-    if (mul0 < 0 || other_input(&g->nodes[mul0], a) != v) return false;
-    int p = sole_output(g, mul0);
-    int mul1 = sole_reader(g, readers, p, mul0, "Mul", 2);
-    if (mul1 < 0 || !is_const_scalar(g, other_input(&g->nodes[mul1], p))) return false;
-    m[0] = div;
-    m[1] = erf;
-    m[2] = add1;
-    m[3] = mul0;
-    m[4] = mul1;
-    return true;
-}
-
-static int match_matmul_bias_gelu(const ir_graph *g, int first, const unsigned char *on_dev,
-                                  const int *readers, int *members, int max) {
-    int add = match_biased_product(g, first, readers);
-    if (add < 0 || max < 7) return 0;
-    int v = sole_output(g, add), n = 0;
-    members[0] = first;
-    members[1] = add;
-    int gelu = sole_reader(g, readers, v, add, "Gelu", 1);
-    if (gelu >= 0) {
-        const char *form = attr_s(&g->nodes[gelu], "approximate", "none");
-        if (strcmp(form, "none") != 0 && strcmp(form, "tanh") != 0) return 0;
-        members[2] = gelu;
-        n = 3;
-    } else if (match_erf_chain(g, readers, add, v, members + 2)) {
-        n = 7;
-    }
-    return n && all_on_dev(on_dev, members, n) ? n : 0;
-}
 
 typedef struct gelu_plan {
     int form; /* CUDA_BERT_GELU_*, or -1: none */
@@ -368,23 +230,23 @@ static void free_gemm_plan(void *state) {
 static int match_scaled_masked_softmax(const ir_graph *g, int first, const unsigned char *on_dev,
                                        const int *readers, int *members, int max) {
     const ir_node *sc = &g->nodes[first];
-    bool div = is_op(sc, "Div", 2);
-    if (max < 3 || (!div && !is_op(sc, "Mul", 2))) return 0;
+    bool div = fb_is_op(sc, "Div", 2);
+    if (max < 3 || (!div && !fb_is_op(sc, "Mul", 2))) return 0;
     int x = sc->inputs[0], c = sc->inputs[1];
-    if (!div && !is_const_scalar(g, c)) {
+    if (!div && !fb_is_const_scalar(g, c)) {
         x = sc->inputs[1];
         c = sc->inputs[0];
     }
-    if (x < 0 || is_const_value(g, x) || !is_const_scalar(g, c)) return 0;
-    int v = sole_output(g, first);
-    int add = sole_reader(g, readers, v, first, "Add", 2);
-    if (add < 0 || other_input(&g->nodes[add], v) < 0) return 0;
-    int sm = sole_reader(g, readers, sole_output(g, add), add, "Softmax", 1);
+    if (x < 0 || fb_is_const_value(g, x) || !fb_is_const_scalar(g, c)) return 0;
+    int v = fb_sole_output(g, first);
+    int add = fb_sole_reader(g, readers, v, first, "Add", 2);
+    if (add < 0 || fb_other_input(&g->nodes[add], v) < 0) return 0;
+    int sm = fb_sole_reader(g, readers, fb_sole_output(g, add), add, "Softmax", 1);
     if (sm < 0) return 0;
     members[0] = first;
     members[1] = add;
     members[2] = sm;
-    return all_on_dev(on_dev, members, 3) ? 3 : 0;
+    return fb_all_on_dev(on_dev, members, 3) ? 3 : 0;
 }
 
 /* The mask's element strides along the scores' dims (padded to 4 on the left), 0 where the
@@ -469,26 +331,26 @@ static int attention_mode(void) {
 static int match_attention(const ir_graph *g, int first, const unsigned char *on_dev,
                            const int *readers, int *members, int max) {
     const ir_node *mm = &g->nodes[first];
-    if (max < 5 || !is_op(mm, "MatMul", 2) || attention_mode() == ATTN_OFF) return 0;
-    int q = mm->inputs[0], kt = mm->inputs[1], scores = sole_output(g, first);
+    if (max < 5 || !fb_is_op(mm, "MatMul", 2) || attention_mode() == ATTN_OFF) return 0;
+    int q = mm->inputs[0], kt = mm->inputs[1], scores = fb_sole_output(g, first);
     if (q < 0 || kt < 0 || scores < 0 || readers[scores] != 1 || !is_half_value(g, scores))
         return 0;
     const ir_value *qv = &g->values[q];
     if (qv->ndim >= 0 && (qv->ndim != 4 || (qv->dims[3] >= 0 && qv->dims[3] != 32 &&
                                             qv->dims[3] != 64 && qv->dims[3] != 128)))
         return 0;
-    int sc = next_reader(g, scores, first);
-    if (sc < 0 || !is_const_scalar(g, other_input(&g->nodes[sc], scores))) return 0;
+    int sc = fb_next_reader(g, scores, first);
+    if (sc < 0 || !fb_is_const_scalar(g, fb_other_input(&g->nodes[sc], scores))) return 0;
     if (strcmp(g->nodes[sc].op_type, "Div") == 0 && g->nodes[sc].inputs[0] != scores) return 0;
     if (match_scaled_masked_softmax(g, sc, on_dev, readers, members + 1, max - 1) != 3) return 0;
-    int p = sole_output(g, members[3]);
-    int pv = sole_reader(g, readers, p, members[3], "MatMul", 2);
+    int p = fb_sole_output(g, members[3]);
+    int pv = fb_sole_reader(g, readers, p, members[3], "MatMul", 2);
     if (pv < 0 || g->nodes[pv].inputs[0] != p || g->nodes[pv].inputs[1] == p ||
         g->nodes[pv].inputs[1] < 0)
         return 0;
     members[0] = first;
     members[4] = pv;
-    return all_on_dev(on_dev, members, 5) ? 5 : 0;
+    return fb_all_on_dev(on_dev, members, 5) ? 5 : 0;
 }
 
 static bool dims_are(const tensor *t, int64_t d0, int64_t d1, int64_t d2, int64_t d3) {
@@ -601,7 +463,7 @@ static bool is_last_axis_mean(const ir_graph *g, int i, int x) {
         return false;
     int rank = g->values[x].ndim;
     bool present = n->n_in > 1 && n->inputs[1] >= 0;
-    if (rank < 1 || (present && !is_const_value(g, n->inputs[1]))) return false;
+    if (rank < 1 || (present && !fb_is_const_value(g, n->inputs[1]))) return false;
     reduce_axes ax;
     graft_err e = {0};
     if (reduce_resolve_axes(n, rank, present, present ? &g->values[n->inputs[1]].data : NULL, &ax,
@@ -616,8 +478,8 @@ static bool is_last_axis_mean(const ir_graph *g, int i, int x) {
 /* The sole reader of v when it is a last-axis mean, or -1. */
 static int sole_mean_reader(const ir_graph *g, const int *readers, int v, int after) {
     if (v < 0 || readers[v] != 1) return -1;
-    int r = next_reader(g, v, after);
-    return r >= 0 && is_last_axis_mean(g, r, v) && sole_output(g, r) >= 0 ? r : -1;
+    int r = fb_next_reader(g, v, after);
+    return r >= 0 && is_last_axis_mean(g, r, v) && fb_sole_output(g, r) >= 0 ? r : -1;
 }
 
 /* ReduceMean(x), Sub(x, mean), Pow(d, 2), ReduceMean, Add(eps), Sqrt, Div(d, .), Mul(., scale),
@@ -625,31 +487,32 @@ static int sole_mean_reader(const ir_graph *g, const int *readers, int v, int af
 static bool match_ln_nodes(const ir_graph *g, const int *readers, int rm, int *m) {
     const ir_node *r0 = &g->nodes[rm];
     int x = r0->n_in >= 1 ? r0->inputs[0] : -1;
-    if (x < 0 || is_const_value(g, x) || !is_last_axis_mean(g, rm, x)) return false;
-    int mu = sole_output(g, rm);
-    int sub = sole_reader(g, readers, mu, rm, "Sub", 2);
+    if (x < 0 || fb_is_const_value(g, x) || !is_last_axis_mean(g, rm, x)) return false;
+    int mu = fb_sole_output(g, rm);
+    int sub = fb_sole_reader(g, readers, mu, rm, "Sub", 2);
     if (sub < 0 || g->nodes[sub].inputs[0] != x || g->nodes[sub].inputs[1] != mu) return false;
-    int d = sole_output(g, sub);
-    int pw = d >= 0 && readers[d] == 2 ? next_reader(g, d, sub) : -1;
-    if (pw < 0 || !is_op(&g->nodes[pw], "Pow", 2) || g->nodes[pw].inputs[0] != d ||
-        !is_const_scalar(g, g->nodes[pw].inputs[1]) ||
+    int d = fb_sole_output(g, sub);
+    int pw = d >= 0 && readers[d] == 2 ? fb_next_reader(g, d, sub) : -1;
+    if (pw < 0 || !fb_is_op(&g->nodes[pw], "Pow", 2) || g->nodes[pw].inputs[0] != d ||
+        !fb_is_const_scalar(g, g->nodes[pw].inputs[1]) ||
         tensor_get_f64(&g->values[g->nodes[pw].inputs[1]].data, 0) != 2.0)
         return false;
-    int rm2 = sole_mean_reader(g, readers, sole_output(g, pw), pw);
+    int rm2 = sole_mean_reader(g, readers, fb_sole_output(g, pw), pw);
     if (rm2 < 0) return false;
-    int var = sole_output(g, rm2);
-    int add_eps = sole_reader(g, readers, var, rm2, "Add", 2);
-    if (add_eps < 0 || !is_const_scalar(g, other_input(&g->nodes[add_eps], var))) return false;
-    int sq = sole_reader(g, readers, sole_output(g, add_eps), add_eps, "Sqrt", 1);
+    int var = fb_sole_output(g, rm2);
+    int add_eps = fb_sole_reader(g, readers, var, rm2, "Add", 2);
+    if (add_eps < 0 || !fb_is_const_scalar(g, fb_other_input(&g->nodes[add_eps], var)))
+        return false;
+    int sq = fb_sole_reader(g, readers, fb_sole_output(g, add_eps), add_eps, "Sqrt", 1);
     if (sq < 0) return false;
-    int div = sole_reader(g, readers, sole_output(g, sq), sq, "Div", 2);
+    int div = fb_sole_reader(g, readers, fb_sole_output(g, sq), sq, "Div", 2);
     if (div < 0 || g->nodes[div].inputs[0] != d) return false;
-    int nrm = sole_output(g, div);
-    int mul = sole_reader(g, readers, nrm, div, "Mul", 2);
-    if (mul < 0 || !is_const_value(g, other_input(&g->nodes[mul], nrm))) return false;
-    int scaled = sole_output(g, mul);
-    int add_b = sole_reader(g, readers, scaled, mul, "Add", 2);
-    if (add_b < 0 || !is_const_value(g, other_input(&g->nodes[add_b], scaled))) return false;
+    int nrm = fb_sole_output(g, div);
+    int mul = fb_sole_reader(g, readers, nrm, div, "Mul", 2);
+    if (mul < 0 || !fb_is_const_value(g, fb_other_input(&g->nodes[mul], nrm))) return false;
+    int scaled = fb_sole_output(g, mul);
+    int add_b = fb_sole_reader(g, readers, scaled, mul, "Add", 2);
+    if (add_b < 0 || !fb_is_const_value(g, fb_other_input(&g->nodes[add_b], scaled))) return false;
     int found[9] = {rm, sub, pw, rm2, add_eps, sq, div, mul, add_b};
     memcpy(m, found, sizeof found);
     return true;
@@ -658,22 +521,22 @@ static bool match_ln_nodes(const ir_graph *g, const int *readers, int rm, int *m
 static int match_ln_decomposed(const ir_graph *g, int first, const unsigned char *on_dev,
                                const int *readers, int *members, int max) {
     if (max < 9 || !match_ln_nodes(g, readers, first, members)) return 0;
-    return all_on_dev(on_dev, members, 9) ? 9 : 0;
+    return fb_all_on_dev(on_dev, members, 9) ? 9 : 0;
 }
 
 /* The same after Add(x, r) whose sum only the two nodes reading x of the normalisation read. */
 static int match_add_ln_decomposed(const ir_graph *g, int first, const unsigned char *on_dev,
                                    const int *readers, int *members, int max) {
     const ir_node *add = &g->nodes[first];
-    if (max < 10 || !is_op(add, "Add", 2) || add->inputs[0] < 0 || add->inputs[1] < 0 ||
-        may_broadcast(g, add->inputs[0], add->inputs[1]))
+    if (max < 10 || !fb_is_op(add, "Add", 2) || add->inputs[0] < 0 || add->inputs[1] < 0 ||
+        fb_may_broadcast(g, add->inputs[0], add->inputs[1]))
         return 0;
-    int s = sole_output(g, first);
+    int s = fb_sole_output(g, first);
     if (s < 0 || readers[s] != 2) return 0;
-    int rm = next_reader(g, s, first);
+    int rm = fb_next_reader(g, s, first);
     if (rm < 0 || !match_ln_nodes(g, readers, rm, members + 1)) return 0;
     members[0] = first;
-    return all_on_dev(on_dev, members, 10) ? 10 : 0;
+    return fb_all_on_dev(on_dev, members, 10) ? 10 : 0;
 }
 
 static graft_status run_ln_decomposed(void *impl, const op_call *calls, int n, void **state,
@@ -718,8 +581,8 @@ static graft_status run_ln_decomposed(void *impl, const op_call *calls, int n, v
  * attention before its scale-mask-softmax part. */
 const cuda_fusion cuda_bert_fusions[] = {
     {"attention", match_attention, run_attention, free_attn_state},
-    {"matmul_bias_gelu", match_matmul_bias_gelu, run_matmul_bias, free_gemm_plan},
-    {"matmul_bias", match_matmul_bias, run_matmul_bias, free_gemm_plan},
+    {"matmul_bias_gelu", fusion_match_matmul_bias_gelu, run_matmul_bias, free_gemm_plan},
+    {"matmul_bias", fusion_match_matmul_bias, run_matmul_bias, free_gemm_plan},
     {"add_layernorm", match_add_ln, run_add_ln, NULL},
     {"add_layernorm_sum", match_add_ln_sum, run_add_ln_sum, NULL},
     {"scaled_masked_softmax", match_scaled_masked_softmax, run_scaled_masked_softmax, NULL},
