@@ -59,21 +59,26 @@ static graft_status grow_state(cpu_backend *be, int node_index, graft_err *e) {
     return GRAFT_OK;
 }
 
-/* One node through its fast kernel, else its reference kernel. */
+graft_status cpu_try_fast(cpu_backend *be, int node_index, const op_call *call, bool *handled) {
+    *handled = false;
+    if (be->reference_only) return GRAFT_OK;
+    const cpu_fast_kernel *k = cpu_fast_kernel_find(call->node->op_type);
+    if (!k) return GRAFT_OK;
+    TRY(grow_state(be, node_index, call->err));
+    TRY(k->run(be, call, &be->node_state[node_index], handled));
+    if (be->node_state[node_index]) be->node_state_owner[node_index] = k;
+    return GRAFT_OK;
+}
+
+graft_status cpu_run_plain(cpu_backend *be, int node_index, const op_call *call) {
+    bool handled = false;
+    TRY(cpu_try_fast(be, node_index, call, &handled));
+    return handled ? GRAFT_OK : call->node->op->reference(call);
+}
+
+/* One node through its fast kernel, else its reference kernel (on NCHW copies where needed). */
 static graft_status cpu_run_node(void *impl, int node_index, const op_call *call) {
-    cpu_backend *be = impl;
-    const ir_node *node = call->node;
-    if (!be->reference_only) {
-        const cpu_fast_kernel *k = cpu_fast_kernel_find(node->op_type);
-        if (k) {
-            TRY(grow_state(be, node_index, call->err));
-            bool handled = false;
-            TRY(k->run(be, call, &be->node_state[node_index], &handled));
-            if (be->node_state[node_index]) be->node_state_owner[node_index] = k;
-            if (handled) return GRAFT_OK;
-        }
-    }
-    return node->op->reference(call);
+    return cpu_run_layout(impl, node_index, call);
 }
 
 static graft_status cpu_run(void *impl, int node_index, const op_call *call) {
@@ -97,6 +102,7 @@ static void cpu_plan_groups(void *impl, const ir_graph *g, const unsigned char *
     be->groups = NULL;
 #if GRAFT_HAVE_DNNL
     static const fusion_rule *const tables[] = {dnnl_bert_fusions, dnnl_conv_fusions};
+    cpu_plan_layouts(be, g, on_host);
     if (be->reference_only || !be->dnnl_engine) return;
     be->groups = fusion_groups_plan(g, on_host, readers, group_end, tables,
                                     (int)(sizeof tables / sizeof *tables));
@@ -136,6 +142,7 @@ static void cpu_destroy(void *impl) {
     if (!be) return;
     cpu_release_state(be);
     fusion_groups_free(be->groups);
+    free(be->nhwc);
     free(be->node_state);
     free(be->node_state_owner);
 #if GRAFT_HAVE_DNNL
@@ -152,6 +159,8 @@ graft_status cpu_backend_create(int num_threads, bool reference_only, graft_back
     be->reference_only = reference_only;
     const char *pack = getenv("GRAFT_CPU_PACK");
     be->pack_matmul_weights = !(pack && strcmp(pack, "0") == 0);
+    const char *layout = getenv("GRAFT_CPU_LAYOUT");
+    be->nchw_only = layout && strcmp(layout, "nchw") == 0;
 #if GRAFT_HAVE_DNNL
     if (!reference_only) {
         graft_status st = dnnl_backend_init(be, e);

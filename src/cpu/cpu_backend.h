@@ -21,6 +21,10 @@ typedef struct cpu_backend {
     fusion_groups *groups; /* fused groups of the current placement (dnnl_fuse.c's rules) */
     fusion_log_fn log;     /* the "fused group" debug lines; NULL: none */
     void *log_user;
+    unsigned char *nhwc; /* per value: kept channels-last (cpu_layout.c); NULL: none */
+    int n_nhwc;
+    bool nchw_only; /* GRAFT_CPU_LAYOUT=nchw: no channels-last activations (diagnostic) */
+    bool plain;     /* a kernel runs on NCHW copies: cpu_in_nhwc/cpu_out_nhwc say false */
 } cpu_backend;
 
 /* A fast kernel. It sets *handled = false (and returns GRAFT_OK) for cases it does not cover
@@ -35,6 +39,18 @@ typedef struct cpu_fast_kernel {
 } cpu_fast_kernel;
 
 const cpu_fast_kernel *cpu_fast_kernel_find(const char *op_type);
+
+/* Channels-last f32 activations (cpu_layout.c): the plan for a placement; whether input k /
+ * output k of a call is channels-last (logical dims (N, C, H, W), data (N, H, W, C)); one node
+ * through its kernel when it takes its tensors' layouts, else on NCHW copies of them. */
+void cpu_plan_layouts(cpu_backend *be, const ir_graph *g, const unsigned char *on_host);
+bool cpu_in_nhwc(const cpu_backend *be, const op_call *c, int k);
+bool cpu_out_nhwc(const cpu_backend *be, const op_call *c, int k);
+graft_status cpu_run_layout(cpu_backend *be, int node_index, const op_call *call);
+/* One node's fast kernel (*handled = false when it has none or declines), and one node through
+ * its fast kernel or else its reference kernel, tensors taken as they are (cpu_backend.c). */
+graft_status cpu_try_fast(cpu_backend *be, int node_index, const op_call *call, bool *handled);
+graft_status cpu_run_plain(cpu_backend *be, int node_index, const op_call *call);
 
 graft_status cpu_backend_create(int num_threads, bool reference_only, graft_backend *out,
                                 graft_err *e);

@@ -28,6 +28,7 @@ typedef struct conv_state {
     const void *w_data;
     uint64_t w_fingerprint;
     bool has_bias;
+    bool x_nhwc, y_nhwc; /* X / Y channels-last (the layout plan): the primitive runs on them */
     dnnl_conv_post post;
     bool usable; /* false: oneDNN cannot run this case well; the reference runs */
     dnnl_primitive_t conv;
@@ -64,12 +65,13 @@ static void conv_state_destroy(dnnl_node_state *base) {
     free(s);
 }
 
-static bool conv_state_matches(const conv_state *s, const op_call *c, const dnnl_conv_post *post) {
+static bool conv_state_matches(const conv_state *s, const op_call *c, const dnnl_conv_post *post,
+                               bool x_nhwc, bool y_nhwc) {
     const tensor *x = c->in[0], *w = c->in[1];
     bool has_bias = c->n_in > 2 && c->in[2];
-    return s->ndim == x->ndim && w->ndim == x->ndim && s->w_data == w->data &&
-           s->w_fingerprint == dnnl_weights_fingerprint(w) && s->has_bias == has_bias &&
-           s->post.add == post->add && s->post.relu == post->relu &&
+    return s->x_nhwc == x_nhwc && s->y_nhwc == y_nhwc && s->ndim == x->ndim && w->ndim == x->ndim &&
+           s->w_data == w->data && s->w_fingerprint == dnnl_weights_fingerprint(w) &&
+           s->has_bias == has_bias && s->post.add == post->add && s->post.relu == post->relu &&
            !memcmp(s->x_dims, x->dims, (size_t)x->ndim * sizeof(int64_t)) &&
            !memcmp(s->w_dims, w->dims, (size_t)w->ndim * sizeof(int64_t));
 }
@@ -88,10 +90,17 @@ static graft_status make_reorder(cpu_backend *be, const dnnl_memory_desc_t *from
     return dnnl_check(st, c, "create an activation reorder");
 }
 
+/* An activation's descriptor: row-major, or channels-last. */
+static dnnl_status_t activation_md(dnnl_memory_desc_t *md, const tensor *t, bool nhwc) {
+    if (!nhwc) return dnnl_plain_md(md, t->ndim, t->dims);
+    dnnl_dims_t d = {t->dims[0], t->dims[1], t->dims[2], t->dims[3]};
+    return dnnl_memory_desc_init_by_tag(md, 4, d, dnnl_f32, dnnl_nhwc);
+}
+
 /* Descriptors of the user's tensors: X, W (grouped as (G, M/G, C/G, k...) when group > 1), B, Y. */
-static graft_status conv_user_mds(const op_call *c, int64_t group, dnnl_memory_desc_t *x_md,
-                                  dnnl_memory_desc_t *w_md, dnnl_memory_desc_t *b_md,
-                                  dnnl_memory_desc_t *y_md) {
+static graft_status conv_user_mds(const op_call *c, int64_t group, const conv_state *s,
+                                  dnnl_memory_desc_t *x_md, dnnl_memory_desc_t *w_md,
+                                  dnnl_memory_desc_t *b_md, dnnl_memory_desc_t *y_md) {
     const tensor *x = c->in[0], *w = c->in[1], *y = c->out[0];
     int64_t wd[GRAFT_MAX_DIMS + 1];
     int wn = 0;
@@ -102,15 +111,15 @@ static graft_status conv_user_mds(const op_call *c, int64_t group, dnnl_memory_d
         wd[wn++] = w->dims[0];
     }
     for (int i = 1; i < w->ndim; i++) wd[wn++] = w->dims[i];
-    TRY(dnnl_check(dnnl_plain_md(x_md, x->ndim, x->dims), c, "describe X"));
+    TRY(dnnl_check(activation_md(x_md, x, s->x_nhwc), c, "describe X"));
     TRY(dnnl_check(dnnl_plain_md(w_md, wn, wd), c, "describe W"));
     TRY(dnnl_check(dnnl_plain_md(b_md, 1, w->dims), c, "describe B"));
-    return dnnl_check(dnnl_plain_md(y_md, y->ndim, y->dims), c, "describe Y");
+    return dnnl_check(activation_md(y_md, y, s->y_nhwc), c, "describe Y");
 }
 
 /* The convolution descriptor: plain or `any` activations, `any` weights. Anything but success
  * means oneDNN does not take this case (graft's reference then runs it). */
-static dnnl_status_t conv_desc_init(const op_call *c, const nn_window *win,
+static dnnl_status_t conv_desc_init(const op_call *c, const nn_window *win, bool any_activations,
                                     const dnnl_memory_desc_t *x_md, const dnnl_memory_desc_t *w_md,
                                     const dnnl_memory_desc_t *b_md, const dnnl_memory_desc_t *y_md,
                                     dnnl_convolution_desc_t *desc) {
@@ -118,7 +127,7 @@ static dnnl_status_t conv_desc_init(const op_call *c, const nn_window *win,
     const dnnl_memory_desc_t *src = x_md, *dst = y_md;
     dnnl_status_t st = dnnl_memory_desc_init_by_tag(&w_any, w_md->ndims, w_md->dims, dnnl_f32,
                                                     dnnl_format_tag_any);
-    if (st == dnnl_success && conv_wants_blocked_activations(win)) {
+    if (st == dnnl_success && any_activations) {
         st = dnnl_memory_desc_init_by_tag(&src_any, x_md->ndims, x_md->dims, dnnl_f32,
                                           dnnl_format_tag_any);
         if (st == dnnl_success)
@@ -186,9 +195,13 @@ static graft_status conv_build(cpu_backend *be, const op_call *c, conv_state *s)
     nn_window win;
     TRY(nn_window_init(c->node, x->ndim - 2, x->dims + 2, w->dims + 2, &win, c->err));
     dnnl_memory_desc_t x_md, w_md, b_md, y_md;
-    TRY(conv_user_mds(c, attr_i(c->node, "group", 1), &x_md, &w_md, &b_md, &y_md));
+    TRY(conv_user_mds(c, attr_i(c->node, "group", 1), s, &x_md, &w_md, &b_md, &y_md));
     dnnl_convolution_desc_t desc;
-    if (conv_desc_init(c, &win, &x_md, &w_md, &b_md, &y_md, &desc) != dnnl_success)
+    /* channels-last X and Y: the primitive runs on them; one of them (a region's edge): the
+     * primitive's layouts with reorders from X and to Y; else blocked where that pays */
+    bool any = s->x_nhwc != s->y_nhwc ||
+               (!s->x_nhwc && !s->y_nhwc && conv_wants_blocked_activations(&win));
+    if (conv_desc_init(c, &win, any, &x_md, &w_md, &b_md, &y_md, &desc) != dnnl_success)
         return GRAFT_OK; /* not usable */
     dnnl_primitive_desc_t pd = NULL;
     bool post_ops = s->post.add || s->post.relu;
@@ -229,7 +242,8 @@ static graft_status conv_build(cpu_backend *be, const op_call *c, conv_state *s)
 static graft_status conv_state_get(cpu_backend *be, const op_call *c, const dnnl_conv_post *post,
                                    void **state, conv_state **out) {
     conv_state *s = *state;
-    if (s && conv_state_matches(s, c, post)) {
+    bool x_nhwc = cpu_in_nhwc(be, c, 0), y_nhwc = cpu_out_nhwc(be, c, 0);
+    if (s && conv_state_matches(s, c, post, x_nhwc, y_nhwc)) {
         *out = s;
         return GRAFT_OK;
     }
@@ -244,6 +258,8 @@ static graft_status conv_state_get(cpu_backend *be, const op_call *c, const dnnl
     s->w_data = c->in[1]->data;
     s->w_fingerprint = dnnl_weights_fingerprint(c->in[1]);
     s->has_bias = c->n_in > 2 && c->in[2];
+    s->x_nhwc = x_nhwc;
+    s->y_nhwc = y_nhwc;
     s->post = *post;
     graft_status st = conv_build(be, c, s);
     if (st != GRAFT_OK) {
@@ -291,6 +307,7 @@ bool dnnl_conv_covers(const cpu_backend *be, const op_call *c) {
     const tensor *x = c->in[0], *w = c->in[1];
     if (!be->dnnl_engine || !dnnl_all_f32(c) || x->ndim < 3 || x->ndim > 5 || w->ndim != x->ndim)
         return false;
+    if ((cpu_in_nhwc(be, c, 0) || cpu_out_nhwc(be, c, 0)) && x->ndim != 4) return false;
     return tensor_numel(x) != 0 && tensor_numel(c->out[0]) != 0;
 }
 

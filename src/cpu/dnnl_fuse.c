@@ -71,9 +71,11 @@ static graft_status run_group(void *impl, const op_call *calls, int n, void **st
         if (k < 0) return GRAFT_OK;
         residual = a->in[1 - k];
         if (!same_shape(a->in[k], y0) || !same_shape(residual, y0) || !same_shape(a->out[0], y0) ||
-            !residual->data)
+            !residual->data || cpu_in_nhwc(be, a, 1 - k) != cpu_out_nhwc(be, c, 0))
             return GRAFT_OK;
     }
+    /* the group's output in the layout the convolution writes (the plan keeps them alike) */
+    if (cpu_out_nhwc(be, last, 0) != cpu_out_nhwc(be, c, 0)) return GRAFT_OK;
     if (relu && (last->n_in < 1 || !same_shape(last->in[0], y0))) return GRAFT_OK;
     /* the convolution's call, writing the group's output */
     tensor *out[1] = {last->out[0]};

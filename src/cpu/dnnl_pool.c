@@ -1,5 +1,6 @@
 /* dnnl_pool.c: MaxPool (without its Indices output) and AveragePool, f32, 1-D to 3-D, through
- * oneDNN's pooling on plain NC(D)(H)W tensors. */
+ * oneDNN's pooling on plain NC(D)(H)W tensors, or NHWC ones where the layout plan keeps X and Y
+ * channels-last. */
 #include "graft_config.h"
 
 #include <stdlib.h>
@@ -12,6 +13,7 @@ typedef struct pool_state {
     dnnl_node_state base;
     int ndim;
     int64_t x_dims[GRAFT_MAX_DIMS]; /* what the state was made for */
+    bool nhwc;
     bool usable;
     dnnl_primitive_t prim;
     dnnl_memory_t x, y;
@@ -56,8 +58,15 @@ static graft_status pool_build(cpu_backend *be, const op_call *c, bool is_max, p
                           : count_pad ? dnnl_pooling_avg_include_padding
                                       : dnnl_pooling_avg_exclude_padding;
     dnnl_memory_desc_t x_md, y_md;
-    TRY(dnnl_check(dnnl_plain_md(&x_md, x->ndim, x->dims), c, "describe X"));
-    TRY(dnnl_check(dnnl_plain_md(&y_md, y->ndim, y->dims), c, "describe Y"));
+    if (s->nhwc) {
+        dnnl_dims_t xd = {x->dims[0], x->dims[1], x->dims[2], x->dims[3]};
+        dnnl_dims_t yd = {y->dims[0], y->dims[1], y->dims[2], y->dims[3]};
+        TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&x_md, 4, xd, dnnl_f32, dnnl_nhwc), c, "X"));
+        TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&y_md, 4, yd, dnnl_f32, dnnl_nhwc), c, "Y"));
+    } else {
+        TRY(dnnl_check(dnnl_plain_md(&x_md, x->ndim, x->dims), c, "describe X"));
+        TRY(dnnl_check(dnnl_plain_md(&y_md, y->ndim, y->dims), c, "describe Y"));
+    }
     dnnl_pooling_v2_desc_t desc;
     if (dnnl_pooling_v2_forward_desc_init(&desc, dnnl_forward_inference, alg, &x_md, &y_md, strides,
                                           kernel, dilation, pad_l, pad_r) != dnnl_success)
@@ -81,14 +90,18 @@ static graft_status run_pool(cpu_backend *be, const op_call *c, void **state, bo
         tensor_numel(x) == 0 || tensor_numel(c->out[0]) == 0)
         return GRAFT_OK;
     if (c->n_out > 1 && c->out[1]) return GRAFT_OK; /* Indices: the reference computes them */
+    bool nhwc = cpu_in_nhwc(be, c, 0);
+    if (nhwc != cpu_out_nhwc(be, c, 0) || (nhwc && x->ndim != 4)) return GRAFT_OK;
     pool_state *s = *state;
-    if (!s || s->ndim != x->ndim || memcmp(s->x_dims, x->dims, (size_t)x->ndim * sizeof(int64_t))) {
+    if (!s || s->ndim != x->ndim || s->nhwc != nhwc ||
+        memcmp(s->x_dims, x->dims, (size_t)x->ndim * sizeof(int64_t))) {
         if (s) pool_state_destroy(&s->base);
         *state = NULL;
         s = calloc(1, sizeof *s);
         if (!s) return op_error(c->node, c->err, GRAFT_E_OUT_OF_MEMORY, "pooling state");
         s->base.destroy = pool_state_destroy;
         s->ndim = x->ndim;
+        s->nhwc = nhwc;
         memcpy(s->x_dims, x->dims, (size_t)x->ndim * sizeof(int64_t));
         graft_status st = pool_build(be, c, is_max, s);
         if (st != GRAFT_OK) {

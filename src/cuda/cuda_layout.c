@@ -17,7 +17,7 @@ void cuda_plan_layouts(cuda_backend *be, const ir_graph *g, const unsigned char 
     if (be->nchw_only || g->n_values == 0) return;
     be->nhwc = malloc((size_t)g->n_values);
     if (!be->nhwc) return; /* out of memory: everything NCHW */
-    layout_plan_nhwc(g, on_dev, be->nhwc);
+    layout_plan_nhwc(g, on_dev, false, be->nhwc);
     be->n_nhwc = g->n_values;
     int marked = 0;
     for (int v = 0; v < g->n_values; v++) marked += be->nhwc[v];

@@ -33,8 +33,11 @@ layout_kind layout_op_kind(const ir_node *n) {
     return LAYOUT_NONE;
 }
 
-static bool is_half_4d(const ir_value *v) {
-    return v->ndim == 4 && (v->dtype == GRAFT_DTYPE_F16 || v->dtype == GRAFT_DTYPE_BF16);
+/* A 4-D activation of the planned dtypes: fp16/bf16, or f32. */
+static bool is_half_4d(const ir_value *v, bool f32) {
+    if (v->ndim != 4) return false;
+    if (f32) return v->dtype == GRAFT_DTYPE_F32;
+    return v->dtype == GRAFT_DTYPE_F16 || v->dtype == GRAFT_DTYPE_BF16;
 }
 
 /* A window cuDNN takes as it is: 2 spatial axes, explicit symmetric pads (or none). */
@@ -66,14 +69,14 @@ static bool same_known_dims(const ir_value *a, const ir_value *b) {
 }
 
 /* Can node n (on the device) write its output 0 channels-last, given the candidates so far? */
-static bool writes_nhwc(const ir_graph *g, const ir_node *n, const unsigned char *cand) {
+static bool writes_nhwc(const ir_graph *g, const ir_node *n, const unsigned char *cand, bool f32) {
     int y = n->n_out > 0 ? n->outputs[0] : -1;
-    if (y < 0 || !is_half_4d(&g->values[y])) return false;
+    if (y < 0 || !is_half_4d(&g->values[y], f32)) return false;
     switch (layout_op_kind(n)) {
     case LAYOUT_CONV: {
         int w = n->n_in > 1 ? n->inputs[1] : -1;
         return n->n_in >= 2 && n->inputs[0] >= 0 && w >= 0 && g->values[w].is_const &&
-               g->values[w].ndim == 4 && is_half_4d(&g->values[n->inputs[0]]) &&
+               g->values[w].ndim == 4 && is_half_4d(&g->values[n->inputs[0]], f32) &&
                plain_window(n, false);
     }
     case LAYOUT_POOL:
@@ -121,9 +124,9 @@ static bool reads_nhwc(const ir_node *r, int k, const unsigned char *on_dev, int
 }
 
 static bool value_keeps(const ir_graph *g, int v, const unsigned char *on_dev,
-                        const unsigned char *cand) {
+                        const unsigned char *cand, bool f32) {
     const ir_node *p = &g->nodes[g->values[v].producer];
-    if (!writes_nhwc(g, p, cand)) return false;
+    if (!writes_nhwc(g, p, cand, f32)) return false;
     for (int i = 0; i < g->n_nodes; i++) {
         const ir_node *r = &g->nodes[i];
         if (r->dead) continue;
@@ -133,13 +136,14 @@ static bool value_keeps(const ir_graph *g, int v, const unsigned char *on_dev,
     return true;
 }
 
-void layout_plan_nhwc(const ir_graph *g, const unsigned char *on_dev, unsigned char *nhwc) {
+void layout_plan_nhwc(const ir_graph *g, const unsigned char *on_dev, bool f32,
+                      unsigned char *nhwc) {
     memset(nhwc, 0, (size_t)g->n_values);
     for (int i = 0; i < g->n_nodes; i++) {
         const ir_node *n = &g->nodes[i];
         int y = n->n_out > 0 ? n->outputs[0] : -1;
         if (y >= 0 && on_dev[i] && !n->dead && layout_op_kind(n) != LAYOUT_NONE &&
-            layout_op_kind(n) != LAYOUT_GLOBAL && is_half_4d(&g->values[y]))
+            layout_op_kind(n) != LAYOUT_GLOBAL && is_half_4d(&g->values[y], f32))
             nhwc[y] = 1;
     }
     for (int i = 0; i < g->n_outputs; i++) nhwc[g->outputs[i]] = 0;
@@ -148,7 +152,7 @@ void layout_plan_nhwc(const ir_graph *g, const unsigned char *on_dev, unsigned c
     for (bool changed = true; changed;) {
         changed = false;
         for (int v = 0; v < g->n_values; v++)
-            if (nhwc[v] && (g->values[v].producer < 0 || !value_keeps(g, v, on_dev, nhwc))) {
+            if (nhwc[v] && (g->values[v].producer < 0 || !value_keeps(g, v, on_dev, nhwc, f32))) {
                 nhwc[v] = 0;
                 changed = true;
             }

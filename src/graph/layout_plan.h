@@ -1,5 +1,6 @@
-/* layout_plan.h: which 4-D half-precision activations a device backend keeps channels-last
- * (NHWC) between the convolutions that prefer it, and which ops can read and write them so. */
+/* layout_plan.h: which 4-D activations a backend keeps channels-last (NHWC) between the
+ * convolutions that prefer it (half precision on the GPU, f32 on the CPU), and which ops can read
+ * and write them so. */
 #ifndef GRAFT_GRAPH_LAYOUT_PLAN_H
 #define GRAFT_GRAPH_LAYOUT_PLAN_H
 
@@ -20,11 +21,12 @@ typedef enum layout_kind {
 layout_kind layout_op_kind(const ir_node *n);
 
 /* Mark nhwc[v] = 1 for the values (of g->n_values) worth keeping channels-last: 4-D fp16 or
- * bf16 activations written by a Conv, a pool or a layout-free op on the device (on_dev per
- * node) whose every reader is on the device and reads them natively (a Conv's X, a pool or
- * layout-free op whose own output is channels-last, GlobalAveragePool), or reads only their
- * shape; never a graph output. Windows with asymmetric or automatic padding, dilated pools
- * and ceil_mode stay NCHW. Values elsewhere get 0. */
-void layout_plan_nhwc(const ir_graph *g, const unsigned char *on_dev, unsigned char *nhwc);
+ * bf16 activations (f32 ones when f32: the CPU's oneDNN convolutions) written by a Conv, a pool or
+ * a layout-free op on the device (on_dev per node) whose every reader is on the device and reads
+ * them natively (a Conv's X, a pool or layout-free op whose own output is channels-last,
+ * GlobalAveragePool), or reads only their shape; never a graph output. Windows with asymmetric or
+ * automatic padding, dilated pools and ceil_mode stay NCHW. Values elsewhere get 0. */
+void layout_plan_nhwc(const ir_graph *g, const unsigned char *on_dev, bool f32,
+                      unsigned char *nhwc);
 
 #endif
