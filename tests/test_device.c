@@ -90,12 +90,15 @@ static uint8_t *pack_model(Onnx__GraphProto *graph, size_t *len) {
     return buf;
 }
 
-/* A model of one ConstantOfShape reading its shape from the input "shape" (2 int64s): asked
- * for a (200000, 1000000) float output it needs 800 GB. Packed bytes, malloc'ed. */
-static uint8_t *constant_of_shape_model(size_t *len) {
+/* A model of one node `op` (named `name`) reading node_in (initializers first, then the 1-D
+ * int64 graph input `in_name` of in_len elements) and writing the float output "y". Packed
+ * bytes, malloc'ed. */
+static uint8_t *one_node_model(const char *op, const char *name, const char *in_name,
+                               int64_t in_len, char **node_in, int n_node_in,
+                               Onnx__TensorProto **inits, int n_inits, size_t *len) {
     Onnx__TensorShapeProto__Dimension dim = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT;
     dim.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
-    dim.dim_value = 2;
+    dim.dim_value = in_len;
     Onnx__TensorShapeProto__Dimension *dims[] = {&dim};
     Onnx__TensorShapeProto shape = ONNX__TENSOR_SHAPE_PROTO__INIT;
     shape.n_dim = 1, shape.dim = dims;
@@ -106,37 +109,30 @@ static uint8_t *constant_of_shape_model(size_t *len) {
     in_type.value_case = out_type.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
     in_type.tensor_type = &in_tt, out_type.tensor_type = &out_tt;
     Onnx__ValueInfoProto in = ONNX__VALUE_INFO_PROTO__INIT, out = in;
-    in.name = "shape", in.type = &in_type, out.name = "y", out.type = &out_type;
+    in.name = (char *)in_name, in.type = &in_type, out.name = "y", out.type = &out_type;
     Onnx__ValueInfoProto *ins[] = {&in}, *outs[] = {&out};
-    char *node_in[] = {"shape"}, *node_out[] = {"y"};
+    char *node_out[] = {"y"};
     Onnx__NodeProto node = ONNX__NODE_PROTO__INIT;
-    node.n_input = 1, node.input = node_in, node.n_output = 1, node.output = node_out;
-    node.op_type = "ConstantOfShape", node.name = "fill";
+    node.n_input = (size_t)n_node_in, node.input = node_in, node.n_output = 1;
+    node.output = node_out, node.op_type = (char *)op, node.name = (char *)name;
     Onnx__NodeProto *nodes[] = {&node};
     Onnx__GraphProto graph = ONNX__GRAPH_PROTO__INIT;
-    graph.name = "oom", graph.n_node = 1, graph.node = nodes;
+    graph.name = (char *)name, graph.n_node = 1, graph.node = nodes;
     graph.n_input = 1, graph.input = ins, graph.n_output = 1, graph.output = outs;
+    graph.n_initializer = (size_t)n_inits, graph.initializer = inits;
     return pack_model(&graph, len);
 }
 
-/* A model of one Gather (axis 0) of a constant (5, 2) float table, (row r = {r, 10 r}), by the
- * int64 input "idx" of 3 indices. Packed bytes, malloc'ed. */
+/* One ConstantOfShape reading its shape from the input "shape" (2 int64s): asked for a
+ * (200000, 1000000) float output it needs 800 GB. */
+static uint8_t *constant_of_shape_model(size_t *len) {
+    char *node_in[] = {"shape"};
+    return one_node_model("ConstantOfShape", "fill", "shape", 2, node_in, 1, NULL, 0, len);
+}
+
+/* One Gather (axis 0) of a constant (5, 2) float table (row r = {r, 10 r}) by the int64 input
+ * "idx" of 3 indices. */
 static uint8_t *gather_model(size_t *len) {
-    Onnx__TensorShapeProto__Dimension dim = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT;
-    dim.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
-    dim.dim_value = 3;
-    Onnx__TensorShapeProto__Dimension *dims[] = {&dim};
-    Onnx__TensorShapeProto shape = ONNX__TENSOR_SHAPE_PROTO__INIT;
-    shape.n_dim = 1, shape.dim = dims;
-    Onnx__TypeProto__Tensor in_tt = ONNX__TYPE_PROTO__TENSOR__INIT, out_tt = in_tt;
-    in_tt.has_elem_type = 1, in_tt.elem_type = GRAFT_DTYPE_I64, in_tt.shape = &shape;
-    out_tt.has_elem_type = 1, out_tt.elem_type = GRAFT_DTYPE_F32;
-    Onnx__TypeProto in_type = ONNX__TYPE_PROTO__INIT, out_type = in_type;
-    in_type.value_case = out_type.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
-    in_type.tensor_type = &in_tt, out_type.tensor_type = &out_tt;
-    Onnx__ValueInfoProto in = ONNX__VALUE_INFO_PROTO__INIT, out = in;
-    in.name = "idx", in.type = &in_type, out.name = "y", out.type = &out_type;
-    Onnx__ValueInfoProto *ins[] = {&in}, *outs[] = {&out};
     float rows[10];
     for (int r = 0; r < 5; r++) rows[2 * r] = (float)r, rows[2 * r + 1] = 10.0f * (float)r;
     int64_t table_dims[2] = {5, 2};
@@ -144,16 +140,8 @@ static uint8_t *gather_model(size_t *len) {
     table.name = "table", table.has_data_type = 1, table.data_type = GRAFT_DTYPE_F32;
     table.n_dims = 2, table.dims = table_dims, table.n_float_data = 10, table.float_data = rows;
     Onnx__TensorProto *inits[] = {&table};
-    char *node_in[] = {"table", "idx"}, *node_out[] = {"y"};
-    Onnx__NodeProto node = ONNX__NODE_PROTO__INIT;
-    node.n_input = 2, node.input = node_in, node.n_output = 1, node.output = node_out;
-    node.op_type = "Gather", node.name = "lookup";
-    Onnx__NodeProto *nodes[] = {&node};
-    Onnx__GraphProto graph = ONNX__GRAPH_PROTO__INIT;
-    graph.name = "gather", graph.n_node = 1, graph.node = nodes;
-    graph.n_input = 1, graph.input = ins, graph.n_output = 1, graph.output = outs;
-    graph.n_initializer = 1, graph.initializer = inits;
-    return pack_model(&graph, len);
+    char *node_in[] = {"table", "idx"};
+    return one_node_model("Gather", "lookup", "idx", 3, node_in, 2, inits, 1, len);
 }
 
 /* Asking the GPU for more than it has is an error naming the sizes, and the model still runs
