@@ -142,7 +142,7 @@ static void cpu_destroy(void *impl) {
     if (!be) return;
     cpu_release_state(be);
     fusion_groups_free(be->groups);
-    free(be->nhwc);
+    layout_state_free(&be->layout);
     free(be->node_state);
     free(be->node_state_owner);
 #if GRAFT_HAVE_DNNL

@@ -7,6 +7,7 @@
 
 #include "../core/backend.h"
 #include "../graph/fusion_groups.h"
+#include "../graph/layout_plan.h"
 #include "graft_config.h"
 
 typedef struct cpu_backend {
@@ -21,10 +22,8 @@ typedef struct cpu_backend {
     fusion_groups *groups; /* fused groups of the current placement (dnnl_fuse.c's rules) */
     fusion_log_fn log;     /* the "fused group" debug lines; NULL: none */
     void *log_user;
-    unsigned char *nhwc; /* per value: kept channels-last (cpu_layout.c); NULL: none */
-    int n_nhwc;
-    bool nchw_only; /* GRAFT_CPU_LAYOUT=nchw: no channels-last activations (diagnostic) */
-    bool plain;     /* a kernel runs on NCHW copies: cpu_in_nhwc/cpu_out_nhwc say false */
+    layout_state layout; /* channels-last values of the placement (cpu_layout.c) */
+    bool nchw_only;      /* GRAFT_CPU_LAYOUT=nchw: no channels-last activations (diagnostic) */
 } cpu_backend;
 
 /* A fast kernel. It sets *handled = false (and returns GRAFT_OK) for cases it does not cover

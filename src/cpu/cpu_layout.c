@@ -9,35 +9,16 @@
 #include "cpu_backend.h"
 
 void cpu_plan_layouts(cpu_backend *be, const ir_graph *g, const unsigned char *on_host) {
-    free(be->nhwc);
-    be->nhwc = NULL;
-    be->n_nhwc = 0;
-    if (be->nchw_only || be->reference_only || !be->dnnl_engine || g->n_values == 0) return;
-    be->nhwc = malloc((size_t)g->n_values);
-    if (!be->nhwc) return; /* out of memory: everything NCHW */
-    layout_plan_nhwc(g, on_host, true, be->nhwc);
-    be->n_nhwc = g->n_values;
-}
-
-static bool value_nhwc(const cpu_backend *be, int v) {
-    return !be->plain && v >= 0 && v < be->n_nhwc && be->nhwc[v];
+    layout_state_plan(&be->layout, g, on_host, true,
+                      be->nchw_only || be->reference_only || !be->dnnl_engine);
 }
 
 bool cpu_in_nhwc(const cpu_backend *be, const op_call *c, int k) {
-    return k < c->n_in && c->in[k] && k < c->node->n_in && value_nhwc(be, c->node->inputs[k]);
+    return layout_in_nhwc(&be->layout, c, k);
 }
 
 bool cpu_out_nhwc(const cpu_backend *be, const op_call *c, int k) {
-    return k < c->n_out && c->out[k] && k < c->node->n_out && value_nhwc(be, c->node->outputs[k]);
-}
-
-static bool call_has_nhwc(const cpu_backend *be, const op_call *c) {
-    if (!be->n_nhwc || be->plain) return false;
-    for (int k = 0; k < c->n_in; k++)
-        if (cpu_in_nhwc(be, c, k)) return true;
-    for (int k = 0; k < c->n_out; k++)
-        if (cpu_out_nhwc(be, c, k)) return true;
-    return false;
+    return layout_out_nhwc(&be->layout, c, k);
 }
 
 /* dst = src (f32, logical dims N, C, H, W) from NCHW to NHWC (to_nhwc) or back. */
@@ -53,25 +34,6 @@ static void nhwc_copy(float *dst, const float *src, const int64_t *dims, bool to
                 else
                     dst[nchw] = src[nhwc];
             }
-}
-
-static bool same_dims(const tensor *a, const tensor *b) {
-    return a->ndim == b->ndim && memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->ndim) == 0;
-}
-
-/* An element-wise node whose data tensors are all channels-last and of one shape (other inputs
- * single values): it computes the same element by element in either layout. */
-static bool layout_free(const cpu_backend *be, const op_call *c, layout_kind kind) {
-    if (c->n_out != 1 || !c->out[0] || !cpu_out_nhwc(be, c, 0)) return false;
-    for (int k = 0; k < c->n_in; k++) {
-        const tensor *t = c->in[k];
-        if (!t) continue;
-        bool data = kind == LAYOUT_BINARY || k == 0;
-        if (data && cpu_in_nhwc(be, c, k) && same_dims(t, c->out[0])) continue;
-        if (!cpu_in_nhwc(be, c, k) && tensor_numel(t) == 1) continue;
-        return false;
-    }
-    return true;
 }
 
 #define LAYOUT_IO 16
@@ -118,9 +80,9 @@ static graft_status run_on_nchw_copies(cpu_backend *be, int node_index, const op
         op_call plain = *c;
         plain.in = in_p;
         plain.out = out_p;
-        be->plain = true;
+        be->layout.plain = true;
         st = cpu_run_plain(be, node_index, &plain);
-        be->plain = false;
+        be->layout.plain = false;
     }
     for (int k = 0; k < c->n_out && st == GRAFT_OK; k++)
         if (conv[k]) nhwc_copy(c->out[k]->data, out[k].data, out[k].dims, true);
@@ -157,12 +119,12 @@ static bool global_average_nhwc(const cpu_backend *be, const op_call *c) {
 }
 
 graft_status cpu_run_layout(cpu_backend *be, int node_index, const op_call *c) {
-    if (!call_has_nhwc(be, c)) return cpu_run_plain(be, node_index, c);
+    if (!layout_call_has_nhwc(&be->layout, c)) return cpu_run_plain(be, node_index, c);
     layout_kind kind = layout_op_kind(c->node);
-    if ((kind == LAYOUT_UNARY || kind == LAYOUT_BINARY) && layout_free(be, c, kind)) {
-        be->plain = true; /* the kernel sees plain same-shaped arrays */
+    if ((kind == LAYOUT_UNARY || kind == LAYOUT_BINARY) && layout_free_call(&be->layout, c, kind)) {
+        be->layout.plain = true; /* the kernel sees plain same-shaped arrays */
         graft_status st = cpu_run_plain(be, node_index, c);
-        be->plain = false;
+        be->layout.plain = false;
         return st;
     }
     if (kind == LAYOUT_GLOBAL && global_average_nhwc(be, c)) return GRAFT_OK;

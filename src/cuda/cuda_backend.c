@@ -250,7 +250,7 @@ static void be_destroy(void *impl) {
     if (be->stream) cudaStreamSynchronize(be->stream);
     cuda_transfer_fini(be);
     cuda_groups_free(be->groups);
-    free(be->nhwc);
+    layout_state_free(&be->layout);
     if (be->bad_index) cudaFree(be->bad_index);
     free(be->node_state);
     free(be->node_state_owner);

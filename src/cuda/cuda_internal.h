@@ -7,6 +7,7 @@
 #include <cudnn.h>
 
 #include "../graph/fusion_groups.h"
+#include "../graph/layout_plan.h"
 #include "cuda_backend.h"
 
 typedef struct cuda_kernel cuda_kernel;
@@ -27,14 +28,12 @@ typedef struct cuda_backend {
     int64_t fallbacks; /* node runs that went to the CPU reference */
     bool capturing;
     struct cuda_gather_fault *bad_index; /* a Gather's out-of-range index (device memory) */
-    cuda_groups *groups; /* fused groups of the current placement (cuda_groups.c) */
-    void *stage[2];      /* pinned host staging buffers for copies (cuda_transfer.c) */
+    cuda_groups *groups;                 /* fused groups of the current placement (cuda_groups.c) */
+    void *stage[2]; /* pinned host staging buffers for copies (cuda_transfer.c) */
     cudaEvent_t stage_done[2];
     int n_node_state;
-    unsigned char *nhwc; /* per value: kept channels-last (cuda_layout.c); NULL: none */
-    int n_nhwc;
-    bool nchw_only; /* GRAFT_CUDA_LAYOUT=nchw: no channels-last activations */
-    bool plain;     /* a kernel runs on NCHW copies: cuda_in_nhwc/cuda_out_nhwc say false */
+    layout_state layout; /* channels-last values of the placement (cuda_layout.c) */
+    bool nchw_only;      /* GRAFT_CUDA_LAYOUT=nchw: no channels-last activations */
     cuda_log_fn log;
     void *log_user;
     int num_threads;

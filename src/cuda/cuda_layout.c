@@ -11,41 +11,19 @@
 #include "tensor_launch.h"
 
 void cuda_plan_layouts(cuda_backend *be, const ir_graph *g, const unsigned char *on_dev) {
-    free(be->nhwc);
-    be->nhwc = NULL;
-    be->n_nhwc = 0;
-    if (be->nchw_only || g->n_values == 0) return;
-    be->nhwc = malloc((size_t)g->n_values);
-    if (!be->nhwc) return; /* out of memory: everything NCHW */
-    layout_plan_nhwc(g, on_dev, false, be->nhwc);
-    be->n_nhwc = g->n_values;
-    int marked = 0;
-    for (int v = 0; v < g->n_values; v++) marked += be->nhwc[v];
+    int marked = layout_state_plan(&be->layout, g, on_dev, false, be->nchw_only);
     if (!marked || !be->log) return;
     char msg[128];
     snprintf(msg, sizeof msg, "channels-last (NHWC) activations: %d", marked);
     be->log(be->log_user, GRAFT_LOG_DEBUG, msg);
 }
 
-static bool value_nhwc(const cuda_backend *be, int v) {
-    return !be->plain && v >= 0 && v < be->n_nhwc && be->nhwc[v];
-}
-
 bool cuda_in_nhwc(const cuda_backend *be, const op_call *c, int k) {
-    return k < c->n_in && c->in[k] && k < c->node->n_in && value_nhwc(be, c->node->inputs[k]);
+    return layout_in_nhwc(&be->layout, c, k);
 }
 
 bool cuda_out_nhwc(const cuda_backend *be, const op_call *c, int k) {
-    return k < c->n_out && c->out[k] && k < c->node->n_out && value_nhwc(be, c->node->outputs[k]);
-}
-
-static bool call_has_nhwc(const cuda_backend *be, const op_call *c) {
-    if (!be->n_nhwc || be->plain) return false;
-    for (int k = 0; k < c->n_in; k++)
-        if (cuda_in_nhwc(be, c, k)) return true;
-    for (int k = 0; k < c->n_out; k++)
-        if (cuda_out_nhwc(be, c, k)) return true;
-    return false;
+    return layout_out_nhwc(&be->layout, c, k);
 }
 
 graft_status cuda_nhwc_copy(cuda_backend *be, void *dst, const void *src, const int64_t *dims,
@@ -65,26 +43,6 @@ graft_status cuda_nhwc_copy(cuda_backend *be, void *dst, const void *src, const 
     CUDA_TRY(e, cuda_tensor_copy_tiled(dst, src, (int)elem, 3, d, s, 1, be->stream),
              to_nhwc ? "copying NCHW to NHWC" : "copying NHWC to NCHW");
     return GRAFT_OK;
-}
-
-static bool same_dims(const tensor *a, const tensor *b) {
-    return a->ndim == b->ndim && memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->ndim) == 0;
-}
-
-/* An element-wise node whose data tensors are all channels-last and of one shape (other inputs
- * single values): it computes the same element by element in either layout. */
-static bool layout_free(const cuda_backend *be, const op_call *c, layout_kind kind) {
-    if (c->n_out != 1 || !c->out[0] || !cuda_out_nhwc(be, c, 0)) return false;
-    for (int k = 0; k < c->n_in; k++) {
-        const tensor *t = c->in[k];
-        if (!t) continue;
-        bool data = kind == LAYOUT_BINARY || k == 0;
-        if (data && cuda_in_nhwc(be, c, k) && same_dims(t, c->out[0])) continue;
-        if (!cuda_in_nhwc(be, c, k) && tensor_numel(t) == 1) continue;
-        if (!data && op_input_on_host(c->node->op_type, k)) continue;
-        return false;
-    }
-    return true;
 }
 
 #define LAYOUT_IO 16
@@ -124,9 +82,9 @@ static graft_status run_on_nchw_copies(cuda_backend *be, int node_index, const o
         op_call plain = *c;
         plain.in = in_p;
         plain.out = out_p;
-        be->plain = true;
+        be->layout.plain = true;
         st = cuda_run_plain(be, node_index, &plain);
-        be->plain = false;
+        be->layout.plain = false;
     }
     for (int k = 0; k < c->n_out && st == GRAFT_OK; k++)
         if (out_conv[k])
@@ -137,12 +95,12 @@ static graft_status run_on_nchw_copies(cuda_backend *be, int node_index, const o
 }
 
 graft_status cuda_run_layout(cuda_backend *be, int node_index, const op_call *c) {
-    if (!call_has_nhwc(be, c)) return cuda_run_plain(be, node_index, c);
+    if (!layout_call_has_nhwc(&be->layout, c)) return cuda_run_plain(be, node_index, c);
     layout_kind kind = layout_op_kind(c->node);
-    if ((kind == LAYOUT_UNARY || kind == LAYOUT_BINARY) && layout_free(be, c, kind)) {
-        be->plain = true; /* the kernel sees plain same-shaped arrays */
+    if ((kind == LAYOUT_UNARY || kind == LAYOUT_BINARY) && layout_free_call(&be->layout, c, kind)) {
+        be->layout.plain = true; /* the kernel sees plain same-shaped arrays */
         graft_status st = cuda_run_plain(be, node_index, c);
-        be->plain = false;
+        be->layout.plain = false;
         return st;
     }
     if (kind == LAYOUT_CONV || kind == LAYOUT_POOL || kind == LAYOUT_GLOBAL) {

@@ -1,6 +1,6 @@
 /* layout_plan.c: choosing the channels-last (NHWC) activations of a placed graph: candidates
  * are written by NHWC-capable ops, and a candidate some reader cannot take natively goes back
- * to NCHW, until nothing changes. */
+ * to NCHW, until nothing changes; and the per-call queries both backends make of the plan. */
 #include "layout_plan.h"
 
 #include <stdlib.h>
@@ -157,4 +157,64 @@ void layout_plan_nhwc(const ir_graph *g, const unsigned char *on_dev, bool f32,
                 changed = true;
             }
     }
+}
+
+/* ---- a backend's plan, queried per call ---------------------------------------------------- */
+
+int layout_state_plan(layout_state *ls, const ir_graph *g, const unsigned char *on_dev, bool f32,
+                      bool off) {
+    layout_state_free(ls);
+    if (off || g->n_values == 0) return 0;
+    ls->nhwc = malloc((size_t)g->n_values);
+    if (!ls->nhwc) return 0; /* out of memory: everything NCHW */
+    layout_plan_nhwc(g, on_dev, f32, ls->nhwc);
+    ls->n = g->n_values;
+    int marked = 0;
+    for (int v = 0; v < g->n_values; v++) marked += ls->nhwc[v];
+    return marked;
+}
+
+void layout_state_free(layout_state *ls) {
+    free(ls->nhwc);
+    ls->nhwc = NULL;
+    ls->n = 0;
+}
+
+static bool value_nhwc(const layout_state *ls, int v) {
+    return !ls->plain && v >= 0 && v < ls->n && ls->nhwc[v];
+}
+
+bool layout_in_nhwc(const layout_state *ls, const op_call *c, int k) {
+    return k < c->n_in && c->in[k] && k < c->node->n_in && value_nhwc(ls, c->node->inputs[k]);
+}
+
+bool layout_out_nhwc(const layout_state *ls, const op_call *c, int k) {
+    return k < c->n_out && c->out[k] && k < c->node->n_out && value_nhwc(ls, c->node->outputs[k]);
+}
+
+bool layout_call_has_nhwc(const layout_state *ls, const op_call *c) {
+    if (!ls->n || ls->plain) return false;
+    for (int k = 0; k < c->n_in; k++)
+        if (layout_in_nhwc(ls, c, k)) return true;
+    for (int k = 0; k < c->n_out; k++)
+        if (layout_out_nhwc(ls, c, k)) return true;
+    return false;
+}
+
+static bool same_dims(const tensor *a, const tensor *b) {
+    return a->ndim == b->ndim && memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->ndim) == 0;
+}
+
+bool layout_free_call(const layout_state *ls, const op_call *c, layout_kind kind) {
+    if (c->n_out != 1 || !c->out[0] || !layout_out_nhwc(ls, c, 0)) return false;
+    for (int k = 0; k < c->n_in; k++) {
+        const tensor *t = c->in[k];
+        if (!t) continue;
+        bool data = kind == LAYOUT_BINARY || k == 0;
+        if (data && layout_in_nhwc(ls, c, k) && same_dims(t, c->out[0])) continue;
+        if (!layout_in_nhwc(ls, c, k) && tensor_numel(t) == 1) continue;
+        if (!data && op_input_on_host(c->node->op_type, k)) continue;
+        return false;
+    }
+    return true;
 }

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 
+#include "../ops/op.h"
 #include "ir.h"
 
 /* How an op meets channels-last data. */
@@ -28,5 +29,28 @@ layout_kind layout_op_kind(const ir_node *n);
  * automatic padding, dilated pools and ceil_mode stay NCHW. Values elsewhere get 0. */
 void layout_plan_nhwc(const ir_graph *g, const unsigned char *on_dev, bool f32,
                       unsigned char *nhwc);
+
+/* A backend's channels-last values for its current placement. */
+typedef struct layout_state {
+    unsigned char *nhwc; /* per value, or NULL: none */
+    int n;               /* values nhwc covers */
+    bool plain; /* a kernel runs on NCHW copies: layout_in_nhwc / layout_out_nhwc say false */
+} layout_state;
+
+/* Plan (replacing an earlier plan) for a placement; nothing marked when off or out of memory.
+ * Returns how many values are marked. */
+int layout_state_plan(layout_state *ls, const ir_graph *g, const unsigned char *on_dev, bool f32,
+                      bool off);
+void layout_state_free(layout_state *ls);
+/* Input k / output k of a call is channels-last: its logical dims stay (N, C, H, W), its data is
+ * laid out (N, H, W, C). */
+bool layout_in_nhwc(const layout_state *ls, const op_call *c, int k);
+bool layout_out_nhwc(const layout_state *ls, const op_call *c, int k);
+/* Any of the call's tensors is channels-last. */
+bool layout_call_has_nhwc(const layout_state *ls, const op_call *c);
+/* An element-wise node (kind UNARY or BINARY) whose data tensors are all channels-last and of
+ * one shape (other inputs single values): it computes the same element by element in either
+ * layout. */
+bool layout_free_call(const layout_state *ls, const op_call *c, layout_kind kind);
 
 #endif
