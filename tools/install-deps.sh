@@ -1,18 +1,32 @@
 #!/usr/bin/env bash
-# tools/install-deps.sh: installs what graft needs to build and test on Debian 12 (apt and pip).
+# tools/install-deps.sh: installs what graft needs on Debian 12: Debian packages with apt, and the
+# Python packages of the tests and tools into the virtual environment .venv (never the system's).
 set -euo pipefail
+cd "$(dirname "$0")/.."
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 export DEBIAN_FRONTEND=noninteractive
+echo "install-deps: Debian packages (apt-get)"
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
-    build-essential meson ninja-build pkg-config \
+    build-essential meson ninja-build pkg-config git \
     libprotobuf-c-dev protobuf-c-compiler libdnnl-dev libonnx-testdata \
     libjpeg62-turbo-dev libpng-dev chromium \
-    python3 python3-pip >/dev/null
+    python3 python3-venv >/dev/null
+# Python packages go into .venv: Debian's own Python is externally managed (PEP 668) and refuses
+# pip installs, and nothing here should change a machine's system Python either way. The venv is
+# made from the first python3 on the PATH (Debian's, or another one such as pyenv's).
+VENV=.venv
+if [ ! -x "$VENV/bin/python3" ] || ! "$VENV/bin/python3" -c 'import sys' 2>/dev/null; then
+    echo "install-deps: creating the Python environment $VENV ($(command -v python3))"
+    rm -rf "$VENV"
+    python3 -m venv "$VENV"
+fi
+echo "install-deps: Python packages into $VENV (pip)"
 # Reference models and outputs are made with onnx and ONNX Runtime (no torch needed);
 # scikit-learn supplies the 8x8 digits for the transfer test (tools/export_digits.py).
-python3 -m pip install -q --disable-pip-version-check \
-    'numpy>=1.24' 'onnx>=1.15' 'onnxruntime>=1.17' safetensors 'scikit-learn>=1.2' 'Pillow>=9' tensorboard 2>&1 | grep -v 'Running pip as' || true
-python3 -c 'import numpy, onnx, onnxruntime, safetensors, sklearn, PIL, tensorboard'
-echo "install-deps: done"
+"$VENV/bin/python3" -m pip install -q --disable-pip-version-check \
+    'numpy>=1.24' 'onnx>=1.15' 'onnxruntime>=1.17' safetensors 'scikit-learn>=1.2' 'Pillow>=9' \
+    tensorboard
+"$VENV/bin/python3" tools/check_venv.py
+echo "install-deps: done (Python: $VENV/bin/python3; the scripts in tools/ put $VENV/bin first on the PATH)"

@@ -4,6 +4,14 @@
 # "N passed, N failed, N skipped".
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# The Python tools run in the environment tools/install-deps.sh made (never the system Python).
+if [ ! -x .venv/bin/python3 ]; then
+    echo "tools/test.sh: no Python environment .venv: run tools/install-deps.sh (or tools/setup.sh) first"
+    echo "0 passed, 1 failed, 0 skipped"
+    exit 1
+fi
+export PATH="$PWD/.venv/bin:$PATH"
+unset PYTHONPATH PYTHONHOME
 GEN=tests/data/gen
 LOGS=build/test-logs
 mkdir -p "$LOGS"
@@ -47,6 +55,7 @@ setup_build() {
         { tail -40 "$LOGS/build-$(basename "$dir").log"; return 1; }
 }
 
+run_suite venv python3 tools/check_venv.py
 note "making test models in $GEN"
 if ! python3 tools/make_models.py --out "$GEN" >"$LOGS/make_models.log" 2>&1; then
     tail -20 "$LOGS/make_models.log"
