@@ -55,11 +55,11 @@ static void check_model(const char *dir, const char *name) {
     snprintf(test, sizeof test, "cpu_fusion_%s", name);
     FILE *f = fopen(path, "rb");
     if (!f) {
-        SKIP(test, "model not generated (run tools/make_models.py)");
+        MISSING(test, "model not generated (run tools/make_models.py)");
         return;
     }
     fclose(f);
-    loaded fused, ref;
+    loaded fused = {0}, ref = {0};
     memset(&ref, 0, sizeof ref);
     bool ok = load(path, false, &fused, test) && load(path, true, &ref, test);
     int ni = ok ? graft_model_input_count(fused.m) : 0;

@@ -41,9 +41,9 @@ static double max_rel(const float *a, const double *b, int64_t n) {
 }
 
 static void resnet_features(void) {
-    loaded l;
+    loaded l = {0};
     if (load(&l, "resnet18") != 0) {
-        SKIP("cut_resnet18", "resnet18 not generated");
+        MISSING("cut_resnet18", "resnet18 not generated");
         loaded_close(&l);
         return;
     }
@@ -92,9 +92,9 @@ static void resnet_features(void) {
 
 /* pooling: CLS, POOLER or MEAN, checked against the uncut model's outputs. */
 static void bert_pooling(graft_pooling pooling, const char *test) {
-    loaded l;
+    loaded l = {0};
     if (load(&l, "bert_tiny_decomposed") != 0) {
-        SKIP(test, "bert_tiny_decomposed not generated");
+        MISSING(test, "bert_tiny_decomposed not generated");
         loaded_close(&l);
         return;
     }
@@ -133,9 +133,9 @@ static void bert_pooling(graft_pooling pooling, const char *test) {
 }
 
 static void bad_cuts(void) {
-    loaded l;
+    loaded l = {0};
     if (load(&l, "resnet18") != 0) {
-        SKIP("cut_errors", "resnet18 not generated");
+        MISSING("cut_errors", "resnet18 not generated");
         loaded_close(&l);
         return;
     }

@@ -72,7 +72,7 @@ static void bad_files_reported(graft_dataset *ds, const char *dir) {
 static void options_in_metadata(graft_ctx *ctx, const char *model_path) {
     graft_model *m = NULL, *back = NULL;
     if (graft_model_load(ctx, model_path, &m) != GRAFT_OK) {
-        SKIP("image_options_in_metadata", "model not generated");
+        MISSING("image_options_in_metadata", "model not generated");
         return;
     }
     graft_image_options o = GRAFT_IMAGE_OPTIONS_INIT, got = GRAFT_IMAGE_OPTIONS_INIT;

@@ -90,7 +90,7 @@ static void check_resnet(graft_ctx *ctx, const char *dir, const char *name, bool
     graft_dtype dt = f32 ? GRAFT_DTYPE_F32 : GRAFT_DTYPE_F16;
     snprintf(test, sizeof test, "layout_plan_%s%s", name, kind);
     if (!m) {
-        SKIP(test, "model not generated (run tools/make_models.py)");
+        MISSING(test, "model not generated (run tools/make_models.py)");
         return;
     }
     const ir_graph *g = &m->g;
@@ -138,7 +138,7 @@ static void check_none(graft_ctx *ctx, const char *dir, const char *name, bool h
     snprintf(test, sizeof test, "layout_plan_none_%s%s", name, half ? "_fp16" : "_fp32");
     graft_model *m = load(ctx, dir, name, half);
     if (!m) {
-        SKIP(test, "model not generated (run tools/make_models.py)");
+        MISSING(test, "model not generated (run tools/make_models.py)");
         return;
     }
     const ir_graph *g = &m->g;

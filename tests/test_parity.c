@@ -88,7 +88,7 @@ static void check_model(const char *dir, const char *name, int reference, const 
     }
     FILE *f = fopen(path, "rb");
     if (!f) {
-        SKIP(test, "model not generated (run tools/make_models.py)");
+        MISSING(test, "model not generated (run tools/make_models.py)");
         return;
     }
     fclose(f);

@@ -133,7 +133,7 @@ static void check_export(const pcase *c, loaded *pruned, const float *want, int6
     out.data = (void *)want;
     snprintf(npy, sizeof npy, "%s/%s.pruned.graft.%s.npy", outdir, c->tag, info.name);
     npy_write(npy, &out, err, sizeof err);
-    loaded back;
+    loaded back = {0};
     snprintf(test, sizeof test, "channels_%s_export_reloads", c->tag);
     if (load(&back, path, c->model) != 0) {
         CHECK(test, 0, "cannot load %s: %s", path, back.ctx ? graft_last_error(back.ctx) : "");
@@ -156,10 +156,10 @@ static void model_path(const char *model, char *path, size_t size) {
 static void check_case(const pcase *c) {
     char path[1024], dense_path[1024], test[256];
     model_path(c->model, path, sizeof path);
-    loaded pruned, ref;
+    loaded pruned = {0}, ref = {0};
     if (load(&pruned, path, c->model) != 0 || load(&ref, path, c->model) != 0) {
         snprintf(test, sizeof test, "channels_%s", c->tag);
-        SKIP(test, "model not generated");
+        MISSING(test, "model not generated");
         loaded_close(&pruned);
         loaded_close(&ref);
         return;
@@ -249,9 +249,9 @@ static void check_model(const char *name) {
 static void check_cut(void) {
     char path[1024];
     snprintf(path, sizeof path, "%s/resnet18.onnx", gen);
-    loaded l;
+    loaded l = {0};
     if (load(&l, path, "resnet18") != 0) {
-        SKIP("channels_cut_features_kept", "resnet18 not generated");
+        MISSING("channels_cut_features_kept", "resnet18 not generated");
         loaded_close(&l);
         return;
     }
@@ -290,9 +290,9 @@ static const bool *root_keep(const chan_plan *p, const ir_graph *g, int node) {
 static void check_scope_inner(void) {
     char path[1024];
     model_path("resnet50", path, sizeof path);
-    loaded l;
+    loaded l = {0};
     if (load(&l, path, "resnet50") != 0) {
-        SKIP("channels_scope_inner_resnet50", "resnet50 not generated");
+        MISSING("channels_scope_inner_resnet50", "resnet50 not generated");
         loaded_close(&l);
         return;
     }
@@ -371,7 +371,7 @@ static void check_bn_ranking(const char *model) {
     const char *slash = strrchr(model, '/');
     snprintf(test, sizeof test, "channels_bn_ranking_%s", slash ? slash + 1 : model);
     model_path(model, path, sizeof path);
-    loaded l;
+    loaded l = {0};
     void *bytes = NULL;
     size_t size = 0;
     ir_graph raw;
@@ -380,7 +380,7 @@ static void check_bn_ranking(const char *model) {
     memset(&e, 0, sizeof e);
     if (load(&l, path, model) != 0 || read_file(path, &bytes, &size, &e) != GRAFT_OK ||
         onnx_parse_model(bytes, size, NULL, path, &raw, &e) != GRAFT_OK) {
-        SKIP(test, "model not generated");
+        MISSING(test, "model not generated");
     } else {
         graft_prune_options o = channel_options(0.5, GRAFT_IMPORTANCE_BN, GRAFT_PRUNE_SCOPE_ALL);
         chan_plan p;
@@ -408,9 +408,9 @@ static void check_bn_ranking(const char *model) {
 static void check_bn_missing(void) {
     char path[1024];
     model_path("mobilenet_tiny", path, sizeof path);
-    loaded l;
+    loaded l = {0};
     if (load(&l, path, "mobilenet_tiny") != 0) {
-        SKIP("channels_bn_missing_names_conv", "mobilenet_tiny not generated");
+        MISSING("channels_bn_missing_names_conv", "mobilenet_tiny not generated");
         loaded_close(&l);
         return;
     }
@@ -431,10 +431,10 @@ static void check_bn_missing(void) {
 static void check_concat_offsets(void) {
     char path[1024];
     model_path("prune/concat_block", path, sizeof path);
-    loaded dense, pruned;
+    loaded dense = {0}, pruned = {0};
     if (load(&dense, path, "prune/concat_block") != 0 ||
         load(&pruned, path, "prune/concat_block") != 0) {
-        SKIP("channels_concat_offsets", "prune/concat_block not generated");
+        MISSING("channels_concat_offsets", "prune/concat_block not generated");
         loaded_close(&dense);
         loaded_close(&pruned);
         return;

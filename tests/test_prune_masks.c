@@ -201,7 +201,7 @@ static graft_status prune(loaded *l, graft_prune_method method, double sp, int g
 /* Load the model, or say the test (named t) is skipped and return false. */
 static bool load_or_skip(loaded *l, const char *name, const char *t) {
     if (load(l, name) == 0) return true;
-    SKIP(t, "model not generated");
+    MISSING(t, "model not generated");
     loaded_close(l);
     return false;
 }
@@ -210,7 +210,7 @@ static bool load_or_skip(loaded *l, const char *name, const char *t) {
 
 static void magnitude_per_layer(const char *name) {
     char t[128];
-    loaded l;
+    loaded l = {0};
     snprintf(t, sizeof t, "magnitude_%s_per_layer", name);
     if (!load_or_skip(&l, name, t)) return;
     snapshot s = take(&l.m->g);
@@ -231,9 +231,9 @@ static void magnitude_per_layer(const char *name) {
 
 /* Excluded by name and by op type, ends not kept: the first conv is pruned too. */
 static void magnitude_exclude(void) {
-    loaded l;
+    loaded l = {0};
     if (load(&l, "resnet18") != 0) {
-        SKIP("magnitude_exclude", "resnet18 not generated");
+        MISSING("magnitude_exclude", "resnet18 not generated");
         loaded_close(&l);
         return;
     }
@@ -255,9 +255,9 @@ static void magnitude_exclude(void) {
 /* One threshold over every layer: exactly round(s N) zeros in all, the pruned never larger than
  * the kept anywhere, and layers end at different sparsities. */
 static void magnitude_global(void) {
-    loaded l;
+    loaded l = {0};
     if (load(&l, "resnet18") != 0) {
-        SKIP("magnitude_global", "resnet18 not generated");
+        MISSING("magnitude_global", "resnet18 not generated");
         loaded_close(&l);
         return;
     }
@@ -298,9 +298,9 @@ static void magnitude_global(void) {
 
 /* Gradual: 0.3, then 0.6: the second round's zeros include the first's, and the count is exact. */
 static void magnitude_gradual(void) {
-    loaded l;
+    loaded l = {0};
     if (load(&l, "resnet18") != 0) {
-        SKIP("magnitude_gradual", "resnet18 not generated");
+        MISSING("magnitude_gradual", "resnet18 not generated");
         loaded_close(&l);
         return;
     }
@@ -368,7 +368,7 @@ static bool nm_ok(const float *p, const wsnap *w, int64_t *groups) {
 
 static void nm_2_4(const char *name) {
     char t[128];
-    loaded l;
+    loaded l = {0};
     snprintf(t, sizeof t, "2_4_%s", name);
     if (!load_or_skip(&l, name, t)) return;
     snapshot s = take(&l.m->g);
@@ -440,7 +440,7 @@ static void save_io(loaded *l, const char *stem, const float *y, int64_t n) {
 /* Export the pruned model; graft reloads it with the same zeros and equal outputs. */
 static void export_reload(const char *name, graft_prune_method method) {
     char t[128], path[1100];
-    loaded l, back;
+    loaded l = {0}, back = {0};
     snprintf(t, sizeof t, "export_%s_%s", method == GRAFT_PRUNE_2_4 ? "2_4" : "magnitude", name);
     if (!load_or_skip(&l, name, t)) return;
     char stem[1024];
@@ -474,9 +474,9 @@ static void export_reload(const char *name, graft_prune_method method) {
 
 /* A head trained on the cut, pruned model leaves every backbone constant as it was. */
 static void head_keeps_masks(void) {
-    loaded l;
+    loaded l = {0};
     if (load(&l, "resnet18") != 0) {
-        SKIP("head_fit_keeps_masks", "resnet18 not generated");
+        MISSING("head_fit_keeps_masks", "resnet18 not generated");
         loaded_close(&l);
         return;
     }

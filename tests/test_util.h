@@ -23,6 +23,15 @@ static int test_failures;
         fflush(stdout);                                                                            \
     } while (0)
 
+/* A fixture the test command generates is missing: a failure (the generator failed), not a skip. */
+#define MISSING(name, what)                                                                        \
+    do {                                                                                           \
+        printf("FAIL %s: fixture missing: %s (tools/test.sh makes it; see its make_* logs)\n",     \
+               name, what);                                                                        \
+        test_failures++;                                                                           \
+        fflush(stdout);                                                                            \
+    } while (0)
+
 #define SKIP(name, why)                                                                            \
     do {                                                                                           \
         printf("SKIP %s: %s\n", name, why);                                                        \

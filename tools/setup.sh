@@ -7,6 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install-deps.sh
+export PATH="$PWD/.venv/bin:$PATH"
 [ -d build/release ] || meson setup build/release --buildtype=release >/dev/null
 ninja -C build/release >/dev/null
 G=build/release/graft
@@ -27,5 +28,9 @@ print(f"  PyTorch, whole network from scratch {s['mean']:.3f} (5 seeds: {s['min'
 PY
 echo
 echo "graft predict on the exported model (first images of examples/digits/val/seven):"
-$G predict --model build/demo/digits_grafted.onnx --top-k 3 examples/digits/val/seven | head -5
+# Into a file first: `| head` would end predict with SIGPIPE, which pipefail reports as a failure.
+$G predict --model build/demo/digits_grafted.onnx --top-k 3 examples/digits/val/seven \
+    >build/demo/predict.txt
+head -5 build/demo/predict.txt
 echo "report: build/demo/report/report.html"
+echo "graft is build/release/graft; the README's \"Installing\" section puts it on the PATH"

@@ -145,6 +145,11 @@ if setup_build build/release --buildtype=release; then
     run_suite report_html tools/check_report.sh build/test-logs/runlog
     run_suite wordpiece $R/tests/test_wordpiece tests/data/tokenizer
     run_suite tokenize_cli tests/test_tokenize_cli.sh $R/graft tests/data/tokenizer
+    run_suite cli_device tests/test_cli_device.sh $R/graft "$GEN"
+    # `meson install` as a C library user meets it (SONAME, RUNPATH, pkg-config, the example).
+    run_suite install tests/test_install.sh $R
+    # Every command example in README.md, as written, in a scratch clone.
+    run_suite readme tests/test_readme.sh $R/graft $R
     # GPU against CPU: without a GPU these print SKIP lines, so the small op cases do (the full
     # set and compute-sanitizer runs are tools/gpu-check.sh's, on a GPU machine).
     if python3 tools/make_gpu_op_cases.py --out "$GEN/gpu_ops_small" --small \
@@ -207,6 +212,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     run_suite asan_run_log $A/tests/test_run_log build/test-logs/runlog-asan
     run_suite asan_wordpiece $A/tests/test_wordpiece tests/data/tokenizer
     run_suite asan_tokenize_cli tests/test_tokenize_cli.sh $A/graft tests/data/tokenizer
+    run_suite asan_cli_device tests/test_cli_device.sh $A/graft "$GEN"
 else
     echo "FAIL build_asan"; failed=$((failed + 1))
 fi

@@ -331,7 +331,7 @@ int cli_precision(const char *cmd, const char *value, graft_dtype *out) {
 graft_ctx *cli_ctx(const char *cmd, int threads, const char *device) {
     graft_ctx_options opt = GRAFT_CTX_OPTIONS_INIT;
     opt.num_threads = threads;
-    opt.device = device;
+    opt.device = cli_resolve_device(cmd, device);
     graft_ctx *ctx = NULL;
     graft_status st = graft_ctx_create(&opt, &ctx);
     if (st != GRAFT_OK) {

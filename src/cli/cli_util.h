@@ -59,5 +59,9 @@ int cli_device(const char *cmd, const char *value, char *out, size_t out_size);
 int cli_precision(const char *cmd, const char *value, graft_dtype *out);
 /* A context with `threads` compute threads on `device` (NULL: the CPU); NULL after an error. */
 graft_ctx *cli_ctx(const char *cmd, int threads, const char *device);
+/* The device to create a context with: "auto" becomes "cpu" when there is no usable GPU (in a
+ * CUDA build with a note on stderr, once per machine state: the reason is remembered in
+ * $XDG_CACHE_HOME/graft/gpu-state); anything else unchanged. */
+const char *cli_resolve_device(const char *cmd, const char *device);
 
 #endif
