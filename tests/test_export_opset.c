@@ -82,7 +82,8 @@ static void build(ir_graph *g, int last_opset) {
                      ints_attr("axes", 2, (int64_t[]){0, 1})});
     node(g, "Pad", 9, "sl", "pd", 2,
          (ir_attr[]){ints_attr("pads", 4, (int64_t[]){0, 1, 0, 1}), float_attr("value", 0.25f)});
-    node(g, "Clip", 9, "pd", "cl", 2, (ir_attr[]){float_attr("min", -1.0f), float_attr("max", 1.5f)});
+    node(g, "Clip", 9, "pd", "cl", 2,
+         (ir_attr[]){float_attr("min", -1.0f), float_attr("max", 1.5f)});
     node(g, "Split", 9, "cl", "s1,s2", 2,
          (ir_attr[]){int_attr("axis", 1), ints_attr("split", 2, (int64_t[]){1, 3})});
     node(g, "ReduceMean", 9, "s2", "rm", 1, (ir_attr[]){ints_attr("axes", 1, (int64_t[]){1})});

@@ -16,7 +16,6 @@ static double now(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-
 /* Max difference over the reference's root mean square: the scale of errors half precision makes
  * through a whole network. */
 static double rms_error(const graft_tensor *a, const graft_tensor *b) {
