@@ -212,8 +212,8 @@ static void chart_of(FILE *f, const run_log *log, const char *title, const char 
 }
 
 static const char *const known_tags[] = {
-    "train/loss",       "val/loss", "train/accuracy", "val/accuracy", "train/lr",
-    "train/loss_scale", NULL};
+    "train/loss",   "epoch/train_loss", "val/loss",         "train/accuracy",
+    "val/accuracy", "train/lr",         "train/loss_scale", NULL};
 
 static int is_known(const char *tag) {
     for (int i = 0; known_tags[i]; i++)
@@ -222,11 +222,12 @@ static int is_known(const char *tag) {
 }
 
 static void write_charts(FILE *f, const run_log *log) {
-    static const char *const loss[] = {"train/loss", "val/loss", NULL};
+    static const char *const loss[] = {"train/loss", "epoch/train_loss", "val/loss", NULL};
     static const char *const acc[] = {"train/accuracy", "val/accuracy", NULL};
     static const char *const lr[] = {"train/lr", NULL};
     static const char *const scale[] = {"train/loss_scale", NULL};
     static const char *const tv[] = {"#2563eb", "#f97316"};
+    static const char *const ltv[] = {"#93c5fd", "#2563eb", "#f97316"};
     static const char *const green[] = {"#059669"}, *const purple[] = {"#7c3aed"};
     double steps[2] = {INFINITY, -INFINITY};
     for (size_t i = 0; i < log->n_series; i++) {
@@ -239,7 +240,7 @@ static void write_charts(FILE *f, const run_log *log) {
     fputs("<section><h2>Training curves</h2>", f);
     if (!log->n_series) fputs("<p class=\"empty\">No scalars were logged.</p>", f);
     fputs("<div class=\"charts\">\n", f);
-    chart_of(f, log, "Loss", loss, tv, 0, steps);
+    chart_of(f, log, "Loss", loss, ltv, 0, steps);
     chart_of(f, log, "Accuracy", acc, tv, 1, steps);
     chart_of(f, log, "Learning rate", lr, green, 0, steps);
     chart_of(f, log, "Loss scale", scale, purple, 0, steps);

@@ -1,6 +1,7 @@
 /* tb_events.c: TensorBoard event files: Event protos in TFRecord framing with masked CRC32C;
  * scalars and the HParams plugin's experiment, session start and end. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,6 +185,8 @@ int tb_hparams_start(tb_writer *w, const rl_pairs *config, double start_time, ch
         graft_tb__proto_value__init(pv);
         if (cv->type == RUN_LOG_TEXT) {
             pv->string_value = (char *)cv->as.text;
+        } else if (cv->type == RUN_LOG_FLOAT && !isfinite(cv->as.f)) {
+            pv->string_value = isnan(cv->as.f) ? "nan" : cv->as.f > 0 ? "inf" : "-inf";
         } else if (cv->type == RUN_LOG_BOOL) {
             pv->has_bool_value = 1, pv->bool_value = cv->as.b;
         } else {
@@ -205,10 +208,12 @@ int tb_hparams_start(tb_writer *w, const rl_pairs *config, double start_time, ch
     return rc;
 }
 
-static GraftTb__HParamType hparam_type(run_log_type t) {
-    return t == RUN_LOG_TEXT   ? GRAFT_TB__HPARAM_TYPE__DATA_TYPE_STRING
-           : t == RUN_LOG_BOOL ? GRAFT_TB__HPARAM_TYPE__DATA_TYPE_BOOL
-                               : GRAFT_TB__HPARAM_TYPE__DATA_TYPE_FLOAT64;
+/* A non-finite float goes as text ("nan", "inf"): TensorBoard's JSON has no number for it. */
+static GraftTb__HParamType hparam_type(const run_log_value *v) {
+    if (v->type == RUN_LOG_BOOL) return GRAFT_TB__HPARAM_TYPE__DATA_TYPE_BOOL;
+    if (v->type == RUN_LOG_INT || (v->type == RUN_LOG_FLOAT && isfinite(v->as.f)))
+        return GRAFT_TB__HPARAM_TYPE__DATA_TYPE_FLOAT64;
+    return GRAFT_TB__HPARAM_TYPE__DATA_TYPE_STRING;
 }
 
 /* The experiment: every option as an hparam of its type, each tag as a metric (val/ ones of the
@@ -229,7 +234,7 @@ static int write_experiment(tb_writer *w, const rl_pairs *config, const char *co
     for (size_t i = 0; i < n; i++) {
         graft_tb__hparam_info__init(&hp[i]);
         hp[i].name = config->items[i].key;
-        hp[i].has_type = 1, hp[i].type = hparam_type(config->items[i].value.type);
+        hp[i].has_type = 1, hp[i].type = hparam_type(&config->items[i].value);
         hpp[i] = &hp[i];
     }
     for (size_t i = 0; i < n_tags; i++) {
