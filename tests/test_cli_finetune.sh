@@ -30,6 +30,18 @@ done
 if ls "$TMP"/report/events.out.tfevents.* >/dev/null 2>&1; then pass finetune_report_events
 else fail finetune_report_events missing; fi
 grep -E '^  (best epoch|val accuracy|time|skipped files|exported)' "$TMP/out.txt" | sed 's/^/  /'
+# The run's metrics.jsonl against its documented schema (docs/metrics.md), typed options, one
+# epoch record per epoch; its TensorBoard scalars and hparams against the records.
+J=$TMP/report/metrics.jsonl
+if python3 tools/check_metrics.py "$J" >"$TMP/schema.txt" 2>&1 &&
+    [ "$(grep -c '^{"kind": "epoch", ' "$J")" = 6 ] &&
+    head -1 "$J" | grep -qF '"resize": 0, "crop": 8, "grayscale": true, ' &&
+    head -1 "$J" | grep -qF '"epochs": 6, ' && tail -1 "$J" | grep -qF '"status": "completed"'
+then pass finetune_report_metrics_schema
+else fail finetune_report_metrics_schema "$(grep -v ^PASS "$TMP/schema.txt" | head -3)"; fi
+if python3 tools/check_tensorboard.py "$TMP/report" >"$TMP/tb.txt" 2>&1; then
+    pass finetune_report_tensorboard_hparams
+else fail finetune_report_tensorboard_hparams "$(grep ^FAIL "$TMP/tb.txt" | head -3)"; fi
 
 if "$GRAFT" finetune --help | grep -q -- '--early-stop N' && "$GRAFT" finetune --help | grep -q default
 then pass finetune_help; else fail finetune_help "options or defaults missing"; fi

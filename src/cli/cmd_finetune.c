@@ -71,17 +71,13 @@ static void epoch_line(run *r, const graft_train_report *p) {
 static int on_report(const graft_train_report *p, void *user) {
     run *r = user;
     r->last = *p;
-    if (r->log) {
-        run_log_scalar(r->log, p->epoch_end ? "epoch/train_loss" : "train/loss", p->step, p->loss);
-        if (!p->epoch_end) run_log_scalar(r->log, "train/lr", p->step, p->lr);
-        if (!p->epoch_end && r->o->train.precision == GRAFT_PRECISION_FP16)
+    if (r->log && p->epoch_end) {
+        run_log_epoch(r->log, p);
+    } else if (r->log) {
+        run_log_scalar(r->log, "train/loss", p->step, p->loss);
+        run_log_scalar(r->log, "train/lr", p->step, p->lr);
+        if (r->o->train.precision == GRAFT_PRECISION_FP16)
             run_log_scalar(r->log, "train/loss_scale", p->step, p->loss_scale);
-        if (p->epoch_end && p->accuracy >= 0)
-            run_log_scalar(r->log, "train/accuracy", p->step, p->accuracy);
-        if (p->epoch_end && p->val_loss >= 0)
-            run_log_scalar(r->log, "val/loss", p->step, p->val_loss);
-        if (p->epoch_end && p->val_accuracy >= 0)
-            run_log_scalar(r->log, "val/accuracy", p->step, p->val_accuracy);
     }
     if (!p->epoch_end) {
         progress(r, p);
@@ -155,22 +151,31 @@ static void print_summary(session *s, const run *r, const int64_t *counts, int n
         if (graft_dataset_skipped(d, k, &path, &why) == GRAFT_OK) printf("    %s: %s\n", path, why);
     }
     if (s->log && total) {
-        char buf[64];
-        snprintf(buf, sizeof buf, "%.4f", (double)right / total);
-        run_log_summary(s->log, "validation accuracy", buf);
-        snprintf(buf, sizeof buf, "%lld", (long long)r->best_epoch);
-        run_log_summary(s->log, "best epoch", buf);
-        snprintf(buf, sizeof buf, "%lld", (long long)skipped);
-        run_log_summary(s->log, "skipped files", buf);
+        run_log_summary(s->log, "val_accuracy", run_log_float((double)right / total));
+        run_log_summary(s->log, "best_epoch", run_log_int(r->best_epoch));
+        run_log_summary(s->log, "skipped_files", run_log_int(skipped));
     }
 }
 
+/* The command line's options, typed: flags true, numbers as numbers, paths and names as text
+ * (a tensor named "191" stays a name). */
 static void log_config(run_log *log, int argc, char **argv) {
+    static const char *const text_options[] = {"model", "data",   "val",        "out",
+                                               "cut",   "cache",  "checkpoint", "report",
+                                               "vocab", "config", NULL};
     for (int i = 1; i < argc; i++) {
         if (strncmp(argv[i], "--", 2) != 0) continue;
-        bool has_value = i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0;
-        run_log_config(log, argv[i] + 2, has_value ? argv[i + 1] : "yes");
-        i += has_value;
+        char name[64];
+        const char *eq = strchr(argv[i], '='), *value = eq ? eq + 1 : NULL;
+        snprintf(name, sizeof name, "%.*s", (int)(eq ? eq - argv[i] - 2 : 63), argv[i] + 2);
+        if (!value && finetune_takes_value(name) == 1 && i + 1 < argc) value = argv[++i];
+        if (!value) {
+            run_log_config(log, name, run_log_bool(true));
+            continue;
+        }
+        bool text = false;
+        for (int k = 0; text_options[k]; k++) text = text || !strcmp(name, text_options[k]);
+        run_log_config(log, name, text ? run_log_text(value) : run_log_number_or_text(value));
     }
 }
 
@@ -381,7 +386,10 @@ int cmd_finetune(int argc, char **argv) {
     }
     if (s.log) {
         char err[512];
-        if (run_log_close(s.log, err, sizeof err) != 0)
+        run_log_status how = rc == 0     ? RUN_LOG_COMPLETED
+                             : rc == 130 ? RUN_LOG_INTERRUPTED
+                                         : RUN_LOG_FAILED;
+        if (run_log_close(s.log, how, err, sizeof err) != 0)
             fprintf(stderr, "graft finetune: %s\n", err);
     }
     session_free(&s);

@@ -1,4 +1,5 @@
-/* report_html.c: report.html, self-contained (inline CSS, SVG charts, confusion matrix, config). */
+/* report_html.c: report.html, self-contained (inline CSS, SVG charts, epochs, confusion matrix,
+ * summary and config). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -211,8 +212,8 @@ static void chart_of(FILE *f, const run_log *log, const char *title, const char 
 }
 
 static const char *const known_tags[] = {
-    "train/loss",       "val/loss", "train/accuracy", "val/accuracy", "train/lr",
-    "train/loss_scale", NULL};
+    "train/loss",   "epoch/train_loss", "val/loss",         "train/accuracy",
+    "val/accuracy", "train/lr",         "train/loss_scale", NULL};
 
 static int is_known(const char *tag) {
     for (int i = 0; known_tags[i]; i++)
@@ -221,11 +222,12 @@ static int is_known(const char *tag) {
 }
 
 static void write_charts(FILE *f, const run_log *log) {
-    static const char *const loss[] = {"train/loss", "val/loss", NULL};
+    static const char *const loss[] = {"train/loss", "epoch/train_loss", "val/loss", NULL};
     static const char *const acc[] = {"train/accuracy", "val/accuracy", NULL};
     static const char *const lr[] = {"train/lr", NULL};
     static const char *const scale[] = {"train/loss_scale", NULL};
     static const char *const tv[] = {"#2563eb", "#f97316"};
+    static const char *const ltv[] = {"#93c5fd", "#2563eb", "#f97316"};
     static const char *const green[] = {"#059669"}, *const purple[] = {"#7c3aed"};
     double steps[2] = {INFINITY, -INFINITY};
     for (size_t i = 0; i < log->n_series; i++) {
@@ -238,7 +240,7 @@ static void write_charts(FILE *f, const run_log *log) {
     fputs("<section><h2>Training curves</h2>", f);
     if (!log->n_series) fputs("<p class=\"empty\">No scalars were logged.</p>", f);
     fputs("<div class=\"charts\">\n", f);
-    chart_of(f, log, "Loss", loss, tv, 0, steps);
+    chart_of(f, log, "Loss", loss, ltv, 0, steps);
     chart_of(f, log, "Accuracy", acc, tv, 1, steps);
     chart_of(f, log, "Learning rate", lr, green, 0, steps);
     chart_of(f, log, "Loss scale", scale, purple, 0, steps);
@@ -252,7 +254,20 @@ static void write_charts(FILE *f, const run_log *log) {
     fputs("</div></section>\n", f);
 }
 
-static void write_pairs(FILE *f, const char *title, const rl_pairs *p, const char *cls) {
+/* A summary key as a label: "val_accuracy" reads "val accuracy". */
+static void html_label(FILE *f, const char *key) {
+    for (; *key; key++) {
+        if (*key == '_')
+            fputc(' ', f);
+        else {
+            char one[2] = {*key, 0};
+            html(f, one);
+        }
+    }
+}
+
+static void write_pairs(FILE *f, const char *title, const rl_pairs *p, const char *cls,
+                        int labels) {
     fprintf(f, "<section class=\"%s\"><h2>", cls);
     html(f, title);
     fputs("</h2>", f);
@@ -262,13 +277,55 @@ static void write_pairs(FILE *f, const char *title, const rl_pairs *p, const cha
     }
     fputs("<table class=\"kv\"><tbody>", f);
     for (size_t i = 0; i < p->n; i++) {
+        const run_log_value *v = &p->items[i].value;
+        char buf[64];
         fputs("<tr><th>", f);
-        html(f, p->items[i].key);
+        if (labels)
+            html_label(f, p->items[i].key);
+        else
+            html(f, p->items[i].key);
         fputs("</th><td>", f);
-        html(f, p->items[i].value);
+        if (v->type == RUN_LOG_TEXT) {
+            html(f, v->as.text);
+        } else {
+            rl_format_value(v, buf, sizeof buf);
+            html(f, buf);
+        }
         fputs("</td></tr>", f);
     }
     fputs("</tbody></table></section>\n", f);
+}
+
+static void epoch_cell(FILE *f, bool has, double v, const char *format) {
+    if (!has)
+        fputs("<td>&#8211;</td>", f);
+    else if (!isfinite(v))
+        fprintf(f, "<td>%s</td>", isnan(v) ? "NaN" : v > 0 ? "+inf" : "-inf");
+    else {
+        fputs("<td>", f);
+        fprintf(f, format, v);
+        fputs("</td>", f);
+    }
+}
+
+/* The epoch records as a table (scrolling when long). */
+static void write_epochs(FILE *f, const run_log *log) {
+    if (!log->n_epochs) return;
+    fputs("<section><h2>Epochs</h2><div class=\"epwrap\"><table class=\"ep\"><thead><tr>"
+          "<th>epoch</th><th>step</th><th>train loss</th><th>train accuracy</th><th>val loss</th>"
+          "<th>val accuracy</th><th>lr</th></tr></thead><tbody>",
+          f);
+    for (size_t i = 0; i < log->n_epochs; i++) {
+        const rl_epoch *e = &log->epochs[i];
+        fprintf(f, "<tr><td>%lld</td><td>%lld</td>", (long long)e->epoch, (long long)e->step);
+        epoch_cell(f, true, e->train_loss, "%.4f");
+        epoch_cell(f, e->has_train_accuracy, e->train_accuracy * 100, "%.2f%%");
+        epoch_cell(f, e->has_val_loss, e->val_loss, "%.4f");
+        epoch_cell(f, e->has_val_accuracy, e->val_accuracy * 100, "%.2f%%");
+        epoch_cell(f, true, e->lr, "%.4g");
+        fputs("</tr>", f);
+    }
+    fputs("</tbody></table></div></section>\n", f);
 }
 
 /* Background of a cell: blue on the diagonal, red off it, darker for a larger share of the row. */
@@ -379,6 +436,11 @@ static const char *const css =
     ".cm th.axis{color:#64748b;font-weight:400;font-size:12px}"
     ".cm td.rc,.cm .prec td{background:#f8fafc;color:#475569;font-weight:500;font-size:12px}"
     ".cm th.rc{color:#64748b;font-weight:400;font-size:12px}"
+    ".epwrap{max-height:420px;overflow-y:auto}"
+    "table.ep{border-collapse:collapse;width:100%;font-variant-numeric:tabular-nums}"
+    ".ep th,.ep td{text-align:right;padding:4px 10px;border-bottom:1px solid #f1f5f9}"
+    ".ep th{position:sticky;top:0;background:#fff;color:#475569;font-weight:500}"
+    "header p.status{color:#fca5a5;font-weight:600}"
     "footer{color:#94a3b8;font-size:12px;text-align:center}";
 
 static void write_header(FILE *f, const run_log *log) {
@@ -386,7 +448,7 @@ static void write_header(FILE *f, const run_log *log) {
     time_t t = (time_t)log->start_time;
     struct tm tm;
     if (localtime_r(&t, &tm)) strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
-    double dur = (double)time(NULL) - log->start_time;
+    double dur = log->end_time - log->start_time;
     fprintf(f,
             "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
@@ -395,8 +457,13 @@ static void write_header(FILE *f, const run_log *log) {
             css);
     html(f, log->dir);
     long secs = dur > 0 ? (long)dur : 0;
-    fprintf(f, " &#183; started %s &#183; ran %ldh %02ldm %02lds</p></header>\n", when, secs / 3600,
+    fprintf(f, " &#183; started %s &#183; ran %ldh %02ldm %02lds</p>", when, secs / 3600,
             secs / 60 % 60, secs % 60);
+    if (log->status == RUN_LOG_INTERRUPTED)
+        fputs("<p class=\"status\">Interrupted (Ctrl-C) before the end of training.</p>", f);
+    else if (log->status == RUN_LOG_FAILED)
+        fputs("<p class=\"status\">The run failed before it finished.</p>", f);
+    fputs("</header>\n", f);
 }
 
 int report_html_write(const run_log *log, char *err, size_t err_size) {
@@ -418,10 +485,11 @@ int report_html_write(const run_log *log, char *err, size_t err_size) {
     } else {
         write_header(f, log);
         fputs("<div class=\"top\">", f);
-        write_pairs(f, "Summary", &log->summary, "summary");
-        write_pairs(f, "Configuration", &log->config, "config");
+        write_pairs(f, "Summary", &log->summary, "summary", 1);
+        write_pairs(f, "Configuration", &log->config, "config", 0);
         fputs("</div>\n", f);
         write_charts(f, log);
+        write_epochs(f, log);
         write_confusion(f, log);
         fputs("<footer>Written by graft " GRAFT_VERSION "</footer></main></body></html>\n", f);
         int bad = ferror(f);
