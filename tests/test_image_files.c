@@ -108,6 +108,26 @@ static void listing(graft_ctx *ctx) {
           graft_last_error(ctx));
 }
 
+/* Enough folders to grow the set of folders entered several times; a link back at the end. */
+static void many_folders(graft_ctx *ctx) {
+    char rel[64], dir[600];
+    for (int i = 0; i < 300; i++) {
+        snprintf(rel, sizeof rel, "many/d%03d/f.png", i);
+        put(rel, "", 0);
+    }
+    link_at("..", "many/d299/back");
+    snprintf(dir, sizeof dir, "%s/many", root);
+    graft_file_list *l = NULL;
+    graft_status st = graft_image_files(ctx, dir, &l);
+    const char *last = st == GRAFT_OK ? graft_file_list_path(l, 299) : NULL;
+    CHECK("image_files_many_folders",
+          st == GRAFT_OK && graft_file_list_count(l) == 300 && graft_file_list_note_count(l) == 1 &&
+              last && strstr(last, "many/d299/f.png"),
+          "status %d: %lld files, %lld notes", st, (long long)graft_file_list_count(l),
+          (long long)graft_file_list_note_count(l));
+    graft_file_list_free(l);
+}
+
 static void dataset(graft_ctx *ctx) {
     graft_dataset *ds = NULL;
     graft_status st = graft_dataset_open_images(ctx, root, NULL, &ds);
@@ -152,6 +172,7 @@ int main(int argc, char **argv) {
     graft_ctx_create(NULL, &ctx);
     listing(ctx);
     dataset(ctx);
+    many_folders(ctx); /* last: its folder would be one more class */
     graft_ctx_free(ctx);
     return test_failures ? 1 : 0;
 }

@@ -73,16 +73,36 @@ static graft_status add_note(file_walk *w, const char *path, bool skipped, const
     return GRAFT_OK;
 }
 
+/* The folders entered: an open-addressing hash set of (device, inode), kept at most half full
+ * (a tree may hold many folders). Returns the slot of id, or of the empty place for it. */
+static int64_t seen_slot(const file_walk *w, folder_id id) {
+    uint64_t h = ((uint64_t)id.ino * 0x9e3779b97f4a7c15ull) ^ (uint64_t)id.dev;
+    int64_t mask = w->cap_seen - 1, i = (int64_t)(h & (uint64_t)mask);
+    while (w->seen[i].used && (w->seen[i].dev != id.dev || w->seen[i].ino != id.ino))
+        i = (i + 1) & mask;
+    return i;
+}
+
+static graft_status seen_grow(file_walk *w, graft_err *e) {
+    file_walk bigger = {.cap_seen = w->cap_seen ? w->cap_seen * 2 : 64};
+    bigger.seen = calloc((size_t)bigger.cap_seen, sizeof *bigger.seen);
+    if (!bigger.seen) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory listing files");
+    for (int64_t i = 0; i < w->cap_seen; i++)
+        if (w->seen[i].used) bigger.seen[seen_slot(&bigger, w->seen[i])] = w->seen[i];
+    free(w->seen);
+    w->seen = bigger.seen, w->cap_seen = bigger.cap_seen;
+    return GRAFT_OK;
+}
+
 graft_status file_walk_mark(file_walk *w, const char *dir, bool *already, graft_err *e) {
     struct stat sb;
     if (stat(dir, &sb) != 0)
         return err_set(e, GRAFT_E_IO, "cannot open folder '%s': %s", dir, strerror(errno));
-    *already = false;
-    for (int64_t i = 0; i < w->n_seen && !*already; i++)
-        *already = w->seen[i].dev == sb.st_dev && w->seen[i].ino == sb.st_ino;
-    if (*already) return GRAFT_OK;
-    TRY(grow((void **)&w->seen, &w->cap_seen, w->n_seen + 1, sizeof *w->seen, e));
-    w->seen[w->n_seen++] = (folder_id){sb.st_dev, sb.st_ino};
+    if (2 * (w->n_seen + 1) > w->cap_seen) TRY(seen_grow(w, e));
+    folder_id id = {sb.st_dev, sb.st_ino, true};
+    int64_t slot = seen_slot(w, id);
+    *already = w->seen[slot].used;
+    if (!*already) w->seen[slot] = id, w->n_seen++;
     return GRAFT_OK;
 }
 

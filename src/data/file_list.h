@@ -20,6 +20,7 @@ typedef struct file_note {
 typedef struct folder_id {
     dev_t dev;
     ino_t ino;
+    bool used; /* a filled slot of the hash set */
 } folder_id;
 
 /* One listing: the files found so far, the notes, and every folder entered (device + inode). */
@@ -28,7 +29,7 @@ typedef struct file_walk {
     int64_t n_paths, cap_paths;
     file_note *notes;
     int64_t n_notes, cap_notes;
-    folder_id *seen;
+    folder_id *seen; /* hash set, cap_seen slots (a power of two) */
     int64_t n_seen, cap_seen;
 } file_walk;
 
