@@ -466,10 +466,29 @@ GRAFT_API graft_status graft_tokenizer_encode(graft_ctx *ctx, const graft_tokeni
                                               size_t cap, size_t *len);
 GRAFT_API void graft_tokenizer_free(graft_tokenizer *tok);
 
-/* A labelled data set: an image folder (DIR/<class>/<image>), a text folder (DIR/<class>/<n>.txt)
- * or a CSV/TSV file with text and label columns. Classes are sorted by name. Files that cannot
- * be read are skipped, counted and listed (graft_dataset_skipped); an empty class folder is an
- * error before any work starts. */
+/* The image files under a folder, found as torchvision's ImageFolder finds them: recursively,
+ * links followed, files whose names end (in any case) in .jpg .jpeg .png .ppm .bmp .pgm .tif
+ * .tiff or .webp; other files are ignored, and so are names starting with '.' (hidden files
+ * and folders). Order: by folder path, then by name within a folder (sorted(os.walk)). JPEG and
+ * PNG files are listed; the other image formats (unless their content is JPEG or PNG) and
+ * unreadable entries are notes with skipped = 1; a folder reached again (its device and inode
+ * already listed: a link loop, a link to '.') is not entered again, a note with skipped = 0.
+ * An unreadable DIR is an error. */
+typedef struct graft_file_list graft_file_list;
+GRAFT_API graft_status graft_image_files(graft_ctx *ctx, const char *dir, graft_file_list **out);
+GRAFT_API int64_t graft_file_list_count(const graft_file_list *list);
+GRAFT_API const char *graft_file_list_path(const graft_file_list *list, int64_t index);
+GRAFT_API int64_t graft_file_list_note_count(const graft_file_list *list);
+GRAFT_API graft_status graft_file_list_note(const graft_file_list *list, int64_t index,
+                                            const char **path, const char **reason, int *skipped);
+GRAFT_API void graft_file_list_free(graft_file_list *list);
+
+/* A labelled data set: an image folder (DIR/<class>/.../<image>: the files graft_image_files
+ * lists under each class folder), a text folder (DIR/<class>/<n>.txt) or a CSV/TSV file with
+ * text and label columns. Classes are sorted by name (hidden folders are not classes). Files
+ * that cannot be read are skipped, counted and listed (graft_dataset_skipped), image files in
+ * formats graft does not decode among them; a class folder without images is an error before
+ * any work starts. */
 typedef struct graft_dataset graft_dataset;
 
 GRAFT_API graft_status graft_dataset_open_images(graft_ctx *ctx, const char *dir,

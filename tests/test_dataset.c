@@ -175,7 +175,7 @@ int main(int argc, char **argv) {
     mkdir(path, 0777);
     st = graft_dataset_open_images(ctx, other, &o, &like);
     CHECK("images_empty_class_is_an_error",
-          st == GRAFT_E_INVALID_ARGUMENT && strstr(graft_last_error(ctx), "no files"),
+          st == GRAFT_E_INVALID_ARGUMENT && strstr(graft_last_error(ctx), "no image files"),
           "status %d: %s", st, graft_last_error(ctx));
     rmdir(path), rmdir(other);
     graft_dataset_free(ds);

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """make_image_folder.py DIR [--per-class N] [--size S]: writes an ImageFolder-layout data set for
 graft's data tests and benchmark: DIR/<class>/<image> for three classes ("circle", "square",
-"stripes"), N images each (default 100), mixed JPEG and PNG (RGB, gray, RGBA, palette, 16-bit
-gray PNG), sizes around S (default 96) with varied aspect ratios; plus the bad files the loader
-must skip and report: a truncated JPEG, a zero-byte file, a text file named .jpg, a PNG whose
-header claims 100000 x 100000 pixels, and a GIF (unsupported). Writes DIR.expected_bad.txt
-listing the bad files' paths (one a line) and DIR.expected_count.txt the number of good ones.
-Deterministic (seeded); needs numpy and Pillow only."""
+"stripes"), N images each (default 100; every tenth in a nested DIR/<class>/more/ folder),
+mixed JPEG and PNG (RGB, gray, RGBA, palette, 16-bit gray PNG), sizes around S (default 96)
+with varied aspect ratios; plus the bad files the loader must skip and report: a truncated
+JPEG, a zero-byte file, a text file named .jpg, a PNG whose header claims 100000 x 100000
+pixels, and a BMP (an image format graft does not decode); and files it must ignore without a
+word: a GIF and a notes.txt (not image names by torchvision's list), a hidden .x.jpg and a
+hidden folder .cache/ (with an image in it), a hidden class folder .trash/. Writes
+DIR.expected_bad.txt listing the bad files' paths (one a line) and DIR.expected_count.txt the
+number of good ones. Deterministic (seeded); needs numpy and Pillow only."""
 import argparse
 import os
 import struct
@@ -80,7 +83,9 @@ def main():
         for i in range(args.per_class):
             w = int(args.size * rng.uniform(0.8, 1.6))
             h = int(args.size * rng.uniform(0.8, 1.6))
-            save_variant(draw(kind, w, h, rng), os.path.join(d, f"{kind}_{i:04d}"), i + c, rng)
+            sub = os.path.join(d, "more") if i % 10 == 9 else d
+            os.makedirs(sub, exist_ok=True)
+            save_variant(draw(kind, w, h, rng), os.path.join(sub, f"{kind}_{i:04d}"), i + c, rng)
             good += 1
     bad = []
     d = os.path.join(args.dir, CLASSES[0])
@@ -98,9 +103,18 @@ def main():
     huge = os.path.join(args.dir, CLASSES[0], "zz_huge.png")
     huge_png(huge)
     bad.append(huge)
-    gif = os.path.join(args.dir, CLASSES[1], "zz_animation.gif")
-    Image.fromarray(draw("square", 40, 40, rng)).save(gif)
-    bad.append(gif)
+    bmp = os.path.join(args.dir, CLASSES[1], "zz_bitmap.bmp")
+    Image.fromarray(draw("square", 40, 40, rng)).save(bmp)
+    bad.append(bmp)
+    # Ignored: not image names, hidden files and folders.
+    small = Image.fromarray(draw("square", 40, 40, rng))
+    small.save(os.path.join(args.dir, CLASSES[1], "zz_animation.gif"))
+    with open(os.path.join(args.dir, CLASSES[2], "notes.txt"), "w") as f:
+        f.write("not an image\n")
+    small.save(os.path.join(args.dir, CLASSES[0], ".x.jpg"))
+    for hidden in (os.path.join(args.dir, CLASSES[2], ".cache"), os.path.join(args.dir, ".trash")):
+        os.makedirs(hidden, exist_ok=True)
+        small.save(os.path.join(hidden, "hidden.png"))
     with open(args.dir.rstrip("/") + ".expected_bad.txt", "w") as f:
         f.write("\n".join(sorted(bad)) + "\n")
     with open(args.dir.rstrip("/") + ".expected_count.txt", "w") as f:

@@ -120,6 +120,7 @@ if setup_build build/release --buildtype=release; then
     rm -rf build/test-logs/images
     run_suite image_folder_data python3 tools/make_image_folder.py build/test-logs/images
     run_suite dataset $R/tests/test_dataset build/test-logs/images "$GEN/bad/valid_small.onnx"
+    run_suite image_files $R/tests/test_image_files build/test-logs/image_files
     run_suite text_dataset $R/tests/test_text_dataset tests/data
     rm -rf build/test-logs/grafted && mkdir -p build/test-logs/grafted
     run_suite transfer $R/tests/test_transfer models/digits_cnn.onnx build/test-logs/digits \
@@ -139,6 +140,7 @@ if setup_build build/release --buildtype=release; then
     run_suite prune_heads $R/tests/test_prune_heads "$GEN" build/test-logs
     run_suite cli_prune tests/test_cli_prune.sh $R/graft "$GEN"
     run_suite cli_tools tests/test_cli_tools.sh $R/graft "$GEN"
+    run_suite cli_images tests/test_cli_images.sh $R/graft "$GEN"
     rm -rf build/test-logs/runlog build/test-logs/runlog-interrupted
     run_suite run_log $R/tests/test_run_log build/test-logs/runlog
     run_suite tensorboard python3 tools/check_tensorboard.py build/test-logs/runlog \
@@ -194,6 +196,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     run_suite asan_trainer $A/tests/test_trainer tests/data/trainer_fixtures.txt
     run_suite asan_fit $A/tests/test_fit "$GEN"
     run_suite asan_dataset $A/tests/test_dataset build/test-logs/images "$GEN/bad/valid_small.onnx"
+    run_suite asan_image_files $A/tests/test_image_files build/test-logs/image_files-asan
     run_suite asan_text_dataset $A/tests/test_text_dataset tests/data
     rm -rf build/test-logs/export-asan
     run_suite asan_export $A/tests/test_export "$GEN" build/test-logs/export-asan
@@ -209,6 +212,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     run_suite asan_cli tests/test_cli.sh $A/graft "$GEN"
     run_suite asan_cli_finetune tests/test_cli_finetune.sh $A/graft "$GEN"
     run_suite asan_cli_tools tests/test_cli_tools.sh $A/graft "$GEN"
+    run_suite asan_cli_images tests/test_cli_images.sh $A/graft "$GEN"
     rm -rf build/test-logs/runlog-asan build/test-logs/runlog-asan-interrupted
     run_suite asan_run_log $A/tests/test_run_log build/test-logs/runlog-asan
     run_suite asan_wordpiece $A/tests/test_wordpiece tests/data/tokenizer

@@ -34,12 +34,6 @@ const char *cli_metadata(const graft_model *m, const char *key);
 int cli_model_classes(const char *cmd, const graft_model *m, char ***names, int *n);
 void cli_free_classes(char **names, int n);
 
-/* Image preprocessing for the model's first input: the defaults, then the model's metadata, then
- * what the input's declared shape fixes (channels, size, layout, dtype, input name). *sample gets
- * the number of elements of one preprocessed image. Returns 0, or -1 after printing an error. */
-int cli_image_options(const char *cmd, graft_ctx *ctx, const graft_model *m, graft_image_options *o,
-                      int64_t *sample);
-
 /* Scores of output row r as probabilities: copied when the output already holds probabilities
  * (its name is "probabilities", or every row is non-negative and sums to 1), else softmax. */
 int cli_output_is_probabilities(const char *name, const float *scores, int64_t rows, int64_t cols);

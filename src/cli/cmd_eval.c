@@ -5,6 +5,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "image_prep.h"
 
 #define CMD "eval"
 
@@ -34,11 +35,12 @@ static const char *HELP =
     "(DIR/<class>/<image>): accuracy, top-5 accuracy (models with 5 or more classes),\n"
     "precision, recall and F1 per class with their macro averages, and the confusion matrix.\n"
     "\n"
-    "Images are preprocessed as the model's metadata says (graft.image.*; see graft predict\n"
-    "--help). The folder's class names must be the model's (metadata graft.classes; their\n"
-    "order may differ); a model without class names must have as many outputs as the folder\n"
-    "has classes, matched by sorted folder name. Files that cannot be read are skipped and\n"
-    "listed.\n"
+    "Class folders are searched recursively and images preprocessed as graft predict --help\n"
+    "says (`graft info` shows the preprocessing). The folder's class names must be the\n"
+    "model's (metadata graft.classes; their order may differ); a model without class names\n"
+    "must have as many outputs as the folder has classes, matched by sorted folder name.\n"
+    "Files that cannot be read, or are in image formats graft does not decode, are skipped\n"
+    "and listed.\n"
     "\n"
     "options:\n"
     "  --model M.onnx   the model (required)\n"
@@ -323,16 +325,16 @@ static void print_text(const evaluation *e, const eval_args *a) {
 }
 
 static int setup(evaluation *e, const eval_args *a) {
-    graft_image_options img;
-    int64_t sample;
+    image_prep prep;
     if (!(e->ctx = cli_ctx(CMD, (int)a->threads, NULL))) return -1;
     if (graft_model_load(e->ctx, a->model, &e->model) != GRAFT_OK)
         return cli_error(CMD, "%s", graft_last_error(e->ctx)), -1;
-    if (cli_image_options(CMD, e->ctx, e->model, &img, &sample) != 0 ||
-        cli_model_classes(CMD, e->model, &e->classes, &e->n_names) != 0 ||
+    if (image_prep_resolve(&prep, e->ctx, e->model, NULL, NULL) != 0)
+        return cli_error(CMD, "%s", prep.error), -1;
+    if (cli_model_classes(CMD, e->model, &e->classes, &e->n_names) != 0 ||
         (e->n_classes = output_width(e)) < 0)
         return -1;
-    if (graft_dataset_open_images(e->ctx, a->data, &img, &e->ds) != GRAFT_OK)
+    if (graft_dataset_open_images(e->ctx, a->data, &prep.o, &e->ds) != GRAFT_OK)
         return cli_error(CMD, "%s", graft_last_error(e->ctx)), -1;
     if (match_classes(e) != 0) return -1;
     e->confusion = calloc((size_t)e->n_classes * (size_t)e->n_classes, sizeof *e->confusion);

@@ -4,6 +4,7 @@
 
 #include "commands.h"
 #include "graft.h"
+#include "image_prep.h"
 
 static void print_json_string(const char *s) {
     putchar('"');
@@ -55,7 +56,32 @@ static void print_values(const graft_model *m, int outputs, int json) {
     }
 }
 
-static void print_text(const graft_model *m, const char *path, const graft_model_summary *s) {
+/* Whether the model takes images (a 4-d first input): their preprocessing is worth showing. */
+static int takes_images(const graft_model *m) {
+    graft_value_info v;
+    return graft_model_input_count(m) > 0 && graft_model_input_info(m, 0, &v) == GRAFT_OK &&
+           v.ndim == 4;
+}
+
+/* What `graft predict`, `eval` and `finetune` (without options) would use, and why. */
+static void print_preprocessing(graft_ctx *ctx, const graft_model *m, int json) {
+    image_prep p;
+    int ok = takes_images(m) && image_prep_resolve(&p, ctx, m, NULL, NULL) == 0;
+    if (json) {
+        printf(", \"preprocessing\": ");
+        if (ok)
+            image_prep_json(stdout, &p);
+        else
+            printf("null");
+    } else if (ok) {
+        image_prep_print(stdout, &p);
+    } else if (takes_images(m)) {
+        printf("preprocessing none: %s\n", p.error);
+    }
+}
+
+static void print_text(graft_ctx *ctx, const graft_model *m, const char *path,
+                       const graft_model_summary *s) {
     printf("model       %s\n", path);
     printf("producer    %s %s (IR version %lld)\n", s->producer_name, s->producer_version,
            (long long)s->ir_version);
@@ -95,9 +121,11 @@ static void print_text(const graft_model *m, const char *path, const graft_model
         graft_model_metadata(m, i, &k, &v);
         printf("metadata    %s = %s\n", k, v);
     }
+    print_preprocessing(ctx, m, 0);
 }
 
-static void print_json(const graft_model *m, const char *path, const graft_model_summary *s) {
+static void print_json(graft_ctx *ctx, const graft_model *m, const char *path,
+                       const graft_model_summary *s) {
     printf("{\"model\": ");
     print_json_string(path);
     printf(", \"producer\": ");
@@ -139,7 +167,9 @@ static void print_json(const graft_model *m, const char *path, const graft_model
         printf(": ");
         print_json_string(v);
     }
-    printf("}}\n");
+    printf("}");
+    print_preprocessing(ctx, m, 1);
+    printf("}\n");
 }
 
 int cmd_info(int argc, char **argv) {
@@ -176,9 +206,9 @@ int cmd_info(int argc, char **argv) {
     graft_model_summary s;
     graft_model_summarize(m, &s);
     if (json)
-        print_json(m, path, &s);
+        print_json(ctx, m, path, &s);
     else
-        print_text(m, path, &s);
+        print_text(ctx, m, path, &s);
     graft_model_free(m);
     graft_ctx_free(ctx);
     return 0;

@@ -1,13 +1,12 @@
 /* cmd_predict.c: `graft predict --model M.onnx FILE_OR_DIR...`: top-k classes of image files. */
-#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 
 #include "cli_util.h"
 #include "commands.h"
+#include "image_prep.h"
 
 #define CMD "predict"
 
@@ -29,8 +28,7 @@ typedef struct {
 typedef struct {
     graft_ctx *ctx;
     graft_model *model;
-    graft_image_options img;
-    int64_t sample; /* elements of one image */
+    image_prep prep; /* prep.o: the preprocessing; prep.sample: elements of one image */
     char **classes;
     int n_classes;
     const predict_args *a;
@@ -43,13 +41,16 @@ static const char *HELP =
     "Classifies images with an exported model (one `graft finetune` or `graft export` wrote)\n"
     "and prints the K most likely classes of each, with their probabilities.\n"
     "\n"
-    "Each FILE is read as an image (JPEG or PNG); each DIR is searched recursively for files\n"
-    "named *.jpg, *.jpeg, *.png, *.bmp, *.gif, *.webp, *.tif or *.tiff, in sorted order.\n"
+    "Each FILE is read as an image (JPEG or PNG); each DIR is searched recursively as\n"
+    "torchvision's ImageFolder does: files named *.jpg, *.jpeg, *.png (any case; .bmp, .ppm,\n"
+    ".pgm, .tif, .tiff and .webp are skipped with a warning), sorted by folder then name,\n"
+    "hidden files and folders left out, a folder reached again through a link not entered.\n"
     "Images are preprocessed as the model's metadata says (graft.image.resize, .crop,\n"
-    ".grayscale, .mean, .std; ImageNet's defaults where it says nothing, the crop size taken\n"
-    "from the model's input shape). Class names come from the metadata graft.classes; a model\n"
-    "without them gets class indices. A model whose output is logits gets a softmax; one whose\n"
-    "output is named \"probabilities\" (or whose rows sum to 1) is taken as it is.\n"
+    ".grayscale, .mean, .std), else as its input shape fixes (crop H, resize H/0.875 as\n"
+    "timm does), else ImageNet's 256/224; `graft info` shows which. Class names come from the\n"
+    "metadata graft.classes; a model without them gets class indices. A model whose output is\n"
+    "logits gets a softmax; one whose output is named \"probabilities\" (or whose rows sum to\n"
+    "1) is taken as it is.\n"
     "\n"
     "options:\n"
     "  --model M.onnx     the model (required)\n"
@@ -130,64 +131,40 @@ static int list_add(file_list *l, const char *path) {
     return (l->v[l->n] = strdup(path)) ? (int)(++l->n, 0) : -1;
 }
 
-static int is_image_name(const char *name) {
-    static const char *const exts[] = {".jpg", ".jpeg", ".png", ".bmp",
-                                       ".gif", ".webp", ".tif", ".tiff"};
-    const char *dot = strrchr(name, '.');
-    for (size_t i = 0; dot && i < sizeof exts / sizeof *exts; i++)
-        if (strcasecmp(dot, exts[i]) == 0) return 1;
-    return 0;
-}
-
-static int cmp_str(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Every image file under dir, recursively, sorted within each folder. */
-static int list_dir(const char *dir, file_list *out) {
-    DIR *d = opendir(dir);
-    if (!d) return cli_error(CMD, "cannot open folder '%s': %s", dir, strerror(errno)), -1;
-    file_list here = {0};
-    struct dirent *e;
+/* The files of one folder argument (graft_image_files: ImageFolder's rules); what it skipped
+ * is a warning each, and makes *some_skipped 1; a folder not entered twice is a warning. */
+static int add_folder(graft_ctx *ctx, const char *dir, file_list *out, int *some_skipped) {
+    graft_file_list *l;
+    if (graft_image_files(ctx, dir, &l) != GRAFT_OK)
+        return cli_error(CMD, "%s", graft_last_error(ctx)), -1;
     int rc = 0;
-    while (rc == 0 && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.') continue;
-        size_t len = strlen(dir) + strlen(e->d_name) + 2;
-        char *p = malloc(len);
-        if (!p)
-            rc = -1;
-        else {
-            snprintf(p, len, "%s/%s", dir, e->d_name);
-            rc = list_add(&here, p);
-            free(p);
-        }
+    for (int64_t i = 0; i < graft_file_list_note_count(l); i++) {
+        const char *path, *why;
+        int skipped;
+        graft_file_list_note(l, i, &path, &why, &skipped);
+        if (skipped)
+            fprintf(stderr, "graft predict: warning: skipped '%s': %s\n", path, why);
+        else
+            fprintf(stderr, "graft predict: warning: %s: %s\n", path, why);
+        *some_skipped |= skipped;
     }
-    closedir(d);
-    if (here.n) qsort(here.v, here.n, sizeof *here.v, cmp_str);
-    for (size_t i = 0; i < here.n; i++) {
-        struct stat st;
-        if (rc || stat(here.v[i], &st) != 0) continue;
-        if (S_ISDIR(st.st_mode))
-            rc = list_dir(here.v[i], out);
-        else if (S_ISREG(st.st_mode) && is_image_name(here.v[i]))
-            rc = list_add(out, here.v[i]);
-    }
-    for (size_t i = 0; i < here.n; i++) free(here.v[i]);
-    free(here.v);
-    if (rc == -1 && errno == ENOMEM) cli_error(CMD, "out of memory listing '%s'", dir);
+    for (int64_t i = 0; i < graft_file_list_count(l) && rc == 0; i++)
+        if (list_add(out, graft_file_list_path(l, i)) != 0)
+            rc = (cli_error(CMD, "out of memory"), -1);
+    if (rc == 0 && graft_file_list_count(l) == 0)
+        rc = (cli_error(CMD, "no image files under '%s'", dir), -1);
+    graft_file_list_free(l);
     return rc;
 }
 
-static int collect_files(const predict_args *a, file_list *out) {
+/* A FILE argument is read whatever its name; a DIR gives its image files. */
+static int collect_files(graft_ctx *ctx, const predict_args *a, file_list *out, int *some_skipped) {
     for (int i = 0; i < a->n_paths; i++) {
         struct stat st;
         if (stat(a->paths[i], &st) != 0)
             return cli_error(CMD, "cannot read '%s': %s", a->paths[i], strerror(errno)), -1;
-        size_t before = out->n;
         if (S_ISDIR(st.st_mode)) {
-            if (list_dir(a->paths[i], out) != 0) return -1;
-            if (out->n == before)
-                return cli_error(CMD, "no image files under '%s'", a->paths[i]), -1;
+            if (add_folder(ctx, a->paths[i], out, some_skipped) != 0) return -1;
         } else if (list_add(out, a->paths[i]) != 0) {
             return cli_error(CMD, "out of memory"), -1;
         }
@@ -246,11 +223,11 @@ static void print_one(predictor *p, const char *file, const float *probs, const 
 
 /* Run the model on n loaded images and print their top classes. */
 static int run_batch(predictor *p, void *data, char **files, int n) {
-    graft_named_tensor in = {p->img.input_name, {p->img.dtype, 4, {0}, data}};
-    int c = p->img.grayscale ? 1 : 3;
-    int64_t s = p->img.crop;
+    graft_named_tensor in = {p->prep.o.input_name, {p->prep.o.dtype, 4, {0}, data}};
+    int c = p->prep.o.grayscale ? 1 : 3;
+    int64_t s = p->prep.o.crop;
     int64_t dims[4] = {n, c, s, s}, nhwc[4] = {n, s, s, c};
-    memcpy(in.tensor.dims, p->img.nhwc ? nhwc : dims, sizeof dims);
+    memcpy(in.tensor.dims, p->prep.o.nhwc ? nhwc : dims, sizeof dims);
     const graft_tensor *out;
     graft_value_info info;
     if (graft_model_run(p->model, &in, 1) != GRAFT_OK ||
@@ -285,7 +262,7 @@ static int run_batch(predictor *p, void *data, char **files, int n) {
 
 /* Load, run and print every file, batch by batch; returns the exit status. */
 static int predict_all(predictor *p, const file_list *files) {
-    size_t esize = graft_dtype_size(p->img.dtype), bytes = esize * (size_t)p->sample;
+    size_t esize = graft_dtype_size(p->prep.o.dtype), bytes = esize * (size_t)p->prep.sample;
     char *data = malloc(bytes * (size_t)p->a->batch);
     char **names = malloc(sizeof *names * (size_t)p->a->batch);
     int rc = 0;
@@ -293,8 +270,8 @@ static int predict_all(predictor *p, const file_list *files) {
     for (size_t at = 0; !(rc & 2) && data && names && at < files->n;) {
         int n = 0;
         for (; at < files->n && n < p->a->batch; at++) {
-            if (graft_image_load(p->ctx, files->v[at], &p->img, data + bytes * (size_t)n, bytes) !=
-                GRAFT_OK) {
+            if (graft_image_load(p->ctx, files->v[at], &p->prep.o, data + bytes * (size_t)n,
+                                 bytes) != GRAFT_OK) {
                 const char *why = graft_last_error(p->ctx);
                 if (strstr(why, files->v[at]))
                     fprintf(stderr, "graft predict: warning: skipped: %s\n", why);
@@ -333,17 +310,21 @@ int cmd_predict(int argc, char **argv) {
     int rc = parse_args(argc, argv, &a, paths);
     file_list files = {0};
     predictor p = {.a = &a};
-    if (rc == -1 && collect_files(&a, &files) != 0) rc = 2;
+    int some_skipped = 0;
     if (rc == -1 && !(p.ctx = cli_ctx(CMD, (int)a.threads, NULL))) rc = 1;
+    if (rc == -1 && collect_files(p.ctx, &a, &files, &some_skipped) != 0) rc = 2;
     if (rc == -1 && graft_model_load(p.ctx, a.model, &p.model) != GRAFT_OK) {
         cli_error(CMD, "%s", graft_last_error(p.ctx));
         rc = 1;
     }
-    if (rc == -1 &&
-        (cli_image_options(CMD, p.ctx, p.model, &p.img, &p.sample) != 0 ||
-         cli_model_classes(CMD, p.model, &p.classes, &p.n_classes) != 0 || check_classes(&p) != 0))
+    if (rc == -1 && image_prep_resolve(&p.prep, p.ctx, p.model, NULL, NULL) != 0) {
+        cli_error(CMD, "%s", p.prep.error);
         rc = 1;
-    if (rc == -1) rc = predict_all(&p, &files);
+    }
+    if (rc == -1 &&
+        (cli_model_classes(CMD, p.model, &p.classes, &p.n_classes) != 0 || check_classes(&p) != 0))
+        rc = 1;
+    if (rc == -1) rc = predict_all(&p, &files) | some_skipped;
     cli_free_classes(p.classes, p.n_classes);
     graft_model_free(p.model);
     graft_ctx_free(p.ctx);

@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "finetune.h"
 #include "graft.h"
+#include "image_prep.h"
 #include "session.h"
 
 #define CMD "prune"
@@ -225,14 +226,13 @@ static double accuracy_on(graft_model *m, graft_dataset *ds, int threads) {
     return total ? (double)right / (double)total : -1;
 }
 
-/* Top-1 accuracy on a labelled image folder, preprocessed as the model's metadata says. */
+/* Top-1 accuracy on a labelled image folder, preprocessed as image_prep_resolve says. */
 static double accuracy(graft_ctx *ctx, graft_model *m, const char *dir, int threads) {
-    graft_image_options o;
-    int64_t sample;
+    image_prep prep;
     graft_dataset *ds = NULL;
-    if (cli_image_options(CMD, ctx, m, &o, &sample) != 0 ||
-        graft_dataset_open_images(ctx, dir, &o, &ds) != GRAFT_OK)
-        return -1;
+    if (image_prep_resolve(&prep, ctx, m, NULL, NULL) != 0)
+        return cli_error(CMD, "%s", prep.error), -1;
+    if (graft_dataset_open_images(ctx, dir, &prep.o, &ds) != GRAFT_OK) return -1;
     double acc = accuracy_on(m, ds, threads);
     graft_dataset_free(ds);
     return acc;

@@ -27,15 +27,14 @@ int session_open_data(session *s, finetune_opts *o) {
         t.vocab_path = o->vocab, t.cased = o->cased, t.max_len = o->max_len;
         st = graft_dataset_open_text(s->ctx, o->data, &t, &s->all);
     } else {
-        /* The model's own preprocessing, where it records one, under the command line's. */
-        graft_image_options m = GRAFT_IMAGE_OPTIONS_INIT;
-        if (graft_image_options_from_model(s->model, &m) != GRAFT_OK)
-            return session_fail(s, o->model);
-        if (!o->image_set[0]) o->image.resize = m.resize;
-        if (!o->image_set[1]) o->image.crop = m.crop;
-        if (!o->image_set[2]) o->image.grayscale = m.grayscale;
-        if (!o->image_set[3]) memcpy(o->image.mean, m.mean, sizeof m.mean);
-        if (!o->image_set[4]) memcpy(o->image.std, m.std, sizeof m.std);
+        /* The options given, else the model's metadata, else its input shape, else ImageNet's;
+         * o->image.input_name then points into s->prep. */
+        if (image_prep_resolve(&s->prep, s->ctx, s->model, &o->image, o->image_set) != 0) {
+            fprintf(stderr, "graft %s: %s: %s\n", s->cmd, o->model, s->prep.error);
+            return 1;
+        }
+        o->image = s->prep.o;
+        image_prep_print(stdout, &s->prep);
         st = graft_dataset_open_images(s->ctx, o->data, &o->image, &s->all);
     }
     if (st != GRAFT_OK) return session_fail(s, o->data);

@@ -8,6 +8,7 @@
 
 #include "finetune.h"
 #include "graft.h"
+#include "image_prep.h"
 #include "run_log.h"
 
 typedef struct session {
@@ -19,13 +20,15 @@ typedef struct session {
     run_log *log;
     bool val_shares_train; /* a split: both views report the same skipped files */
     char cache[4096];      /* the feature cache file: the trainer keeps a pointer to it */
+    image_prep prep;       /* images: the preprocessing and where each value came from */
 } session;
 
 void session_free(session *s);
 /* Print "graft CMD: WHAT: <the context's last error>"; returns 1. */
 int session_fail(session *s, const char *what);
-/* The training and validation data sets (--data, then --val, --val-split or none): images with
- * the model's recorded preprocessing under the options given, or text with --vocab. */
+/* The training and validation data sets (--data, then --val, --val-split or none): images
+ * preprocessed as image_prep_resolve says (the options, the model's metadata, its input shape,
+ * ImageNet's defaults; printed as a block), or text with --vocab. */
 int session_open_data(session *s, finetune_opts *o);
 /* The trainer for the (cut) model: a head with one output per class of the training data. */
 int session_make_trainer(session *s, finetune_opts *o);

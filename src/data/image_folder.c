@@ -1,7 +1,6 @@
 /* image_folder.c: image data sets in the ImageFolder layout (DIR/<class>/<image>): scanning the
  * folder, and loading one sample (decode, resize, crop or random-resized-crop + flip,
  * normalise) into a batch row. */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 #include "../core/half.h"
 #include "../core/rng.h"
 #include "dataset.h"
+#include "file_list.h"
 #include "transforms.h"
 
 #define DEFAULT_MAX_PIXELS 178956970 /* PIL's decompression-bomb limit */
@@ -24,55 +24,6 @@ typedef struct image_folder {
 } image_folder;
 
 static const dataset_kind image_kind;
-
-static int cmp_str(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Sorted names of the entries of dir (no dot entries), directories or files as asked. */
-static graft_status list_dir(const char *dir, bool want_dirs, char ***names, int64_t *n,
-                             graft_err *e) {
-    DIR *d = opendir(dir);
-    if (!d) return err_set(e, GRAFT_E_IO, "cannot open folder '%s'", dir);
-    char **v = NULL;
-    int64_t count = 0, cap = 0;
-    struct dirent *ent;
-    graft_status st = GRAFT_OK;
-    while (st == GRAFT_OK && (ent = readdir(d)) != NULL) {
-        if (ent->d_name[0] == '.') continue;
-        char path[8192];
-        struct stat sb;
-        snprintf(path, sizeof path, "%s/%s", dir, ent->d_name);
-        if (stat(path, &sb) != 0 || (S_ISDIR(sb.st_mode) != want_dirs) ||
-            (!want_dirs && !S_ISREG(sb.st_mode)))
-            continue;
-        if (count == cap) {
-            cap = cap ? cap * 2 : 64;
-            char **nv = realloc(v, sizeof *nv * (size_t)cap);
-            if (!nv)
-                st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory listing '%s'", dir);
-            else
-                v = nv;
-        }
-        if (st == GRAFT_OK && !(v[count++] = strdup(ent->d_name)))
-            st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory listing '%s'", dir);
-    }
-    closedir(d);
-    if (st != GRAFT_OK) {
-        for (int64_t i = 0; i < count; i++) free(v[i]);
-        free(v);
-        return st;
-    }
-    if (count) qsort(v, (size_t)count, sizeof *v, cmp_str);
-    *names = v;
-    *n = count;
-    return GRAFT_OK;
-}
-
-static void free_names(char **v, int64_t n) {
-    for (int64_t i = 0; i < n; i++) free(v[i]);
-    free(v);
-}
 
 static graft_status check_options(const graft_image_options *o, graft_err *e) {
     if (o->crop < 1 || o->resize < 0 || o->crop > 16384 || o->resize > 16384)
@@ -93,51 +44,69 @@ static graft_status check_options(const graft_image_options *o, graft_err *e) {
     return GRAFT_OK;
 }
 
-/* Every file under root/<class>/ for the given classes, in class then name order. A class
- * folder with no files is an error; when `known` is set a folder it lacks is one too. */
-static graft_status scan(image_folder *f, char **classes, int n_classes, bool allow_missing,
-                         int64_t **labels_out, graft_err *e) {
-    int64_t cap = 0;
-    int64_t *labels = NULL;
+/* The class folder's error when it lists no image: what was skipped in it, if anything. */
+static graft_status no_images(const file_walk *w, int64_t first_note, const char *dir,
+                              graft_err *e) {
+    int64_t skipped = 0;
+    const file_note *example = NULL;
+    for (int64_t i = first_note; i < w->n_notes; i++)
+        if (w->notes[i].skipped && skipped++ == 0) example = &w->notes[i];
+    if (!example)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "class folder '%s' has no image files (.jpg, .jpeg or .png)", dir);
+    return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                   "class folder '%s' has no image files graft reads: %lld skipped, e.g. %s: %s",
+                   dir, (long long)skipped, example->path, example->reason);
+}
+
+/* Every image under root/<class>/ (recursively, graft_image_files' rules) for the given
+ * classes, class by class. Every class folder is marked first, so a link from one class to
+ * another is not followed (its images stay in their own class). A class folder with no images
+ * is an error; with allow_missing a class folder that is not there has no samples. */
+static graft_status scan(image_folder *f, file_walk *w, char **classes, int n_classes,
+                         bool allow_missing, int64_t **labels_out, graft_err *e) {
+    char dir[4096];
+    bool already;
+    TRY(file_walk_mark(w, f->root, &already, e));
     for (int c = 0; c < n_classes; c++) {
-        char dir[4096];
-        snprintf(dir, sizeof dir, "%s/%s", f->root, classes[c]);
-        char **files = NULL;
-        int64_t nf = 0;
         struct stat sb;
-        if (allow_missing && stat(dir, &sb) != 0) continue;
-        graft_status ls = list_dir(dir, false, &files, &nf, e);
-        if (ls != GRAFT_OK) {
-            free(labels);
-            return ls;
-        }
-        if (nf == 0) {
-            free(files);
-            free(labels);
-            return err_set(e, GRAFT_E_INVALID_ARGUMENT, "class folder '%s' has no files", dir);
-        }
-        if (f->n_paths + nf > cap) {
-            cap = (f->n_paths + nf) * 2;
-            char **np = realloc(f->paths, sizeof *np * (size_t)cap);
-            int64_t *nl = realloc(labels, sizeof *nl * (size_t)cap);
-            if (np) f->paths = np;
-            if (nl) labels = nl;
-            if (!np || !nl) {
-                free_names(files, nf);
-                free(labels);
-                return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory scanning '%s'", f->root);
-            }
-        }
-        for (int64_t i = 0; i < nf; i++) {
-            char path[8192];
-            snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-            f->paths[f->n_paths] = strdup(path);
-            labels[f->n_paths++] = c;
-        }
-        free_names(files, nf);
+        snprintf(dir, sizeof dir, "%s/%s", f->root, classes[c]);
+        if (!(allow_missing && stat(dir, &sb) != 0)) TRY(file_walk_mark(w, dir, &already, e));
     }
+    int64_t *labels = NULL, cap = 0;
+    for (int c = 0; c < n_classes; c++) {
+        struct stat sb;
+        snprintf(dir, sizeof dir, "%s/%s", f->root, classes[c]);
+        if (allow_missing && stat(dir, &sb) != 0) continue;
+        int64_t start = w->n_paths, first_note = w->n_notes;
+        graft_status st = file_walk_images(w, dir, e);
+        if (st == GRAFT_OK && w->n_paths == start) st = no_images(w, first_note, dir, e);
+        if (st == GRAFT_OK && w->n_paths > cap) {
+            int64_t *nl = realloc(labels, sizeof *nl * (size_t)(cap = w->cap_paths));
+            if (nl)
+                labels = nl;
+            else
+                st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory scanning '%s'", f->root);
+        }
+        if (st != GRAFT_OK) return free(labels), st;
+        for (int64_t i = start; i < w->n_paths; i++) labels[i] = c;
+    }
+    /* the data set owns the paths from here; the walk keeps its notes */
+    f->paths = w->paths, f->n_paths = w->n_paths;
+    w->paths = NULL, w->n_paths = w->cap_paths = 0;
     *labels_out = labels;
     return GRAFT_OK;
+}
+
+/* What the listing noted, now that the data set exists: skipped files into its list, folders
+ * not entered again as warnings. */
+static void report_notes(graft_ctx *ctx, dataset_shared *sh, const file_walk *w) {
+    for (int64_t i = 0; i < w->n_notes; i++) {
+        if (w->notes[i].skipped)
+            dataset_skip(sh, w->notes[i].path, w->notes[i].reason);
+        else
+            ctx_log(ctx, GRAFT_LOG_WARN, "%s: %s", w->notes[i].path, w->notes[i].reason);
+    }
 }
 
 /* PIL's convert("L") (ITU-R 601-2 luma, rounded), written back to all three channels so the
@@ -229,7 +198,7 @@ static void free_folder(void *impl) {
     image_folder *f = impl;
     if (!f) return;
     free(f->root);
-    free_names(f->paths, f->n_paths);
+    file_names_free(f->paths, f->n_paths);
     free(f);
 }
 
@@ -256,34 +225,9 @@ static void set_identity(dataset_shared *sh, const image_folder *f) {
              (double)o->std[1], (double)o->std[2], o->nhwc, (int)o->dtype, o->grayscale);
 }
 
-/* Build the data set over root for the given classes (owned by the call). */
-static graft_status open_with(graft_ctx *ctx, const char *root, const graft_image_options *o,
-                              char **classes, int n_classes, bool allow_missing,
-                              graft_dataset **out, graft_err *e) {
-    image_folder *f = calloc(1, sizeof *f);
-    int64_t *labels = NULL;
-    graft_status st = f ? GRAFT_OK : err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
-    if (st == GRAFT_OK) {
-        f->o = *o;
-        if (!f->o.max_pixels) f->o.max_pixels = DEFAULT_MAX_PIXELS;
-        snprintf(f->input_name, sizeof f->input_name, "%s",
-                 o->input_name ? o->input_name : "input");
-        f->root = strdup(root);
-        st = f->root ? scan(f, classes, n_classes, allow_missing, &labels, e)
-                     : err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
-    }
-    int64_t *items = st == GRAFT_OK ? malloc(sizeof(int64_t) * (size_t)f->n_paths) : NULL;
-    if (st == GRAFT_OK && !items) st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
-    if (st != GRAFT_OK) {
-        free_folder(f);
-        free(labels);
-        free_names(classes, n_classes);
-        return st;
-    }
-    for (int64_t i = 0; i < f->n_paths; i++) items[i] = i;
-    int64_t n = f->n_paths;
-    TRY(dataset_create(ctx, &image_kind, f, classes, n_classes, n, items, labels, out, e));
-    dataset_shared *sh = (*out)->sh;
+/* The data set's input: one image of the options' size, layout and dtype. */
+static void set_input(dataset_shared *sh, const image_folder *f) {
+    const graft_image_options *o = &f->o;
     sh->n_inputs = 1;
     snprintf(sh->input_names[0], sizeof sh->input_names[0], "%s", f->input_name);
     sh->input_dtype[0] = o->dtype;
@@ -293,7 +237,43 @@ static graft_status open_with(graft_ctx *ctx, const char *root, const graft_imag
     memcpy(sh->input_dims[0], o->nhwc ? hwc : chw, sizeof chw);
     sh->label_dtype = GRAFT_DTYPE_I64;
     sh->label_width = 1;
-    set_identity(sh, f);
+}
+
+/* Build the data set over root for the given classes (owned by the call). */
+static graft_status open_with(graft_ctx *ctx, const char *root, const graft_image_options *o,
+                              char **classes, int n_classes, bool allow_missing,
+                              graft_dataset **out, graft_err *e) {
+    image_folder *f = calloc(1, sizeof *f);
+    file_walk w = {0};
+    int64_t *labels = NULL;
+    graft_status st = f ? GRAFT_OK : err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    if (st == GRAFT_OK) {
+        f->o = *o;
+        if (!f->o.max_pixels) f->o.max_pixels = DEFAULT_MAX_PIXELS;
+        snprintf(f->input_name, sizeof f->input_name, "%s",
+                 o->input_name ? o->input_name : "input");
+        f->root = strdup(root);
+        st = f->root ? scan(f, &w, classes, n_classes, allow_missing, &labels, e)
+                     : err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    }
+    int64_t *items = st == GRAFT_OK ? malloc(sizeof(int64_t) * (size_t)(f->n_paths + 1)) : NULL;
+    if (st == GRAFT_OK && !items) st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    if (st == GRAFT_OK) {
+        for (int64_t i = 0; i < f->n_paths; i++) items[i] = i;
+        st = dataset_create(ctx, &image_kind, f, classes, n_classes, f->n_paths, items, labels, out,
+                            e);
+    }
+    if (st != GRAFT_OK) {
+        free_folder(f);
+        free(labels), free(items);
+        file_names_free(classes, n_classes);
+        file_walk_free(&w);
+        return st;
+    }
+    set_input((*out)->sh, f);
+    set_identity((*out)->sh, f);
+    report_notes(ctx, (*out)->sh, &w);
+    file_walk_free(&w);
     return GRAFT_OK;
 }
 
@@ -308,7 +288,7 @@ graft_status graft_dataset_open_images(graft_ctx *ctx, const char *dir,
     TRY(check_options(o, e));
     char **classes;
     int64_t n_classes;
-    TRY(list_dir(dir, true, &classes, &n_classes, e));
+    TRY(file_list_subdirs(dir, &classes, &n_classes, e));
     if (n_classes == 0) {
         free(classes);
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
@@ -323,7 +303,7 @@ static graft_status open_images_like(const graft_dataset *like, const char *dir,
     const image_folder *lf = like->sh->impl;
     char **found;
     int64_t n_found;
-    TRY(list_dir(dir, true, &found, &n_found, e));
+    TRY(file_list_subdirs(dir, &found, &n_found, e));
     graft_status st = GRAFT_OK;
     for (int64_t i = 0; i < n_found && st == GRAFT_OK; i++) {
         bool known = false;
@@ -333,7 +313,7 @@ static graft_status open_images_like(const graft_dataset *like, const char *dir,
             st = err_set(e, GRAFT_E_INVALID_ARGUMENT,
                          "class '%s' of '%s' is not among the training classes", found[i], dir);
     }
-    free_names(found, n_found);
+    file_names_free(found, n_found);
     if (st != GRAFT_OK) return st;
     /* Same classes, same order; a class missing here simply has no samples. */
     int n = like->sh->n_classes, present = 0;
@@ -347,7 +327,7 @@ static graft_status open_images_like(const graft_dataset *like, const char *dir,
         classes[c] = strdup(like->sh->class_names[c]);
     }
     if (!present) {
-        free_names(classes, n);
+        file_names_free(classes, n);
         return err_set(e, GRAFT_E_INVALID_ARGUMENT, "'%s' has none of the training classes", dir);
     }
     return open_with(like->ctx, dir, &lf->o, classes, n, true, out, e);
