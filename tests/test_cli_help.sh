@@ -32,6 +32,15 @@ for c in $COMMANDS; do
     else fail "help_${c}_has_examples_and_writes" "exit $rc_short/$rc_long, $examples example lines, $writes writes lines: $(head -c 300 "$TMP/err.txt")"; fi
     if [ $rc_help = 0 ] && cmp -s "$TMP/via_help.txt" "$TMP/long.txt"; then pass "help_cmd_${c}_equals_dash_help"
     else fail "help_cmd_${c}_equals_dash_help" "exit $rc_help; $(diff "$TMP/via_help.txt" "$TMP/long.txt" | head -3)"; fi
+    if ! grep -q ' $' "$TMP/long.txt"; then pass "help_${c}_no_trailing_spaces"
+    else fail "help_${c}_no_trailing_spaces" "$(grep -n ' $' "$TMP/long.txt" | head -2)"; fi
+    # Examples wrap as shell continuation lines: joined again, they are the same at any width.
+    for w in 40 100; do
+        COLUMNS=$w "$GRAFT" "$c" --help | sed -n '/^examples:$/,/^$/p' | grep -v '^  #' |
+            sed -e ':a' -e '/ \\$/{N; s/ \\\n *\([^ ]\)/ \1/; ba' -e '}' >"$TMP/ex$w.txt"
+    done
+    if [ -s "$TMP/ex40.txt" ] && cmp -s "$TMP/ex40.txt" "$TMP/ex100.txt"; then pass "help_${c}_examples_rewrap"
+    else fail "help_${c}_examples_rewrap" "$(diff "$TMP/ex40.txt" "$TMP/ex100.txt" | head -4)"; fi
     # Wrapped to $COLUMNS when stdout is not a terminal.
     for w in 60 100; do
         long=$(COLUMNS=$w "$GRAFT" "$c" --help | awk -v w=$w 'length > w' | head -1)
@@ -89,6 +98,9 @@ for c in $COMMANDS; do grep -q "^  $c " "$TMP/top1.txt" || missing="$missing $c"
 if [ $rc1 = 0 ] && [ $rc2 = 0 ] && cmp -s "$TMP/top1.txt" "$TMP/top2.txt" && [ -z "$missing" ]; then
     pass help_top_level
 else fail help_top_level "exit $rc1/$rc2, missing:$missing"; fi
+"$GRAFT" help help >"$TMP/hh.txt" 2>&1 && "$GRAFT" help version >"$TMP/hv.txt" 2>&1 &&
+    cmp -s "$TMP/hh.txt" "$TMP/top1.txt" && head -1 "$TMP/hv.txt" | grep -q '^usage: graft version$'
+if [ $? = 0 ]; then pass help_help_and_version; else fail help_help_and_version "$(head -2 "$TMP/hv.txt")"; fi
 "$GRAFT" prune --model "$TMP/none.onnx" -h >"$TMP/later.txt" 2>&1
 if [ $? = 0 ] && head -1 "$TMP/later.txt" | grep -q '^usage: graft prune'; then pass help_after_other_options
 else fail help_after_other_options "$(head -2 "$TMP/later.txt")"; fi
@@ -116,6 +128,7 @@ expect_error help_did_you_mean_option_eq "unknown option --optimiser; did you me
 expect_error help_did_you_mean_underscore "did you mean --max-len?" tokenize --vocab $VOCAB --max_len 8
 expect_error help_did_you_mean_prune "did you mean --sparsity?" prune --model $M --out "$TMP/x.onnx" --sparsty 0.5
 expect_error help_did_you_mean_single_dash "unknown option -json; did you mean --json?" info -json $M
+expect_error help_did_you_mean_tool_option "unknown option --vesion; did you mean --version?" --vesion
 expect_error help_no_suggestion "unknown option --zzz (see graft bench --help)" bench $M --zzz
 expect_error help_choices_listed "--optimizer adamm: expected one of sgd, adam, adamw, lamb" finetune "${B[@]}" --optimizer adamm
 expect_error help_choices_listed_eq "--scheduler linear: expected one of constant, step, cosine, onecycle, plateau" \

@@ -93,6 +93,8 @@ static int unknown(const char *label, const cli_command *c, const char *shown, c
     for (int i = 0; i < c->n_options && n < 255; i++) names[n++] = c->options[i].name;
     names[n++] = "help";
     const char *near = cli_nearest(name, len, names, n);
+    if (near && !strcmp(shown, "--") && strlen(near) == len && !strncmp(near, name, len))
+        near = NULL; /* "--help" in a config file: not a suggestion of itself */
     print_label(label);
     fprintf(stderr, "unknown option %s%.*s", shown, (int)len, name);
     if (near)
@@ -240,15 +242,24 @@ static void words(writer *w, const char *s, int indent) {
     }
 }
 
+/* The length of the shell word at s: up to a space outside quotes. */
+static size_t shell_word(const char *s) {
+    char quote = 0;
+    size_t n = 0;
+    for (; s[n] && (quote || s[n] != ' '); n++)
+        if (quote ? s[n] == quote : (s[n] == '\'' || s[n] == '"')) quote = quote ? 0 : s[n];
+    return n;
+}
+
 /* The length of the next unit of a command line at s: a word, or an option and its value
  * ("--data DIR"), kept on one line (c's flags take no value). */
 static size_t command_unit(const cli_command *c, const char *s) {
-    size_t n = strcspn(s, " ");
+    size_t n = shell_word(s);
     const char *next = s + n + strspn(s + n, " ");
     const cli_option *o = n > 2 ? cli_find(c, s + 2, n - 2) : NULL;
     if (s[0] == '-' && s[1] == '-' && !memchr(s, '=', n) && *next && *next != '-' &&
         !(o && !o->value))
-        n = (size_t)(next - s) + strcspn(next, " ");
+        n = (size_t)(next - s) + shell_word(next);
     return n;
 }
 
@@ -261,7 +272,7 @@ static void command_line(writer *w, const cli_command *c, const char *s) {
         s += strspn(s, " ");
         size_t n = command_unit(c, s);
         if (!n) break;
-        if (6 + (int)n + 2 > w->width) n = strcspn(s, " "); /* too long to keep together */
+        if (6 + (int)n + 2 > w->width) n = shell_word(s); /* too long to keep together */
         int last = s[n + strspn(s + n, " ")] == 0;
         if (!fresh && w->col + 1 + (int)n + (last ? 0 : 2) > w->width) {
             put(w, " \\", 2);
@@ -381,15 +392,15 @@ static void options(writer *w, const cli_command *c) {
 
 static void usage(writer *w, const cli_command *c) {
     char prefix[64];
-    const char *s = c->usage;
-    for (int first = 1; s && *s; first = 0) {
+    const char *s = c->usage ? c->usage : "";
+    for (int first = 1; first || *s; first = 0) {
         size_t n = strcspn(s, "\n");
-        snprintf(prefix, sizeof prefix, "%s graft%s%s ", first ? "usage:" : "      ",
-                 c->name ? " " : "", c->name ? c->name : "");
+        int at = snprintf(prefix, sizeof prefix, "%s graft%s%s%s", first ? "usage:" : "      ",
+                          c->name ? " " : "", c->name ? c->name : "", n ? " " : "");
         char *line = strndup(s, n);
         if (!line) return;
         put(w, prefix, strlen(prefix));
-        words(w, line, (int)strlen(prefix));
+        words(w, line, at);
         newline(w);
         free(line);
         s += n + (s[n] == '\n');

@@ -62,9 +62,10 @@ static const cli_command run_command = {
              "file) and saves each of its outputs.",
     .options = run_options,
     .n_options = CLI_COUNT(run_options),
-    .examples = "python3 -c \"import numpy as np; np.save('x.npy', np.zeros((1, 1, 8, 8), "
-                "np.float32))\"\n"
-                "graft run models/digits_cnn.onnx --input input=x.npy --output-dir out",
+    .examples = "# x.npy: a float32 array of shape (1, 1, 8, 8), e.g. saved with numpy.save:\n"
+                "graft run models/digits_cnn.onnx --input input=x.npy --output-dir out\n"
+                "graft run bert.onnx --input input_ids=ids.npy --input attention_mask=mask.npy "
+                "--output-dir out --device=cuda:0 --precision=fp16",
     .writes = "DIR/<output name>.npy for each output of the model (characters / : \\ in the "
               "name become _); nothing on stdout.",
     .exit_status = "0 on success, 1 when an input cannot be read or the model fails, 2 for bad "

@@ -1,6 +1,6 @@
-/* finetune_options.c: `graft finetune`'s options: one table gives each option's name, value,
- * default and help; values come from the command line and a --config file; everything is
- * checked before any work starts. */
+/* finetune_options.c: `graft finetune`'s (and `graft export`'s) options: one table gives each
+ * option's name, value, default, choices, topic and help; values come from the command line and
+ * a --config file; everything is checked before any work starts. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

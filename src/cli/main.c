@@ -99,6 +99,7 @@ static int unknown_command(const char *name) {
 static int help(int argc, char **argv) {
     if (argc < 2) return cli_help(&tool, stdout), 0;
     if (argc > 2) return fprintf(stderr, "graft help: one command at a time\n"), 2;
+    if (strcmp(argv[1], "help") == 0) return cli_help(&tool, stdout), 0;
     int i = find_command(argv[1]);
     if (i < 0) return unknown_command(argv[1]);
     char *help_argv[] = {argv[1], "--help", NULL};
@@ -113,12 +114,15 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     int i = find_command(cmd);
     if (i >= 0) return commands[i].run(argc - 1, argv + 1);
-    if (strcmp(cmd, "--version") == 0) return cmd_version(1, argv + 1);
     if (strcmp(cmd, "help") == 0) return help(argc - 1, argv + 1);
-    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) return cli_help(&tool, stdout), 0;
-    if (cmd[0] == '-')
-        return cli_unknown_option(NULL, &tool, cmd + strspn(cmd, "-"),
-                                  strcspn(cmd + strspn(cmd, "-"), "=")),
-               2;
+    if (cmd[0] == '-') { /* the tool's own options: -h, --help, --version */
+        cli_parser p;
+        const cli_option *o;
+        const char *v;
+        cli_parser_init(&p, &tool, NULL, argc, argv);
+        int k = cli_next(&p, &o, &v);
+        if (k == CLI_POSITIONAL) return unknown_command(cmd); /* "-" */
+        return k == CLI_OPTION ? cmd_version(1, argv + 1) : cli_stop_status(k);
+    }
     return unknown_command(cmd);
 }
