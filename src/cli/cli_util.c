@@ -18,15 +18,6 @@ int cli_error(const char *cmd, const char *fmt, ...) {
     return 2;
 }
 
-const char *cli_value(const char *cmd, int argc, char **argv, int *i, const char *what) {
-    const char *opt = argv[*i];
-    if (*i + 1 >= argc) {
-        cli_error(cmd, "%s needs %s", opt, what);
-        return NULL;
-    }
-    return argv[++*i];
-}
-
 int cli_int(const char *cmd, const char *opt, const char *text, long min, long max, long *out) {
     char *end;
     errno = 0;

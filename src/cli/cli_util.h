@@ -14,9 +14,6 @@ int cli_error(const char *cmd, const char *fmt, ...)
 #endif
     ;
 
-/* The value of option argv[*i] (advancing *i), or NULL after printing "OPT needs VALUE". */
-const char *cli_value(const char *cmd, int argc, char **argv, int *i, const char *what);
-
 /* Parse an integer option value in [min, max]; on failure print a one-line error, return -1. */
 int cli_int(const char *cmd, const char *opt, const char *text, long min, long max, long *out);
 

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli_args.h"
 #include "cli_util.h"
 #include "commands.h"
 
@@ -23,84 +24,79 @@ typedef struct {
     double median_ms, p90_ms, min_ms, samples_per_s;
 } bench_result;
 
-static const char *HELP =
-    "usage: graft bench MODEL [options]\n"
-    "\n"
-    "Times MODEL's forward pass (on a GPU: inputs copied in, outputs copied back, as\n"
-    "graft_model_run does) for each batch size and prints a table of latency\n"
-    "(median, 90th percentile and fastest run, in milliseconds per batch) and throughput\n"
-    "(samples per second over the timed runs). Inputs are made from the model's declared\n"
-    "inputs: float tensors get small pseudo-random values (seeded, the same every run),\n"
-    "integer tensors zeros (ones for inputs whose name contains \"mask\"). A symbolic first\n"
-    "dimension is the batch; every other symbolic dimension takes --seq-len. A model with a\n"
-    "fixed batch dimension is timed at that batch only (a note on stderr says so).\n"
-    "\n"
-    "options:\n"
-    "  --batch LIST     comma-separated batch sizes (default 1,8,32)\n"
-    "  --iters N        timed runs per batch size (default 20)\n"
-    "  --warmup N       untimed runs first (default 3)\n"
-    "  --threads N      compute threads (default 0: all cores)\n"
-    "  --seq-len N      size of symbolic dimensions other than the batch (default 128)\n"
-    "  --device D       where to run: cpu (default), auto, cuda or cuda:N\n"
-    "  --precision P    fp32 (default), or fp16 / bf16 on a GPU (weights and activations in\n"
-    "                   half precision, fp32 accumulation; inputs and outputs stay fp32)\n"
-    "  --profile        after each batch size's timing, as many runs again with every node\n"
-    "                   timed (the GPU synchronised after each node: slower in total) and a\n"
-    "                   table of the time per op type, most first (a fused group is listed\n"
-    "                   under its name, e.g. conv_add_relu or attention)\n"
-    "  --json           JSON lines, one per batch size: {batch, iters, median_ms, p90_ms,\n"
-    "                   min_ms, samples_per_s}\n"
-    "  --help           this text\n"
-    "\n"
-    "Output goes to stdout. exit status: 0 on success, 1 when the model cannot be loaded or\n"
-    "run, 2 for a usage error.\n"
-    "\n"
-    "examples:\n"
-    "  graft bench models/digits_cnn.onnx\n"
-    "  graft bench bert.onnx --batch 1,16 --seq-len 64 --iters 50 --threads 8\n";
+static const char *const precisions[] = {"fp32", "fp16", "bf16", NULL};
 
-static int parse_option(bench_args *a, const char *o, const char *v) {
-    if (strcmp(o, "--batch") == 0)
+static const cli_option bench_options[] = {
+    {"batch", "LIST", "1,8,32", NULL, NULL, "comma-separated batch sizes"},
+    {"iters", "N", "20", NULL, NULL, "timed runs per batch size"},
+    {"warmup", "N", "3", NULL, NULL, "untimed runs first"},
+    {"threads", "N", "0: all cores", NULL, NULL, "compute threads"},
+    {"seq-len", "N", "128", NULL, NULL, "size of symbolic dimensions other than the batch"},
+    {"device", "D", "cpu", NULL, NULL, "where to run: cpu, auto, cuda or cuda:N"},
+    {"precision", "P", "fp32", precisions, NULL,
+     "fp16 and bf16 are for a GPU: weights and activations in half precision, fp32 "
+     "accumulation; inputs and outputs stay fp32"},
+    {"profile", NULL, NULL, NULL, NULL,
+     "after each batch size's timing, as many runs again with every node timed (the GPU "
+     "synchronised after each node: slower in total) and a table of the time per op type, most "
+     "first (a fused group is listed under its name, e.g. conv_add_relu or attention)"},
+    {"json", NULL, NULL, NULL, NULL,
+     "JSON lines, one per batch size: {batch, iters, median_ms, p90_ms, min_ms, samples_per_s}"},
+};
+
+static const cli_command bench_command = {
+    .name = "bench",
+    .usage = "MODEL [options]",
+    .about = "Times MODEL's forward pass (on a GPU: inputs copied in, outputs copied back, as "
+             "graft_model_run does) for each batch size and prints a table of latency (median, "
+             "90th percentile and fastest run, in milliseconds per batch) and throughput "
+             "(samples per second over the timed runs).\n\n"
+             "Inputs are made from the model's declared inputs: float tensors get small "
+             "pseudo-random values (seeded, the same every run), integer tensors zeros (ones "
+             "for inputs whose name contains \"mask\"). A symbolic first dimension is the "
+             "batch; every other symbolic dimension takes --seq-len. A model with a fixed batch "
+             "dimension is timed at that batch only (a note on stderr says so).",
+    .options = bench_options,
+    .n_options = CLI_COUNT(bench_options),
+    .examples = "graft bench models/digits_cnn.onnx\n"
+                "graft bench bert.onnx --batch=1,16 --seq-len 64 --iters 50 --threads 8\n"
+                "graft bench resnet50.onnx --device cuda:0 --precision fp16 --profile",
+    .writes = "The table on stdout (JSON lines with --json); no files.",
+    .exit_status = "0 on success, 1 when the model cannot be loaded or run, 2 for bad usage.",
+};
+
+static int parse_option(bench_args *a, const char *name, const char *v) {
+    char o[32];
+    snprintf(o, sizeof o, "--%s", name);
+    if (strcmp(name, "batch") == 0)
         return (a->n_batches = cli_int_list(CMD, o, v, 1, 65536, a->batches, MAX_BATCHES)) < 0;
-    if (strcmp(o, "--iters") == 0) return cli_int(CMD, o, v, 1, 1000000, &a->iters) != 0;
-    if (strcmp(o, "--warmup") == 0) return cli_int(CMD, o, v, 0, 1000000, &a->warmup) != 0;
-    if (strcmp(o, "--threads") == 0) return cli_int(CMD, o, v, 0, 4096, &a->threads) != 0;
-    if (strcmp(o, "--seq-len") == 0) return cli_int(CMD, o, v, 1, 1 << 20, &a->seq_len) != 0;
-    if (strcmp(o, "--precision") == 0) return cli_precision(CMD, v, &a->precision) != 0;
+    if (strcmp(name, "iters") == 0) return cli_int(CMD, o, v, 1, 1000000, &a->iters) != 0;
+    if (strcmp(name, "warmup") == 0) return cli_int(CMD, o, v, 0, 1000000, &a->warmup) != 0;
+    if (strcmp(name, "threads") == 0) return cli_int(CMD, o, v, 0, 4096, &a->threads) != 0;
+    if (strcmp(name, "seq-len") == 0) return cli_int(CMD, o, v, 1, 1 << 20, &a->seq_len) != 0;
+    if (strcmp(name, "precision") == 0) return cli_precision(CMD, v, &a->precision) != 0;
+    if (strcmp(name, "json") == 0) return a->json = 1, 0;
+    if (strcmp(name, "profile") == 0) return a->profile = 1, 0;
     return cli_device(CMD, v, a->device, sizeof a->device) != 0; /* --device */
 }
 
 static int parse_args(int argc, char **argv, bench_args *a) {
     *a = (bench_args){NULL, {1, 8, 32}, 3, 20, 3, 0, 128, 0, 0, "cpu", GRAFT_DTYPE_F32};
-    static const char *const valued[] = {"--batch",   "--iters",  "--warmup",   "--threads",
-                                         "--seq-len", "--device", "--precision"};
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i];
-        if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
-            fputs(HELP, stdout);
-            return 0;
-        }
-        if (strcmp(o, "--json") == 0) {
-            a->json = 1;
-            continue;
-        }
-        if (strcmp(o, "--profile") == 0) {
-            a->profile = 1;
-            continue;
-        }
-        int takes = 0;
-        for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) takes |= !strcmp(o, valued[k]);
-        if (takes) {
-            const char *v = cli_value(CMD, argc, argv, &i, "a value");
-            if (!v || parse_option(a, o, v)) return 2;
-        } else if (o[0] == '-' && o[1]) {
-            return cli_error(CMD, "unknown option '%s' (see graft bench --help)", o);
+    const cli_option *o;
+    const char *v;
+    cli_parser p;
+    int k;
+    cli_parser_init(&p, &bench_command, NULL, argc, argv);
+    while ((k = cli_next(&p, &o, &v)) > 0) {
+        if (k == CLI_OPTION) {
+            if (parse_option(a, o->name, v)) return 2;
         } else if (a->model) {
-            return cli_error(CMD, "more than one model given: '%s'", o);
+            return cli_error(CMD, "more than one model given: '%s'", v);
         } else {
-            a->model = o;
+            a->model = v;
         }
     }
+    if (k < 0) return cli_stop_status(k);
     if (!a->model) return cli_error(CMD, "no model given (usage: graft bench MODEL [options])");
     return -1;
 }

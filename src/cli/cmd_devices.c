@@ -5,34 +5,38 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli_args.h"
 #include "cli_util.h"
 #include "commands.h"
 
 #define CMD "devices"
 
-static const char *HELP =
-    "usage: graft devices [--json]\n"
-    "\n"
-    "Says what graft can compute on here: the CPU's model name, the instruction-set features\n"
-    "its kernels use (avx2, fma, avx512f, avx512_bf16, avx512_fp16, amx_bf16, amx_tile), the\n"
-    "number of cores online and available to this process, and the thread count graft will\n"
-    "use (OMP_NUM_THREADS when set, else every available core). Then the GPUs graft can use\n"
-    "(cuda:N): name, memory (free of total), compute capability, multiprocessors, and the\n"
-    "driver, CUDA runtime, cuDNN and cuBLASLt versions. Without one it says why (a build\n"
-    "without CUDA, no driver, no device) and names any NVIDIA GPU the kernel driver reports\n"
-    "(/proc/driver/nvidia/gpus).\n"
-    "\n"
-    "options:\n"
-    "  --json    one JSON object: cpu {model, features, cores_online, cores_available,\n"
-    "            threads}, cuda_built, gpu_usable, gpu_note, gpus [{device, name,\n"
-    "            compute_capability, multiprocessors, memory_total_bytes, memory_free_bytes,\n"
-    "            driver, cuda_runtime, cudnn, cublaslt}], driver_gpus [{name, bus}]\n"
-    "  --help    this text\n"
-    "\n"
-    "Output goes to stdout. exit status: 0, or 2 for a usage error.\n"
-    "\n"
-    "example:\n"
-    "  graft devices\n";
+static const cli_option devices_options[] = {
+    {"json", NULL, NULL, NULL, NULL,
+     "one JSON object: cpu {model, features, cores_online, cores_available, threads}, "
+     "cuda_built, gpu_usable, gpu_note, gpus [{device, name, compute_capability, "
+     "multiprocessors, memory_total_bytes, memory_free_bytes, driver, cuda_runtime, cudnn, "
+     "cublaslt}], driver_gpus [{name, bus}]"},
+};
+
+static const cli_command devices_command = {
+    .name = "devices",
+    .usage = "[--json]",
+    .about = "Says what graft can compute on here: the CPU's model name, the instruction-set "
+             "features its kernels use (avx2, fma, avx512f, avx512_bf16, avx512_fp16, amx_bf16, "
+             "amx_tile), the number of cores online and available to this process, and the "
+             "thread count graft will use (OMP_NUM_THREADS when set, else every available "
+             "core). Then the GPUs graft can use (cuda:N): name, memory (free of total), "
+             "compute capability, multiprocessors, and the driver, CUDA runtime, cuDNN and "
+             "cuBLASLt versions. Without one it says why (a build without CUDA, no driver, no "
+             "device) and names any NVIDIA GPU the kernel driver reports "
+             "(/proc/driver/nvidia/gpus).",
+    .options = devices_options,
+    .n_options = CLI_COUNT(devices_options),
+    .examples = "graft devices\ngraft devices --json > devices.json",
+    .writes = "The report on stdout (text, or JSON with --json); no files.",
+    .exit_status = "0, or 2 for bad usage.",
+};
 
 static const char *const FEATURES[] = {"avx2",        "fma",      "avx512f", "avx512_bf16",
                                        "avx512_fp16", "amx_bf16", "amx_tile"};
@@ -221,19 +225,17 @@ static void print_json(const devices *d) {
 }
 
 int cmd_devices(int argc, char **argv) {
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(HELP, stdout);
-            return 0;
-        } else if (strcmp(argv[i], "--json") == 0) {
-            json = 1;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            return cli_error(CMD, "unknown option '%s' (see graft devices --help)", argv[i]);
-        } else {
-            return cli_error(CMD, "unexpected argument '%s' (graft devices takes none)", argv[i]);
-        }
+    int json = 0, k;
+    const cli_option *o;
+    const char *v;
+    cli_parser p;
+    cli_parser_init(&p, &devices_command, NULL, argc, argv);
+    while ((k = cli_next(&p, &o, &v)) > 0) {
+        if (k == CLI_POSITIONAL)
+            return cli_error(CMD, "unexpected argument '%s' (graft devices takes none)", v);
+        json = 1; /* --json, the only option */
     }
+    if (k < 0) return cli_stop_status(k);
     devices d;
     memset(&d, 0, sizeof d);
     read_cpuinfo(&d);

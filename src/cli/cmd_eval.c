@@ -3,6 +3,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli_args.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "image_prep.h"
@@ -28,67 +29,61 @@ typedef struct {
     double seconds;
 } evaluation;
 
-static const char *HELP =
-    "usage: graft eval --model M.onnx --data DIR [options]\n"
-    "\n"
-    "Measures an exported classifier on a labelled image folder in the ImageFolder layout\n"
-    "(DIR/<class>/<image>): accuracy, top-5 accuracy (models with 5 or more classes),\n"
-    "precision, recall and F1 per class with their macro averages, and the confusion matrix.\n"
-    "\n"
-    "Class folders are searched recursively and images preprocessed as graft predict --help\n"
-    "says (`graft info` shows the preprocessing). The folder's class names must be the\n"
-    "model's (metadata graft.classes; their order may differ); a model without class names\n"
-    "must have as many outputs as the folder has classes, matched by sorted folder name.\n"
-    "Files that cannot be read, or are in image formats graft does not decode, are skipped\n"
-    "and listed.\n"
-    "\n"
-    "options:\n"
-    "  --model M.onnx   the model (required)\n"
-    "  --data DIR       the labelled folder (required)\n"
-    "  --batch N        images per model run (default 32)\n"
-    "  --threads N      decoding and compute threads (default 0: all cores)\n"
-    "  --json           one JSON object instead of tables: samples, correct, accuracy,\n"
-    "                   top5_accuracy (null under 5 classes), classes [{name, precision,\n"
-    "                   recall, f1, support}], macro {precision, recall, f1}, confusion\n"
-    "                   (rows: true class, columns: predicted), skipped [{path, reason}]\n"
-    "  --help           this text\n"
-    "\n"
-    "Output goes to stdout, the same whether or not it is a terminal.\n"
-    "exit status: 0 on success, 1 when the model or data cannot be used, 2 for a usage error.\n"
-    "\n"
-    "examples:\n"
-    "  graft eval --model digits.onnx --data examples/digits/val\n"
-    "  graft eval --model pets.onnx --data pets/test --json > metrics.json\n";
+static const cli_option eval_options[] = {
+    {"model", "M.onnx", NULL, NULL, NULL, "the model (required)"},
+    {"data", "DIR", NULL, NULL, NULL, "the labelled folder (required)"},
+    {"batch", "N", "32", NULL, NULL, "images per model run"},
+    {"threads", "N", "0: all cores", NULL, NULL, "decoding and compute threads"},
+    {"json", NULL, NULL, NULL, NULL,
+     "one JSON object instead of tables: samples, correct, accuracy, top5_accuracy (null under "
+     "5 classes), classes [{name, precision, recall, f1, support}], macro {precision, recall, "
+     "f1}, confusion (rows: true class, columns: predicted), skipped [{path, reason}]"},
+};
+
+static const cli_command eval_command = {
+    .name = "eval",
+    .usage = "--model M.onnx --data DIR [options]",
+    .about = "Measures an exported classifier on a labelled image folder in the ImageFolder "
+             "layout (DIR/<class>/<image>): accuracy, top-5 accuracy (models with 5 or more "
+             "classes), precision, recall and F1 per class with their macro averages, and the "
+             "confusion matrix.\n\n"
+             "Class folders are searched recursively and images preprocessed as graft predict "
+             "--help says (`graft info` shows the preprocessing). The folder's class names must "
+             "be the model's (metadata graft.classes; their order may differ); a model without "
+             "class names must have as many outputs as the folder has classes, matched by "
+             "sorted folder name. Files that cannot be read, or are in image formats graft does "
+             "not decode, are skipped and listed.",
+    .options = eval_options,
+    .n_options = CLI_COUNT(eval_options),
+    .examples = "graft eval --model digits.onnx --data examples/digits/val\n"
+                "graft eval --model pets.onnx --data=pets/test --json > metrics.json",
+    .writes = "The tables (or the JSON object) on stdout, the same whether or not it is a "
+              "terminal; no files.",
+    .exit_status = "0 on success, 1 when the model or data cannot be used, 2 for bad usage.",
+};
 
 static int parse_args(int argc, char **argv, eval_args *a) {
     *a = (eval_args){NULL, NULL, 32, 0, 0};
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i], *v = NULL;
-        if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
-            fputs(HELP, stdout);
-            return 0;
-        }
-        if (strcmp(o, "--json") == 0) {
+    const cli_option *o;
+    const char *v;
+    cli_parser p;
+    int k;
+    cli_parser_init(&p, &eval_command, NULL, argc, argv);
+    while ((k = cli_next(&p, &o, &v)) > 0) {
+        if (k == CLI_POSITIONAL)
+            return cli_error(CMD, "unexpected argument '%s' (see graft eval --help)", v);
+        if (strcmp(o->name, "json") == 0)
             a->json = 1;
-            continue;
-        }
-        int takes = strcmp(o, "--model") == 0 || strcmp(o, "--data") == 0 ||
-                    strcmp(o, "--batch") == 0 || strcmp(o, "--threads") == 0;
-        if (!takes) {
-            if (o[0] == '-' && o[1])
-                return cli_error(CMD, "unknown option '%s' (see graft eval --help)", o);
-            return cli_error(CMD, "unexpected argument '%s' (see graft eval --help)", o);
-        }
-        if (!(v = cli_value(CMD, argc, argv, &i, "a value"))) return 2;
-        if (strcmp(o, "--model") == 0)
+        else if (strcmp(o->name, "model") == 0)
             a->model = v;
-        else if (strcmp(o, "--data") == 0)
+        else if (strcmp(o->name, "data") == 0)
             a->data = v;
-        else if (strcmp(o, "--batch") == 0) {
-            if (cli_int(CMD, o, v, 1, 65536, &a->batch)) return 2;
-        } else if (cli_int(CMD, o, v, 0, 4096, &a->threads))
+        else if (strcmp(o->name, "batch") == 0) {
+            if (cli_int(CMD, "--batch", v, 1, 65536, &a->batch)) return 2;
+        } else if (cli_int(CMD, "--threads", v, 0, 4096, &a->threads))
             return 2;
     }
+    if (k < 0) return cli_stop_status(k);
     if (!a->model) return cli_error(CMD, "no --model given (see graft eval --help)");
     if (!a->data) return cli_error(CMD, "no --data folder given (see graft eval --help)");
     return -1;

@@ -397,23 +397,9 @@ int cmd_finetune(int argc, char **argv) {
     return rc;
 }
 
-static void export_usage(void) {
-    printf("usage: graft export --model M.onnx --data DIR --checkpoint DIR --out OUT.onnx "
-           "[options]\n\n"
-           "Rebuilds the grafted model of a finetune run from its checkpoint, without training:\n"
-           "give the run's own options (the same command line, or its --config FILE) so the\n"
-           "backbone is cut (and pruned) as it was, plus --checkpoint DIR (the run's, holding\n"
-           "DIR/trainer.safetensors), --out OUT.onnx for the export, and optionally\n"
-           "--fp16-weights. The head is restored from the checkpoint, attached and exported\n"
-           "with the class names and preprocessing; the rest of the options are finetune's:\n\n");
-    finetune_usage_options();
-}
-
 /* `graft export`: the run's options (the same command line or --config as the finetune run)
  * and its --checkpoint: rebuild the head from the checkpoint, attach it, export. */
 int cmd_export(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return export_usage(), 0;
     int rc;
     finetune_opts *o = parse_options(argc, argv, &rc);
     if (!o) return rc;

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "graft.h"
 #include "image_prep.h"
@@ -172,25 +173,43 @@ static void print_json(graft_ctx *ctx, const graft_model *m, const char *path,
     printf("}\n");
 }
 
+static const cli_option info_options[] = {
+    {"json", NULL, NULL, NULL, NULL,
+     "one JSON object instead of text: model, producer, ir_version, opsets, inputs and outputs "
+     "[{name, dtype, shape}], nodes, ops, parameters, parameter_bytes, flops_per_sample, "
+     "auto_cut, metadata"},
+};
+
+static const cli_command info_command = {
+    .name = "info",
+    .usage = "MODEL [--json]",
+    .about = "Describes an ONNX model: its inputs and outputs (symbolic dimensions by name), "
+             "opsets, producer, the count of each op type, parameters, FLOPs per sample, the "
+             "cut point `graft finetune --cut auto` would pick (and why), and its metadata "
+             "(an exported model's class names and preprocessing).",
+    .options = info_options,
+    .n_options = CLI_COUNT(info_options),
+    .examples = "graft info models/digits_cnn.onnx\n"
+                "graft info --json models/digits_cnn.onnx > info.json",
+    .writes = "The description on stdout; no files.",
+    .exit_status = "0 on success, 1 when the model cannot be loaded, 2 for bad usage.",
+};
+
 int cmd_info(int argc, char **argv) {
-    const char *path = NULL;
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
-            json = 1;
-        else if (strcmp(argv[i], "--help") == 0) {
-            printf("usage: graft info MODEL [--json]\n");
-            return 0;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "graft info: unknown option '%s'\n", argv[i]);
-            return 2;
-        } else if (!path)
-            path = argv[i];
-        else {
-            fprintf(stderr, "graft info: more than one model given ('%s')\n", argv[i]);
-            return 2;
-        }
+    const char *path = NULL, *v;
+    const cli_option *o;
+    int json = 0, k;
+    cli_parser p;
+    cli_parser_init(&p, &info_command, NULL, argc, argv);
+    while ((k = cli_next(&p, &o, &v)) > 0) {
+        if (k == CLI_OPTION)
+            json = 1; /* --json, the only option */
+        else if (!path)
+            path = v;
+        else
+            return fprintf(stderr, "graft info: more than one model given ('%s')\n", v), 2;
     }
+    if (k < 0) return cli_stop_status(k);
     if (!path) {
         fprintf(stderr, "graft info: no model given (usage: graft info MODEL [--json])\n");
         return 2;

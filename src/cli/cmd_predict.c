@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cli_args.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "image_prep.h"
@@ -35,87 +36,74 @@ typedef struct {
     int64_t printed;
 } predictor;
 
-static const char *HELP =
-    "usage: graft predict --model M.onnx [options] FILE_OR_DIR...\n"
-    "\n"
-    "Classifies images with an exported model (one `graft finetune` or `graft export` wrote)\n"
-    "and prints the K most likely classes of each, with their probabilities.\n"
-    "\n"
-    "Each FILE is read as an image (JPEG or PNG); each DIR is searched recursively as\n"
-    "torchvision's ImageFolder does: files named *.jpg, *.jpeg, *.png (any case; .bmp, .ppm,\n"
-    ".pgm, .tif, .tiff and .webp are skipped with a warning), sorted by folder then name,\n"
-    "hidden files and folders left out, a folder reached again through a link not entered.\n"
-    "Images are preprocessed as the model's metadata says (graft.image.resize, .crop,\n"
-    ".grayscale, .mean, .std), else as its input shape fixes (crop H, resize H/0.875 as\n"
-    "timm does), else ImageNet's 256/224; `graft info` shows which. Class names come from the\n"
-    "metadata graft.classes; a model without them gets class indices. A model whose output is\n"
-    "logits gets a softmax; one whose output is named \"probabilities\" (or whose rows sum to\n"
-    "1) is taken as it is.\n"
-    "\n"
-    "options:\n"
-    "  --model M.onnx     the model (required)\n"
-    "  --top-k K          classes to print per image, 1 or more (default 5, at most the number\n"
-    "                     of classes)\n"
-    "  --format FMT       text (default): 'FILE: CLASS P%, CLASS P%, ...' per image;\n"
-    "                     csv: a header 'file,rank,class,index,probability', then one row per\n"
-    "                     image and rank; jsonl: one JSON object per image:\n"
-    "                     {\"file\": ..., \"top\": [{\"class\": ..., \"index\": I, "
-    "\"probability\": P}]}\n"
-    "  --batch N          images per model run (default 32)\n"
-    "  --threads N        compute threads (default 0: all cores)\n"
-    "  --help             this text\n"
-    "\n"
-    "Output goes to stdout, the same whether or not it is a terminal. A file that cannot be\n"
-    "read or decoded gets a warning on stderr naming it and is left out; the rest go on.\n"
-    "\n"
-    "exit status: 0 when every image was classified, 1 when some could not be read or the\n"
-    "model failed, 2 for a usage error (unknown option, bad value, missing file).\n"
-    "\n"
-    "examples:\n"
-    "  graft predict --model digits.onnx examples/digits/val\n"
-    "  graft predict --model pets.onnx --top-k 1 --format csv photos/ > predictions.csv\n";
+static const char *const formats[] = {"text", "csv", "jsonl", NULL};
 
-static int parse_format(const char *s, int *out) {
-    if (strcmp(s, "text") == 0)
-        *out = FORMAT_TEXT;
-    else if (strcmp(s, "csv") == 0)
-        *out = FORMAT_CSV;
-    else if (strcmp(s, "jsonl") == 0)
-        *out = FORMAT_JSONL;
-    else
-        return cli_error(CMD, "--format '%s' is not text, csv or jsonl", s);
-    return 0;
-}
+static const cli_option predict_options[] = {
+    {"model", "M.onnx", NULL, NULL, NULL, "the model (required)"},
+    {"top-k", "K", "5", NULL, NULL,
+     "classes to print per image, 1 or more (at most the number of classes)"},
+    {"format", "FMT", "text", formats, NULL,
+     "text: 'FILE: CLASS P%, CLASS P%, ...' per image; csv: a header "
+     "'file,rank,class,index,probability', then one row per image and rank; jsonl: one JSON "
+     "object per image: {\"file\": ..., \"top\": [{\"class\": ..., \"index\": I, "
+     "\"probability\": P}]}"},
+    {"batch", "N", "32", NULL, NULL, "images per model run"},
+    {"threads", "N", "0: all cores", NULL, NULL, "compute threads"},
+};
+
+static const cli_command predict_command = {
+    .name = "predict",
+    .usage = "--model M.onnx [options] FILE_OR_DIR...",
+    .about =
+        "Classifies images with an exported model (one `graft finetune` or `graft export` "
+        "wrote) and prints the K most likely classes of each, with their probabilities.\n\n"
+        "Each FILE is read as an image (JPEG or PNG); each DIR is searched recursively as "
+        "torchvision's ImageFolder does: files named *.jpg, *.jpeg, *.png (any case; .bmp, "
+        ".ppm, .pgm, .tif, .tiff and .webp are skipped with a warning), sorted by folder then "
+        "name, hidden files and folders left out, a folder reached again through a link not "
+        "entered. Images are preprocessed as the model's metadata says (graft.image.resize, "
+        ".crop, .grayscale, .mean, .std), else as its input shape fixes (crop H, resize "
+        "H/0.875 as timm does), else ImageNet's 256/224; `graft info` shows which. Class names "
+        "come from the metadata "
+        "graft.classes; a model without them gets class indices. A model whose output is logits "
+        "gets a softmax; one whose output is named \"probabilities\" (or whose rows sum to 1) "
+        "is taken as it is.",
+    .options = predict_options,
+    .n_options = CLI_COUNT(predict_options),
+    .examples = "graft predict --model digits.onnx examples/digits/val\n"
+                "graft predict --model pets.onnx --top-k=1 --format csv photos/ > predictions.csv",
+    .writes = "The predictions on stdout, the same whether or not it is a terminal; no files. A "
+              "file that cannot be read or decoded gets a warning on stderr naming it and is "
+              "left out; the rest go on.",
+    .exit_status = "0 when every image was classified, 1 when some could not be read or the "
+                   "model failed, 2 for bad usage (unknown option, bad value, missing file).",
+};
 
 /* Returns -1 to go on, else the exit status (0 after --help). */
 static int parse_args(int argc, char **argv, predict_args *a, char **paths) {
     *a = (predict_args){NULL, 5, 32, 0, FORMAT_TEXT, paths, 0};
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i], *v = NULL;
-        if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
-            fputs(HELP, stdout);
-            return 0;
-        }
-        int takes = strcmp(o, "--model") == 0 || strcmp(o, "--top-k") == 0 ||
-                    strcmp(o, "--format") == 0 || strcmp(o, "--batch") == 0 ||
-                    strcmp(o, "--threads") == 0;
-        if (takes && !(v = cli_value(CMD, argc, argv, &i, "a value"))) return 2;
-        if (strcmp(o, "--model") == 0)
+    const cli_option *o;
+    const char *v;
+    cli_parser p;
+    int k;
+    cli_parser_init(&p, &predict_command, NULL, argc, argv);
+    while ((k = cli_next(&p, &o, &v)) > 0) {
+        const char *n = o ? o->name : "";
+        if (k == CLI_POSITIONAL)
+            a->paths[a->n_paths++] = (char *)v;
+        else if (strcmp(n, "model") == 0)
             a->model = v;
-        else if (strcmp(o, "--top-k") == 0) {
-            if (cli_int(CMD, o, v, 1, 1000000, &a->top_k)) return 2;
-        } else if (strcmp(o, "--batch") == 0) {
-            if (cli_int(CMD, o, v, 1, 65536, &a->batch)) return 2;
-        } else if (strcmp(o, "--threads") == 0) {
-            if (cli_int(CMD, o, v, 0, 4096, &a->threads)) return 2;
-        } else if (strcmp(o, "--format") == 0) {
-            if (parse_format(v, &a->format)) return 2;
-        } else if (o[0] == '-' && o[1]) {
-            return cli_error(CMD, "unknown option '%s' (see graft predict --help)", o);
+        else if (strcmp(n, "top-k") == 0) {
+            if (cli_int(CMD, "--top-k", v, 1, 1000000, &a->top_k)) return 2;
+        } else if (strcmp(n, "batch") == 0) {
+            if (cli_int(CMD, "--batch", v, 1, 65536, &a->batch)) return 2;
+        } else if (strcmp(n, "threads") == 0) {
+            if (cli_int(CMD, "--threads", v, 0, 4096, &a->threads)) return 2;
         } else {
-            a->paths[a->n_paths++] = argv[i];
+            a->format = cli_choice(CMD, o, v); /* FORMAT_* in the order of formats[] */
         }
     }
+    if (k < 0) return cli_stop_status(k);
     if (!a->model) return cli_error(CMD, "no --model given (see graft predict --help)");
     if (!a->n_paths) return cli_error(CMD, "no image files or folders given");
     return -1;

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "cli_args.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "finetune.h"
@@ -32,45 +33,78 @@ static const char *const refit_options[] = {
     "val",    "val-split", "resize", "crop",         "grayscale", "mean", "std",
     "epochs", "batch",     "lr",     "weight-decay", "seed",      NULL};
 
-static void usage(void) {
-    printf(
-        "usage: graft prune --model M.onnx --method magnitude|channels|heads|2:4 --sparsity S\n"
-        "                   --out P.onnx [options]\n\n"
-        "Prunes M and writes the pruned model to P.onnx, then reports parameters (and\n"
-        "non-zeros), FLOPs per sample, file size and measured latency before and after, and\n"
-        "with --data the accuracy on a labelled image folder.\n\n"
-        "methods:\n"
-        "  magnitude   zero the smallest weights (unstructured; --global: one threshold)\n"
-        "  channels    remove whole convolution channels: a smaller, faster dense model\n"
-        "  heads       remove attention heads and feed-forward neurons of a BERT encoder\n"
-        "  2:4         two of every four consecutive input weights zero (sparse tensor cores)\n\n"
-        "options:\n"
-        "  --sparsity S          fraction removed (default 0.5; ignored by 2:4)\n"
-        "  --global              magnitude: one threshold over all layers\n"
-        "  --importance l1|l2|bn how channels and heads are ranked (default l1); bn: channels\n"
-        "                        by |gamma| of the BatchNormalization after each convolution\n"
-        "  --scope all|inner     channels: every prunable group (default), or only groups no\n"
-        "                        residual Add ties to another (ResNet: bottleneck insides)\n"
-        "  --exclude A[,B..]     node names or op types left dense\n"
-        "  --prune-ends          also prune the first convolution and the classifier\n"
-        "  --data DIR            labelled image folder for accuracy before and after (the\n"
-        "                        model's classes and preprocessing from its metadata)\n"
-        "  --refit               after pruning, fit a new linear head on the pruned backbone's\n"
-        "                        features from --data (as graft finetune --prune does) and\n"
-        "                        export backbone + head; accuracy on the validation split:\n"
-        "                        before, the dense backbone with a head fitted the same way\n"
-        "  --val DIR, --val-split F, --resize N, --crop N, --grayscale, --mean R,G,B,\n"
-        "  --std R,G,B, --epochs N, --batch N, --lr RATE, --weight-decay WD, --seed N\n"
-        "                        with --refit: as in graft finetune (same defaults; the\n"
-        "                        preprocessing defaults to the model's metadata)\n"
-        "  --iters N             timed runs for the latency (default 20)\n"
-        "  --threads N           threads (default: all cores)\n\n"
-        "example:\n  graft prune --model grafted.onnx --method channels --sparsity 0.5 "
-        "--out small.onnx\n"
-        "  graft prune --model M.onnx --method channels --sparsity 0.5 --data train/ --val val/\n"
-        "      --refit --epochs 50 --out small.onnx\n\nwrites P.onnx; prints the report on "
-        "stdout.\n");
-}
+static const char *const methods[] = {"magnitude", "channels", "heads", "2:4", NULL};
+static const char *const importances[] = {"l1", "l2", "bn", NULL};
+static const char *const scopes[] = {"all", "inner", NULL};
+
+static const cli_option prune_options[] = {
+    {"model", "M.onnx", NULL, NULL, "model and output", "the model to prune (required)"},
+    {"out", "P.onnx", NULL, NULL, NULL, "where to write the pruned model (required)"},
+    {"method", "magnitude|channels|heads|2:4", "magnitude", methods, "pruning",
+     "what to remove (see above)"},
+    {"sparsity", "S", "0.5", NULL, NULL, "fraction removed, in [0, 1) (ignored by 2:4)"},
+    {"global", NULL, NULL, NULL, NULL, "magnitude: one threshold over all layers"},
+    {"importance", "l1|l2|bn", "l1", importances, NULL,
+     "how channels and heads are ranked; bn: channels by |gamma| of the BatchNormalization "
+     "after each convolution"},
+    {"scope", "all|inner", "all", scopes, NULL,
+     "channels: every prunable group, or only groups no residual Add ties to another (ResNet: "
+     "the bottlenecks' insides)"},
+    {"exclude", "A[,B..]", NULL, NULL, NULL, "node names or op types left dense"},
+    {"prune-ends", NULL, NULL, NULL, NULL, "also prune the first convolution and the classifier"},
+    {"data", "DIR", NULL, NULL, "measuring",
+     "labelled image folder for accuracy before and after (the model's classes and "
+     "preprocessing from its metadata)"},
+    {"iters", "N", "20", NULL, NULL, "timed runs for the latency"},
+    {"threads", "N", "0: all cores", NULL, NULL, "threads"},
+    {"refit", NULL, NULL, NULL, "refitting the head (as in graft finetune)",
+     "after pruning, fit a new linear head on the pruned backbone's features from --data (as "
+     "graft finetune --prune does) and export backbone + head; accuracy is then on the "
+     "validation split: before, the dense backbone with a head fitted the same way"},
+    {"val", "DIR", NULL, NULL, NULL, "with --refit: validation data (else --val-split)"},
+    {"val-split", "F", "0.2", NULL, NULL, "with --refit: fraction of --data held out"},
+    {"resize", "N", NULL, NULL, NULL,
+     "with --refit: resize the shorter side to N (0: no resize; default: the model's "
+     "metadata)"},
+    {"crop", "N", NULL, NULL, NULL,
+     "with --refit: center crop N x N (default: the model's metadata)"},
+    {"grayscale", NULL, NULL, NULL, NULL, "with --refit: one gray channel"},
+    {"mean", "R,G,B", NULL, NULL, NULL,
+     "with --refit: normalisation mean of pixel/255 (default: the model's metadata)"},
+    {"std", "R,G,B", NULL, NULL, NULL,
+     "with --refit: normalisation std of pixel/255 (default: the model's metadata)"},
+    {"epochs", "N", "10", NULL, NULL, "with --refit: passes over the training data"},
+    {"batch", "N", "32", NULL, NULL, "with --refit: samples per batch"},
+    {"lr", "RATE", "0.001", NULL, NULL, "with --refit: learning rate"},
+    {"weight-decay", "WD", "0.01", NULL, NULL, "with --refit: weight decay"},
+    {"seed", "N", "0", NULL, NULL, "with --refit: seed for the split, order and initialisation"},
+};
+
+static const cli_command prune_command = {
+    .name = CMD,
+    .usage = "--model M.onnx --method magnitude|channels|heads|2:4 --sparsity S --out P.onnx "
+             "[options]",
+    .about = "Prunes M and writes the pruned model to P.onnx, then reports parameters (and "
+             "non-zeros), FLOPs per sample, file size and measured latency before and after, "
+             "and with --data the accuracy on a labelled image folder.\n\n"
+             "methods:\n"
+             "  magnitude  zero the smallest weights (unstructured; --global: one threshold)\n"
+             "  channels  remove whole convolution channels: a smaller, faster dense model\n"
+             "  heads  remove attention heads and feed-forward neurons of a BERT encoder\n"
+             "  2:4  two of every four consecutive input weights zero (sparse tensor cores)",
+    .options = prune_options,
+    .n_options = CLI_COUNT(prune_options),
+    .examples = "graft prune --model grafted.onnx --method channels --sparsity 0.5 --out "
+                "small.onnx\n"
+                "# prune the digits demo's backbone, then fit a new head on its features:\n"
+                "graft prune --model models/digits_cnn.onnx --method=channels --sparsity=0.5 "
+                "--refit --data examples/digits/train --val examples/digits/val --resize 0 "
+                "--crop 8 --grayscale --lr 0.01 --out small.onnx",
+    .writes = "P.onnx (with --refit: the pruned backbone with the new head, the class names and "
+              "preprocessing in its metadata); the report on stdout.",
+    .exit_status = "0 on success, 1 when loading, pruning, measuring or writing fails, 2 for "
+                   "bad usage.",
+};
 
 /* Index of v in the NULL-terminated names, -1 when absent. */
 static int choice(const char *const *names, const char *v) {
@@ -79,78 +113,65 @@ static int choice(const char *const *names, const char *v) {
     return -1;
 }
 
+/* One of prune's own options; 0, or 2 after printing the error. */
+static int own_option(prune_args *a, const cli_option *o, const char *v) {
+    const char *n = o->name;
+    long x;
+    if (!strcmp(n, "refit")) return a->refit = 1, 0;
+    if (!strcmp(n, "global")) return a->o.global = 1, 0;
+    if (!strcmp(n, "prune-ends")) return a->o.keep_ends = 0, 0;
+    if (!strcmp(n, "model")) return a->model = v, 0;
+    if (!strcmp(n, "out")) return a->out = v, 0;
+    if (!strcmp(n, "data")) return a->data = v, 0;
+    if (!strcmp(n, "method")) return a->o.method = (graft_prune_method)choice(methods, v), 0;
+    if (!strcmp(n, "importance"))
+        return a->o.importance = (graft_importance)choice(importances, v), 0;
+    if (!strcmp(n, "scope")) return a->o.scope = (graft_prune_scope)choice(scopes, v), 0;
+    if (!strcmp(n, "sparsity")) {
+        char *end;
+        a->o.sparsity = strtod(v, &end);
+        if (end == v || *end || !(a->o.sparsity >= 0 && a->o.sparsity < 1))
+            return cli_error(CMD, "--sparsity %s: expected a number in [0, 1)", v);
+        return 0;
+    }
+    if (!strcmp(n, "exclude")) {
+        char *copy = strdup(v); /* lives until exit */
+        for (char *t = strtok(copy, ","); t && a->o.n_exclude < 64; t = strtok(NULL, ","))
+            a->exclude[a->o.n_exclude++] = t;
+        a->o.exclude = a->exclude;
+        return 0;
+    }
+    if (!strcmp(n, "iters")) return cli_int(CMD, "--iters", v, 1, 1000000, &a->iters) ? 2 : 0;
+    if (cli_int(CMD, "--threads", v, 0, 4096, &x)) return 2;
+    a->threads = (int)x;
+    return 0;
+}
+
 static int parse(prune_args *a, int argc, char **argv) {
     memset(a, 0, sizeof *a);
     a->o = (graft_prune_options)GRAFT_PRUNE_OPTIONS_INIT;
     a->iters = 20;
     finetune_defaults(&a->ft, CMD);
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i], *v;
-        long n;
-        if (!strcmp(arg, "--help")) return usage(), 1;
-        if (!strncmp(arg, "--", 2) && choice(refit_options, arg + 2) >= 0) {
-            v = NULL;
-            if (finetune_takes_value(arg + 2) && !(v = cli_value(CMD, argc, argv, &i, "a value")))
-                return 2;
-            if (finetune_option(&a->ft, arg + 2, v)) return 2;
-            if (!a->borrowed) a->borrowed = arg;
-        } else if (!strcmp(arg, "--refit"))
-            a->refit = 1;
-        else if (!strcmp(arg, "--global"))
-            a->o.global = 1;
-        else if (!strcmp(arg, "--prune-ends"))
-            a->o.keep_ends = 0;
-        else if (!strcmp(arg, "--model") || !strcmp(arg, "--out") || !strcmp(arg, "--data") ||
-                 !strcmp(arg, "--method") || !strcmp(arg, "--sparsity") ||
-                 !strcmp(arg, "--importance") || !strcmp(arg, "--exclude") ||
-                 !strcmp(arg, "--scope") || !strcmp(arg, "--iters") || !strcmp(arg, "--threads")) {
-            if (!(v = cli_value(CMD, argc, argv, &i, "a value"))) return 2;
-            if (!strcmp(arg, "--model"))
-                a->model = v;
-            else if (!strcmp(arg, "--out"))
-                a->out = v;
-            else if (!strcmp(arg, "--data"))
-                a->data = v;
-            else if (!strcmp(arg, "--method")) {
-                static const char *const m[] = {"magnitude", "channels", "heads", "2:4"};
-                int k = 0;
-                while (k < 4 && strcmp(v, m[k])) k++;
-                if (k == 4)
-                    return cli_error(CMD, "--method %s: not magnitude, channels, heads or 2:4", v);
-                a->o.method = (graft_prune_method)k;
-            } else if (!strcmp(arg, "--sparsity")) {
-                char *end;
-                a->o.sparsity = strtod(v, &end);
-                if (end == v || *end || !(a->o.sparsity >= 0 && a->o.sparsity < 1))
-                    return cli_error(CMD, "--sparsity %s: expected a number in [0, 1)", v);
-            } else if (!strcmp(arg, "--importance")) {
-                static const char *const imp[] = {"l1", "l2", "bn", NULL};
-                int k = choice(imp, v);
-                if (k < 0) return cli_error(CMD, "--importance %s: expected l1, l2 or bn", v);
-                a->o.importance = (graft_importance)k;
-            } else if (!strcmp(arg, "--scope")) {
-                static const char *const scopes[] = {"all", "inner", NULL};
-                int k = choice(scopes, v);
-                if (k < 0) return cli_error(CMD, "--scope %s: expected all or inner", v);
-                a->o.scope = (graft_prune_scope)k;
-            } else if (!strcmp(arg, "--exclude")) {
-                char *copy = strdup(v); /* lives until exit */
-                for (char *t = strtok(copy, ","); t && a->o.n_exclude < 64; t = strtok(NULL, ","))
-                    a->exclude[a->o.n_exclude++] = t;
-                a->o.exclude = a->exclude;
-            } else if (!strcmp(arg, "--iters")) {
-                if (cli_int(CMD, arg, v, 1, 1000000, &a->iters)) return 2;
-            } else if (cli_int(CMD, arg, v, 0, 4096, &n))
-                return 2;
-            else
-                a->threads = (int)n;
-        } else
-            return cli_error(CMD, "unknown option '%s' (see --help)", arg);
+    const cli_option *o;
+    const char *v;
+    cli_parser p;
+    int k;
+    cli_parser_init(&p, &prune_command, NULL, argc, argv);
+    while ((k = cli_next(&p, &o, &v)) > 0) {
+        if (k == CLI_POSITIONAL)
+            return cli_error(CMD, "unexpected argument '%s' (options start with --)", v);
+        if (choice(refit_options, o->name) >= 0) {
+            if (finetune_option(&a->ft, o->name, v)) return 2;
+            if (!a->borrowed) a->borrowed = o->name;
+        } else if (own_option(a, o, v)) {
+            return 2;
+        }
     }
+    if (k < 0) return k == CLI_HELP ? 1 : 2;
     if (!a->model || !a->out) return cli_error(CMD, "--model and --out are required (see --help)");
     if (a->refit && !a->data)
         return cli_error(CMD, "--refit needs --data DIR (the labelled images to fit the head on)");
-    if (a->borrowed && !a->refit) return cli_error(CMD, "%s is for --refit", a->borrowed);
+    if (a->borrowed && !a->refit) return cli_error(CMD, "--%s is for --refit", a->borrowed);
     if (a->ft.val && a->ft.val_split != 0.2 && a->ft.val_split > 0)
         return cli_error(CMD, "give --val or --val-split, not both");
     a->ft.model = a->model, a->ft.data = a->data, a->ft.out = a->out, a->ft.threads = a->threads;

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cli_args.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "graft.h"
@@ -44,43 +45,64 @@ static int write_outputs(graft_ctx *ctx, const graft_model *m, const char *dir) 
     return 0;
 }
 
+static const char *const precisions[] = {"fp32", "fp16", "bf16", NULL};
+
+static const cli_option run_options[] = {
+    {"input", "NAME=FILE.npy", NULL, NULL, NULL,
+     "the value of input NAME, a .npy array of its dtype and shape (once per input)"},
+    {"output-dir", "DIR", NULL, NULL, NULL, "the folder the outputs go to (required; created)"},
+    {"device", "D", "cpu", NULL, NULL, "cpu, auto (a GPU when usable), cuda or cuda:N"},
+    {"precision", "P", "fp32", precisions, NULL, "fp16 and bf16 are for a GPU"},
+};
+
+static const cli_command run_command = {
+    .name = "run",
+    .usage = "MODEL --input NAME=FILE.npy ... --output-dir DIR [options]",
+    .about = "Runs MODEL once on the given inputs (every input of the model, each a NumPy .npy "
+             "file) and saves each of its outputs.",
+    .options = run_options,
+    .n_options = CLI_COUNT(run_options),
+    .examples = "# x.npy: a float32 array of shape (1, 1, 8, 8), e.g. saved with numpy.save:\n"
+                "graft run models/digits_cnn.onnx --input input=x.npy --output-dir out\n"
+                "graft run bert.onnx --input input_ids=ids.npy --input attention_mask=mask.npy "
+                "--output-dir out --device=cuda:0 --precision=fp16",
+    .writes = "DIR/<output name>.npy for each output of the model (characters / : \\ in the "
+              "name become _); nothing on stdout.",
+    .exit_status = "0 on success, 1 when an input cannot be read or the model fails, 2 for bad "
+                   "usage.",
+};
+
+/* The option o with value v; 0, or 2 after printing the error. */
+static int run_option(const cli_option *o, const char *v, const char **out_dir, char **names,
+                      int *n_inputs, char *device, graft_dtype *precision) {
+    if (!strcmp(o->name, "device")) return cli_device("run", v, device, 32);
+    if (!strcmp(o->name, "precision")) return cli_precision("run", v, precision);
+    if (!strcmp(o->name, "output-dir")) return *out_dir = v, 0;
+    if (!strchr(v, '=')) return usage_error("--input needs NAME=FILE.npy, got", v);
+    if (*n_inputs == MAX_INPUTS) return usage_error("too many inputs", NULL);
+    names[(*n_inputs)++] = (char *)v;
+    return 0;
+}
+
 int cmd_run(int argc, char **argv) {
-    const char *path = NULL, *out_dir = NULL;
+    const char *path = NULL, *out_dir = NULL, *v;
+    const cli_option *o;
     graft_named_tensor inputs[MAX_INPUTS];
     char *names[MAX_INPUTS];
-    int n_inputs = 0, rc = 1;
+    int n_inputs = 0, rc = 1, k;
     char device[32] = "cpu";
     graft_dtype precision = GRAFT_DTYPE_F32;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0) {
-            printf("usage: graft run MODEL --input NAME=FILE.npy ... --output-dir DIR "
-                   "[--device D]\n"
-                   "Runs MODEL and writes each output as DIR/<output name>.npy.\n"
-                   "  --device D      cpu (default), auto (a GPU when usable), cuda or cuda:N\n"
-                   "  --precision P   fp32 (default); fp16 or bf16 on a GPU\n");
-            return 0;
-        } else if (strcmp(argv[i], "--device") == 0) {
-            if (++i >= argc) return usage_error("--device needs cpu, auto, cuda or cuda:N", NULL);
-            if (cli_device("run", argv[i], device, sizeof device)) return 2;
-        } else if (strcmp(argv[i], "--precision") == 0) {
-            if (++i >= argc) return usage_error("--precision needs fp32, fp16 or bf16", NULL);
-            if (cli_precision("run", argv[i], &precision)) return 2;
-        } else if (strcmp(argv[i], "--output-dir") == 0) {
-            if (++i >= argc) return usage_error("--output-dir needs a folder", NULL);
-            out_dir = argv[i];
-        } else if (strcmp(argv[i], "--input") == 0) {
-            if (++i >= argc || !strchr(argv[i], '='))
-                return usage_error("--input needs NAME=FILE.npy", NULL);
-            if (n_inputs == MAX_INPUTS) return usage_error("too many inputs", NULL);
-            names[n_inputs] = argv[i];
-            n_inputs++;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            return usage_error("unknown option", argv[i]);
+    cli_parser p;
+    cli_parser_init(&p, &run_command, NULL, argc, argv);
+    while ((k = cli_next(&p, &o, &v)) > 0) {
+        if (k == CLI_OPTION) {
+            if (run_option(o, v, &out_dir, names, &n_inputs, device, &precision)) return 2;
         } else if (!path)
-            path = argv[i];
+            path = v;
         else
-            return usage_error("more than one model given:", argv[i]);
+            return usage_error("more than one model given:", v);
     }
+    if (k < 0) return cli_stop_status(k);
     if (!path)
         return usage_error("no model given (usage: graft run MODEL --input NAME=FILE.npy "
                            "... --output-dir DIR)",

@@ -5,65 +5,78 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_args.h"
+#include "cli_util.h"
 #include "commands.h"
 #include "graft.h"
 
-static void tokenize_usage(FILE *f) {
-    fprintf(
-        f,
-        "usage: graft tokenize --vocab VOCAB.txt [--cased] [--max-len N] [--pad] [--pair] [FILE]\n"
-        "\n"
-        "Prints, for each line of FILE (standard input without FILE), one JSON line\n"
-        "{\"input_ids\": [...], \"token_type_ids\": [...], \"attention_mask\": [...]}\n"
-        "as BERT's tokenizer makes them: [CLS] text [SEP].\n"
-        "  --vocab FILE   the model's vocab.txt (required)\n"
-        "  --cased        keep case and accents (cased vocabularies); default: uncased\n"
-        "  --max-len N    truncate to N tokens, [CLS] and [SEP] included\n"
-        "  --pad          pad with [PAD] up to --max-len\n"
-        "  --pair         a tab splits each line into two texts: [CLS] a [SEP] b [SEP]\n");
-}
-
 typedef struct tokenize_args {
     const char *vocab, *file;
-    bool cased, pair, pad;
+    bool cased, pair, pad, file_given;
     int max_len;
 } tokenize_args;
 
+static const cli_option tokenize_options[] = {
+    {"vocab", "VOCAB.txt", NULL, NULL, NULL, "the model's vocab.txt, one token a line (required)"},
+    {"cased", NULL, NULL, NULL, NULL,
+     "keep case and accents (cased vocabularies); without it text is lower-cased and accents "
+     "stripped"},
+    {"max-len", "N", NULL, NULL, NULL,
+     "truncate to N tokens, [CLS] and [SEP] included (default: no limit)"},
+    {"pad", NULL, NULL, NULL, NULL, "pad with [PAD] up to --max-len"},
+    {"pair", NULL, NULL, NULL, NULL,
+     "a tab splits each line into two texts: [CLS] a [SEP] b [SEP]"},
+};
+
+static const cli_command tokenize_command = {
+    .name = "tokenize",
+    .usage = "--vocab VOCAB.txt [--cased] [--max-len N] [--pad] [--pair] [FILE]",
+    .about = "Tokenizes each line of FILE (standard input without FILE, or with -) as BERT's "
+             "WordPiece tokenizer does: [CLS] text [SEP], the ids equal to Hugging Face's "
+             "BertTokenizer's.",
+    .options = tokenize_options,
+    .n_options = CLI_COUNT(tokenize_options),
+    .examples = "echo 'Hello, world!' | graft tokenize --vocab tests/data/tokenizer/vocab.txt "
+                "--max-len=16\n"
+                "graft tokenize --vocab vocab.txt --pair --max-len 64 --pad pairs.tsv > ids.jsonl",
+    .writes = "One JSON line per input line on stdout: {\"input_ids\": [...], "
+              "\"token_type_ids\": [...], \"attention_mask\": [...]}; a line that cannot be "
+              "tokenized (invalid UTF-8) gets a warning on stderr and no output line.",
+    .exit_status = "0 when every line was tokenized, 1 when the vocabulary or FILE cannot be "
+                   "read or a line was skipped, 2 for bad usage.",
+};
+
 /* Returns 0, 1 after --help, or -1 after printing what is wrong. */
 static int parse_args(int argc, char **argv, tokenize_args *a) {
-    for (int i = 1; i < argc; i++) {
-        const char *s = argv[i];
-        if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) {
-            tokenize_usage(stdout);
-            return 1;
-        } else if (strcmp(s, "--vocab") == 0 && i + 1 < argc) {
-            a->vocab = argv[++i];
-        } else if (strcmp(s, "--max-len") == 0 && i + 1 < argc) {
-            char *end;
-            errno = 0;
-            long v = strtol(argv[++i], &end, 10);
-            if (errno || *end || end == argv[i] || v < 1 || v > 1 << 20) {
-                fprintf(stderr, "graft tokenize: --max-len wants a positive integer, not '%s'\n",
-                        argv[i]);
+    const cli_option *o;
+    const char *v;
+    cli_parser p;
+    int k;
+    cli_parser_init(&p, &tokenize_command, NULL, argc, argv);
+    while ((k = cli_next(&p, &o, &v)) > 0) {
+        long n;
+        if (k == CLI_POSITIONAL) {
+            if (a->file_given) {
+                fprintf(stderr, "graft tokenize: more than one input file ('%s', '%s')\n",
+                        a->file ? a->file : "-", v);
                 return -1;
             }
-            a->max_len = (int)v;
-        } else if (strcmp(s, "--cased") == 0) {
+            a->file = strcmp(v, "-") ? v : NULL;
+            a->file_given = true;
+        } else if (!strcmp(o->name, "vocab")) {
+            a->vocab = v;
+        } else if (!strcmp(o->name, "max-len")) {
+            if (cli_int("tokenize", "--max-len", v, 1, 1 << 20, &n)) return -1;
+            a->max_len = (int)n;
+        } else if (!strcmp(o->name, "cased")) {
             a->cased = true;
-        } else if (strcmp(s, "--pair") == 0) {
+        } else if (!strcmp(o->name, "pair")) {
             a->pair = true;
-        } else if (strcmp(s, "--pad") == 0) {
-            a->pad = true;
-        } else if (s[0] == '-' && s[1] != 0) {
-            fprintf(stderr, "graft tokenize: unknown or incomplete option '%s' (try --help)\n", s);
-            return -1;
-        } else if (!a->file) {
-            a->file = s;
         } else {
-            fprintf(stderr, "graft tokenize: more than one input file ('%s', '%s')\n", a->file, s);
-            return -1;
+            a->pad = true;
         }
     }
+    if (k < 0) return k == CLI_HELP ? 1 : -1;
     if (!a->vocab) {
         fprintf(stderr, "graft tokenize: --vocab VOCAB.txt is required (try --help)\n");
         return -1;

@@ -24,19 +24,17 @@ typedef struct finetune_opts {
     int n_strings;
 } finetune_opts;
 
-/* Parse argv (and --config FILE, whose lines are `option value`, read first so the command
- * line wins). Prints one line on stderr and returns 2 for a bad option, 1 for --help (printed),
- * 0 when the options are good. */
+/* Parse argv (argv[0] is "finetune" or "export", whose help and messages they get; --config
+ * FILE, whose lines are `option value` or `option=value`, is read first so the command line
+ * wins). Prints one line on stderr and returns 2 for a bad option, 1 for --help (printed), 0
+ * when the options are good. */
 int finetune_parse(finetune_opts *o, int argc, char **argv);
-void finetune_usage(void);
-/* The option list alone (what `graft export --help` shares). */
-void finetune_usage_options(void);
 /* For a command that borrows some of these options (`graft prune --refit`): the defaults, with
- * messages naming `graft CMD`; whether option NAME (no dashes) takes a value (1), is a flag (0)
- * or is unknown (-1); and one option applied as finetune_parse would (0, or 2 after printing the
- * error). */
+ * messages naming `graft CMD`, and one option applied as finetune_parse would (0, or 2 after
+ * printing the error). */
 void finetune_defaults(finetune_opts *o, const char *cmd);
-int finetune_takes_value(const char *name);
 int finetune_option(finetune_opts *o, const char *name, const char *value);
+/* Whether option NAME (no dashes) takes a value (1), is a flag (0) or is unknown (-1). */
+int finetune_takes_value(const char *name);
 
 #endif

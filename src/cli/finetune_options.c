@@ -1,118 +1,163 @@
-/* finetune_options.c: `graft finetune`'s options: one table gives each option's name, value,
- * default and help; values come from the command line and a --config file; everything is
- * checked before any work starts. */
+/* finetune_options.c: `graft finetune`'s (and `graft export`'s) options: one table gives each
+ * option's name, value, default, choices, topic and help; values come from the command line and
+ * a --config file; everything is checked before any work starts. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cli_args.h"
 #include "finetune.h"
 
-typedef struct option_def {
-    const char *name;
-    const char *value; /* NULL for a flag */
-    const char *dflt;
-    const char *help;
-} option_def;
+static const char *const poolings[] = {"cls", "pooler", "mean", NULL};
+static const char *const activations[] = {"relu", "gelu", "tanh", NULL};
+static const char *const optimizers[] = {"sgd", "adam", "adamw", "lamb", NULL};
+static const char *const schedulers[] = {"constant", "step", "cosine", "onecycle", "plateau", NULL};
+static const char *const precisions[] = {"fp32", "bf16", "fp16", "auto", NULL};
+static const char *const methods[] = {"magnitude", "channels", "heads", "2:4", NULL};
+static const char *const importances[] = {"l1", "l2", "bn", NULL};
+static const char *const scopes[] = {"all", "inner", NULL};
 
-static const option_def options[] = {
-    {"model", "M.onnx", NULL, "the pretrained model (ONNX) to graft a head onto (required)"},
-    {"data", "DIR", NULL,
-     "labelled data: an image folder DIR/<class>/<image>, a text folder "
-     "DIR/<class>/<n>.txt, or a .csv/.tsv file with --vocab (required)"},
-    {"val", "DIR", NULL, "validation data with the same classes (else --val-split)"},
-    {"val-split", "F", "0.2", "fraction of --data held out for validation, stratified, seeded"},
-    {"out", "OUT.onnx", NULL, "where to write the grafted model (required)"},
-    {"cut", "auto|NAME", "auto", "the tensor to cut the backbone at"},
-    {"pooling", "cls|pooler|mean", "cls", "how a text encoder's tokens become one vector"},
-    {"head", "linear|mlp:H1[,H2..]", "linear", "the new head: linear, or an MLP with these widths"},
-    {"activation", "relu|gelu|tanh", "relu", "the MLP head's activation"},
-    {"dropout", "P", "0", "dropout after each MLP hidden layer while training"},
-    {"epochs", "N", "10", "passes over the training data"},
-    {"batch", "N", "32", "samples per batch"},
-    {"lr", "RATE", "0.001", "learning rate (peak rate for cosine and one-cycle)"},
-    {"optimizer", "sgd|adam|adamw|lamb", "adamw", "optimizer"},
-    {"momentum", "M", "0.9", "SGD momentum"},
-    {"scheduler", "constant|step|cosine|onecycle|plateau", "constant", "learning-rate schedule"},
-    {"warmup", "STEPS", "0", "linear warm-up steps for cosine"},
-    {"weight-decay", "WD", "0.01", "weight decay (not applied to biases)"},
-    {"label-smoothing", "E", "0", "cross-entropy label smoothing"},
-    {"clip", "NORM", "0", "clip gradients to this global norm (0: off)"},
-    {"accumulate", "K", "1", "accumulate gradients over K batches"},
-    {"precision", "fp32|bf16|fp16|auto", "auto",
+/* By topic, in the order help lists them. */
+static const cli_option options[] = {
+    {"data", "DIR", NULL, NULL, "data",
+     "labelled data: an image folder DIR/<class>/<image>, a text folder DIR/<class>/<n>.txt, or "
+     "a .csv/.tsv file with --vocab (required)"},
+    {"val", "DIR", NULL, NULL, NULL, "validation data with the same classes (else --val-split)"},
+    {"val-split", "F", "0.2", NULL, NULL,
+     "fraction of --data held out for validation, stratified, seeded"},
+    {"cache", "DIR", NULL, NULL, NULL, "keep backbone features in DIR (reused by later runs)"},
+    {"no-cache", NULL, NULL, NULL, NULL, "do not keep features on disk"},
+    {"model", "M.onnx", NULL, NULL, "model and cut",
+     "the pretrained model (ONNX) to graft a head onto (required)"},
+    {"cut", "auto|NAME", "auto", NULL, NULL,
+     "the tensor to cut the backbone at (auto: the pooled features of a CNN, the [CLS] token of "
+     "a BERT; graft info shows its pick)"},
+    {"head", "linear|mlp:H1[,H2..]", "linear", NULL, "head",
+     "the new head: linear, or an MLP with these hidden widths"},
+    {"activation", "relu|gelu|tanh", "relu", activations, NULL, "the MLP head's activation"},
+    {"dropout", "P", "0", NULL, NULL, "dropout after each MLP hidden layer while training"},
+    {"ridge", NULL, NULL, NULL, NULL, "start a linear head from the ridge-regression solution"},
+    {"epochs", "N", "10", NULL, "optimisation", "passes over the training data"},
+    {"batch", "N", "32", NULL, NULL, "samples per batch"},
+    {"lr", "RATE", "0.001", NULL, NULL, "learning rate (the peak rate for cosine and onecycle)"},
+    {"optimizer", "NAME", "adamw", optimizers, NULL, "the optimizer"},
+    {"momentum", "M", "0.9", NULL, NULL, "SGD momentum"},
+    {"scheduler", "NAME", "constant", schedulers, NULL, "the learning-rate schedule"},
+    {"warmup", "STEPS", "0", NULL, NULL, "linear warm-up steps for cosine"},
+    {"weight-decay", "WD", "0.01", NULL, NULL, "weight decay (not applied to biases)"},
+    {"label-smoothing", "E", "0", NULL, NULL, "cross-entropy label smoothing"},
+    {"clip", "NORM", "0", NULL, NULL, "clip gradients to this global norm (0: off)"},
+    {"accumulate", "K", "1", NULL, NULL, "accumulate gradients over K batches"},
+    {"early-stop", "N", "0", NULL, NULL,
+     "stop after N epochs without a better validation loss (0: off)"},
+    {"seed", "N", "0", NULL, NULL, "seed for the split, data order, initialisation and dropout"},
+    {"precision", "fp32|bf16|fp16|auto", "auto", precisions, "precision and device",
      "compute precision of the head (and on a GPU of the backbone); auto: fp32"},
-    {"device", "auto|cpu|cuda[:N]", "auto", "where the backbone runs (auto: a GPU when usable)"},
-    {"augment", NULL, NULL, "random-resized-crop and flip (one fixed augmented view is cached)"},
-    {"ridge", NULL, NULL, "start a linear head from the ridge-regression solution"},
-    {"prune", "magnitude|channels|heads|2:4", NULL,
+    {"device", "auto|cpu|cuda[:N]", "auto", NULL, NULL,
+     "where the backbone runs (auto: a GPU when usable)"},
+    {"threads", "N", "0", NULL, NULL, "decoding threads (0: all cores)"},
+    {"resize", "N", "model, else 256", NULL, "images",
+     "resize the shorter side to N (0: no resize); an image option not given comes from the "
+     "model's metadata, else its input's fixed size (as timm does), else ImageNet's: graft "
+     "info shows them"},
+    {"crop", "N", "model, else 224", NULL, NULL, "center crop N x N"},
+    {"grayscale", NULL, NULL, NULL, NULL, "one gray channel"},
+    {"mean", "R,G,B", "0.485,0.456,0.406", NULL, NULL, "normalisation mean of pixel/255"},
+    {"std", "R,G,B", "0.229,0.224,0.225", NULL, NULL, "normalisation std of pixel/255"},
+    {"augment", NULL, NULL, NULL, NULL,
+     "random-resized-crop and flip (one fixed augmented view is cached)"},
+    {"vocab", "vocab.txt", NULL, NULL, "text", "BERT vocabulary: the data is text"},
+    {"cased", NULL, NULL, NULL, NULL, "keep case and accents (cased vocabularies)"},
+    {"max-len", "N", "128", NULL, NULL, "tokens per text, [CLS] and [SEP] included"},
+    {"pooling", "cls|pooler|mean", "cls", poolings, NULL,
+     "how a text encoder's tokens become one vector"},
+    {"prune", "METHOD", NULL, methods, "pruning",
      "prune the backbone first (the head is then fitted to the pruned features)"},
-    {"prune-sparsity", "S", "0.5", "fraction --prune removes"},
-    {"prune-rounds", "N", "1",
+    {"prune-sparsity", "S", "0.5", NULL, NULL, "fraction --prune removes"},
+    {"prune-rounds", "N", "1", NULL, NULL,
      "prune gradually: N rounds on the cubic schedule S*(1-(1-k/N)^3), the head refit after "
      "each (magnitude, channels; one line per round)"},
-    {"prune-importance", "l1|l2|bn", "l1",
+    {"prune-importance", "l1|l2|bn", "l1", importances, NULL,
      "how channels and heads are ranked (bn: |gamma| of each convolution's BatchNormalization)"},
-    {"prune-scope", "all|inner", "all",
+    {"prune-scope", "all|inner", "all", scopes, NULL,
      "channels: every group, or only those no residual Add ties to another"},
-    {"cache", "DIR", NULL, "keep backbone features in DIR (reused by later runs)"},
-    {"no-cache", NULL, NULL, "do not keep features on disk"},
-    {"seed", "N", "0", "seed for the split, data order, initialisation and dropout"},
-    {"threads", "N", "0", "decoding threads (0: all cores)"},
-    {"checkpoint", "DIR", NULL, "write a checkpoint to DIR after every epoch and on Ctrl-C"},
-    {"resume", NULL, NULL, "continue from the checkpoint in --checkpoint DIR"},
-    {"early-stop", "N", "0", "stop after N epochs without a better validation loss (0: off)"},
-    {"vocab", "vocab.txt", NULL, "BERT vocabulary: the data is text"},
-    {"cased", NULL, NULL, "keep case and accents (cased vocabularies)"},
-    {"max-len", "N", "128", "tokens per text, [CLS] and [SEP] included"},
-    {"resize", "N", "256", "images: resize the shorter side to N (0: no resize)"},
-    {"crop", "N", "224", "images: center crop N x N"},
-    {"grayscale", NULL, NULL, "images: one gray channel"},
-    {"mean", "R,G,B", "0.485,0.456,0.406", "images: normalisation mean of pixel/255"},
-    {"std", "R,G,B", "0.229,0.224,0.225", "images: normalisation std of pixel/255"},
-    {"no-softmax", NULL, NULL, "export logits instead of probabilities"},
-    {"fp16-weights", NULL, NULL, "export float weights as float16 (half the file)"},
-    {"report", "DIR", NULL, "write metrics.jsonl, TensorBoard events and report.html to DIR"},
-    {"config", "FILE", NULL, "read options from FILE: one `option value` per line, # comments"},
-    {"help", NULL, NULL, "show this help"},
+    {"out", "OUT.onnx", NULL, NULL, "output, logging and checkpoints",
+     "where to write the grafted model (required)"},
+    {"no-softmax", NULL, NULL, NULL, NULL, "export logits instead of probabilities"},
+    {"fp16-weights", NULL, NULL, NULL, NULL, "export float weights as float16 (half the file)"},
+    {"report", "DIR", NULL, NULL, NULL,
+     "write metrics.jsonl, TensorBoard events and report.html to DIR"},
+    {"checkpoint", "DIR", NULL, NULL, NULL,
+     "write a checkpoint to DIR after every epoch and on Ctrl-C"},
+    {"resume", NULL, NULL, NULL, NULL, "continue from the checkpoint in --checkpoint DIR"},
+    {"config", "FILE", NULL, NULL, "general",
+     "read options from FILE: one `option value` or `option=value` a line, # comments; the "
+     "command line wins"},
 };
 
-#define N_OPTIONS ((int)(sizeof options / sizeof options[0]))
+static const cli_command finetune_command = {
+    .name = "finetune",
+    .usage = "--model M.onnx --data DIR --out OUT.onnx [options]",
+    .about = "Grafts a new head onto a pretrained model: cuts the backbone at its features, "
+             "runs it once per sample (features are cached), trains the head, and exports "
+             "backbone + head as one ONNX model with the class names and preprocessing. Image "
+             "preprocessing defaults come from the model's metadata when it has them.",
+    .options = options,
+    .n_options = CLI_COUNT(options),
+    .examples =
+        "graft finetune --model models/digits_cnn.onnx --data examples/digits/train --val "
+        "examples/digits/val --out digits.onnx --resize 0 --crop 8 --grayscale --mean "
+        "0.3053,0.3053,0.3053 --std 0.376,0.376,0.376 --lr=0.01 --epochs=200 --report run "
+        "--checkpoint run/ckpt\n"
+        "# the options from a file (lines such as `epochs 50` or `lr=0.01`), one changed:\n"
+        "graft finetune --config run.conf --epochs 20\n"
+        "# text: a BERT encoder on a CSV file with text and label columns:\n"
+        "graft finetune --model bert.onnx --vocab vocab.txt --data reviews.csv --max-len 128 "
+        "--out reviews.onnx",
+    .writes = "OUT.onnx: backbone + head, the class names and preprocessing in its metadata. "
+              "With --report DIR also DIR/metrics.jsonl, DIR/events.out.tfevents.* (TensorBoard) "
+              "and DIR/report.html; with --checkpoint DIR, DIR/trainer.safetensors; with --cache "
+              "DIR, the backbone's features. On stdout: a progress bar on a terminal, one line "
+              "per epoch otherwise, and a summary.",
+    .exit_status = "0 on success, 1 when the run fails, 2 for bad usage (checked before any "
+                   "work), 130 after Ctrl-C (which finishes the current step and checkpoints).",
+};
 
-/* The name in messages: "graft finetune: ..." (prune borrows some of these options). */
+static const cli_command export_command = {
+    .name = "export",
+    .usage = "--checkpoint DIR --out OUT.onnx [the finetune run's options]",
+    .about = "Rebuilds the grafted model of a finetune run from its checkpoint, without "
+             "training: give the run's own options (the same command line, or its --config "
+             "FILE) so the backbone is cut (and pruned) as it was, plus --checkpoint DIR (the "
+             "run's, holding DIR/trainer.safetensors), --out OUT.onnx for the export, and "
+             "optionally --fp16-weights. The head is restored from the checkpoint, attached "
+             "and exported with the class names and preprocessing; the options are "
+             "finetune's.",
+    .options = options,
+    .n_options = CLI_COUNT(options),
+    .examples = "graft export --model models/digits_cnn.onnx --data examples/digits/train --val "
+                "examples/digits/val --resize 0 --crop 8 --grayscale --checkpoint run/ckpt --out "
+                "digits.onnx\n"
+                "graft export --config run.conf --checkpoint=run/ckpt --out digits.onnx",
+    .writes = "OUT.onnx; on stdout, the summary of the restored head on the validation data.",
+    .exit_status = "0 on success, 1 when the model cannot be rebuilt, 2 for bad usage (a "
+                   "missing --checkpoint among them).",
+};
+
+/* The name in messages, "graft finetune: ..." (export and prune borrow these options; a config
+ * file's line is named too: "graft finetune: run.conf:3: ..."). */
 static const char *tool = "finetune";
+static char tool_where[512];
 
-void finetune_usage_options(void) {
-    printf("options:\n");
-    for (int i = 0; i < N_OPTIONS; i++) {
-        char left[64];
-        snprintf(left, sizeof left, "--%s%s%s", options[i].name, options[i].value ? " " : "",
-                 options[i].value ? options[i].value : "");
-        printf("  %-34s %s", left, options[i].help);
-        if (options[i].dflt) printf(" (default %s)", options[i].dflt);
-        printf("\n");
-    }
+static const cli_option *find_option(const char *name) {
+    return cli_find(&finetune_command, name, strlen(name));
 }
 
-void finetune_usage(void) {
-    printf("usage: graft finetune --model M.onnx --data DIR --out OUT.onnx [options]\n\n"
-           "Grafts a new head onto a pretrained model: cuts the backbone at its features,\n"
-           "runs it once per sample (features are cached), trains the head, and exports\n"
-           "backbone + head as one ONNX model with the class names and preprocessing.\n"
-           "Image preprocessing defaults come from the model's metadata when it has them.\n\n");
-    finetune_usage_options();
-    printf(
-        "\nexample:\n  graft finetune --model models/digits_cnn.onnx --data examples/digits/train"
-        " \\\n      --val examples/digits/val --out digits_grafted.onnx --resize 0 --crop 8"
-        " --grayscale\n\nwrites OUT.onnx; with --report DIR also DIR/metrics.jsonl, "
-        "DIR/events.out.tfevents.*\nand DIR/report.html; with --checkpoint DIR, "
-        "DIR/trainer.safetensors.\n");
-}
-
-static const option_def *find_option(const char *name) {
-    for (int i = 0; i < N_OPTIONS; i++)
-        if (strcmp(options[i].name, name) == 0) return &options[i];
-    return NULL;
+int finetune_takes_value(const char *name) {
+    const cli_option *d = find_option(name);
+    return d ? d->value != NULL : -1;
 }
 
 static int bad(const char *name, const char *value, const char *why) {
@@ -158,15 +203,6 @@ static int parse_three(const char *name, const char *v, float *out) {
     return 0;
 }
 
-static int pick(const char *name, const char *v, const char *const *choices, int *out) {
-    for (int i = 0; choices[i]; i++)
-        if (strcmp(v, choices[i]) == 0) {
-            *out = i;
-            return 0;
-        }
-    return bad(name, v, "not one of the choices (see --help)");
-}
-
 static int parse_head(finetune_opts *o, const char *v) {
     if (strcmp(v, "linear") == 0) {
         o->head.n_hidden = 0;
@@ -187,14 +223,10 @@ static int parse_head(finetune_opts *o, const char *v) {
     return o->head.n_hidden ? 0 : bad("head", v, "an MLP needs at least one width");
 }
 
-/* Numbers and choices of the training options. */
-static int apply_train(finetune_opts *o, const char *n, const char *v) {
-    static const char *const optimizers[] = {"sgd", "adam", "adamw", "lamb", NULL};
-    static const char *const schedulers[] = {"constant", "step",    "cosine",
-                                             "onecycle", "plateau", NULL};
-    static const char *const acts[] = {"relu", "gelu", "tanh", NULL};
+/* Numbers and choices (c: the value's index among the option's choices) of the training
+ * options; -1 for another option. */
+static int apply_train(finetune_opts *o, const char *n, const char *v, int c) {
     graft_train_options *t = &o->train;
-    int i = 0;
     double d = 0;
     if (!strcmp(n, "epochs")) return parse_int(n, v, 1, 1000000, &t->epochs);
     if (!strcmp(n, "batch")) return parse_int(n, v, 1, 1 << 20, &t->batch_size);
@@ -224,17 +256,15 @@ static int apply_train(finetune_opts *o, const char *n, const char *v) {
         t->seed = (uint64_t)d, o->head.seed = (uint64_t)d;
         return r;
     }
-    if (!strcmp(n, "optimizer")) return pick(n, v, optimizers, &i) ? 2 : (t->optimizer = i, 0);
-    if (!strcmp(n, "scheduler")) return pick(n, v, schedulers, &i) ? 2 : (t->scheduler = i, 0);
-    if (!strcmp(n, "activation")) return pick(n, v, acts, &i) ? 2 : (o->head.activation = i, 0);
+    if (!strcmp(n, "optimizer")) return t->optimizer = c, 0;
+    if (!strcmp(n, "scheduler")) return t->scheduler = c, 0;
+    if (!strcmp(n, "activation")) return o->head.activation = c, 0;
     return -1;
 }
 
 /* Everything else that takes a value. */
-static int apply_value(finetune_opts *o, const char *n, const char *v) {
-    static const char *const poolings[] = {"cls", "pooler", "mean", NULL};
-    static const char *const precisions[] = {"fp32", "bf16", "fp16", "auto", NULL};
-    int r = apply_train(o, n, v), i = 0;
+static int apply_value(finetune_opts *o, const char *n, const char *v, int c) {
+    int r = apply_train(o, n, v, c);
     if (r >= 0) return r;
     const char **s = !strcmp(n, "model")        ? &o->model
                      : !strcmp(n, "data")       ? &o->data
@@ -249,27 +279,15 @@ static int apply_value(finetune_opts *o, const char *n, const char *v) {
     if (s) return (*s = v, 0);
     if (!strcmp(n, "val-split")) return parse_double(n, v, 0.0, 0.95, &o->val_split);
     if (!strcmp(n, "prune-sparsity")) return parse_double(n, v, 0.0, 0.99, &o->prune_sparsity);
-    if (!strcmp(n, "prune")) {
-        static const char *const methods[] = {"magnitude", "channels", "heads", "2:4", NULL};
-        return pick(n, v, methods, &o->prune_method) ? 2 : (o->prune = 1, 0);
-    }
+    if (!strcmp(n, "prune")) return o->prune_method = c, o->prune = 1, 0;
     if (!strcmp(n, "prune-rounds")) return parse_int(n, v, 1, 100, &o->prune_rounds);
-    if (!strcmp(n, "prune-importance")) {
-        static const char *const kinds[] = {"l1", "l2", "bn", NULL};
-        return pick(n, v, kinds, &o->prune_importance);
-    }
-    if (!strcmp(n, "prune-scope")) {
-        static const char *const scopes[] = {"all", "inner", NULL};
-        return pick(n, v, scopes, &o->prune_scope);
-    }
+    if (!strcmp(n, "prune-importance")) return o->prune_importance = c, 0;
+    if (!strcmp(n, "prune-scope")) return o->prune_scope = c, 0;
     if (!strcmp(n, "threads")) return parse_int(n, v, 0, 4096, &o->threads);
     if (!strcmp(n, "max-len")) return parse_int(n, v, 3, 8192, &o->max_len);
     if (!strcmp(n, "head")) return parse_head(o, v);
-    if (!strcmp(n, "pooling")) return pick(n, v, poolings, &i) ? 2 : (o->pooling = i + 2, 0);
-    if (!strcmp(n, "precision"))
-        return pick(n, v, precisions, &i)
-                   ? 2
-                   : (snprintf(o->precision, sizeof o->precision, "%s", v), 0);
+    if (!strcmp(n, "pooling")) return o->pooling = c + 2, 0; /* GRAFT_POOLING_CLS is 2 */
+    if (!strcmp(n, "precision")) return snprintf(o->precision, sizeof o->precision, "%s", v), 0;
     if (!strcmp(n, "device")) {
         if (strcmp(v, "auto") && strcmp(v, "cpu") && strncmp(v, "cuda", 4))
             return bad(n, v, "expected auto, cpu or cuda[:N]");
@@ -306,12 +324,15 @@ static int apply_flag(finetune_opts *o, const char *n) {
     return 0;
 }
 
+/* One option, from the command line or a config file (where nothing is checked yet). */
 static int apply(finetune_opts *o, const char *name, const char *value) {
-    const option_def *d = find_option(name);
-    if (!d) return fprintf(stderr, "graft %s: unknown option --%s (see --help)\n", tool, name), 2;
+    const cli_option *d = find_option(name);
+    if (!d) return cli_unknown_option(tool, &finetune_command, name, strlen(name));
+    if (!d->value && value) return bad(name, value, "takes no value");
     if (!d->value) return apply_flag(o, name);
     if (!value) return bad(name, NULL, "needs a value");
-    return apply_value(o, name, value);
+    int c = d->choices ? cli_choice(tool, d, value) : 0;
+    return c < 0 ? 2 : apply_value(o, name, value, c);
 }
 
 /* `option value` lines (or `--option value`; flags alone), # comments and blank lines. */
@@ -340,13 +361,21 @@ static int read_config(finetune_opts *o, const char *path) {
                 rc = bad("config", path, "more than 64 options");
                 break;
             }
+            if (strlen(value) >= sizeof o->strings[0]) {
+                rc = bad("config", path, "a value longer than 255 characters");
+                break;
+            }
             snprintf(o->strings[o->n_strings], sizeof o->strings[0], "%s", value);
             value = o->strings[o->n_strings++];
         }
+        const char *cmd = tool;
+        snprintf(tool_where, sizeof tool_where, "%s: %s:%d", cmd, path, line_no);
+        tool = tool_where; /* messages name the file and line */
         if (!strcmp(name, "config"))
             rc = bad("config", path, "a config file cannot include another");
-        else if ((rc = apply(o, name, value)) != 0)
-            fprintf(stderr, "graft finetune: (in %s, line %d)\n", path, line_no);
+        else
+            rc = apply(o, name, value);
+        tool = cmd;
     }
     fclose(f);
     return rc;
@@ -394,8 +423,10 @@ static int check_prune(const finetune_opts *o) {
 /* Missing files and choices that do not go together, before any work. */
 static int check(const finetune_opts *o) {
     if (!o->model || !o->data || !o->out)
-        return fprintf(stderr, "graft finetune: --model, --data and --out are required (see "
-                               "--help)\n"),
+        return fprintf(stderr,
+                       "graft %s: --model, --data and --out are required (see graft %s "
+                       "--help)\n",
+                       tool, tool),
                2;
     if (!exists(o->model, false)) return bad("model", o->model, "no such file");
     if (!exists(o->data, false)) return bad("data", o->data, "no such file or folder");
@@ -420,42 +451,41 @@ void finetune_defaults(finetune_opts *o, const char *cmd) {
     defaults(o);
 }
 
-int finetune_takes_value(const char *name) {
-    const option_def *d = find_option(name);
-    return d ? d->value != NULL : -1;
-}
-
 int finetune_option(finetune_opts *o, const char *name, const char *value) {
     return apply(o, name, value);
 }
 
-int finetune_parse(finetune_opts *o, int argc, char **argv) {
-    tool = "finetune";
-    defaults(o);
-    for (int i = 1; i < argc; i++) /* the config file first: the command line wins */
-        if (!strcmp(argv[i], "--config")) {
-            if (i + 1 >= argc) return bad("config", NULL, "needs a file");
-            o->config = argv[i + 1];
-            int rc = read_config(o, o->config);
-            if (rc) return rc;
-        }
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            finetune_usage();
-            return 1;
-        }
-        if (strncmp(a, "--", 2) != 0)
-            return fprintf(stderr,
-                           "graft finetune: unexpected argument '%s' (options start with "
-                           "--)\n",
-                           a),
+enum { CHECK_ARGS, APPLY_CONFIGS, APPLY_OTHERS };
+
+/* One pass over argv: check every argument (printing --help), read the --config files, or
+ * apply the other options. 0, 1 after --help, 2 after an error. */
+static int args_pass(finetune_opts *o, const cli_command *c, int argc, char **argv, int pass) {
+    const cli_option *d;
+    const char *v;
+    cli_parser p;
+    int k;
+    cli_parser_init(&p, c, tool, argc, argv);
+    while ((k = cli_next(&p, &d, &v)) > 0) {
+        if (k == CLI_POSITIONAL)
+            return fprintf(stderr, "graft %s: unexpected argument '%s' (options start with --)\n",
+                           tool, v),
                    2;
-        const option_def *d = find_option(a + 2);
-        const char *value = d && d->value && i + 1 < argc ? argv[++i] : NULL;
-        if (!strcmp(a, "--config")) continue;
-        int rc = apply(o, a + 2, value);
+        int config = !strcmp(d->name, "config"), rc = 0;
+        if (pass == APPLY_CONFIGS && config)
+            rc = read_config(o, o->config = v);
+        else if (pass == APPLY_OTHERS && !config)
+            rc = apply(o, d->name, v);
         if (rc) return rc;
     }
-    return check(o);
+    return k == CLI_DONE ? 0 : k == CLI_HELP ? 1 : 2;
+}
+
+int finetune_parse(finetune_opts *o, int argc, char **argv) {
+    const cli_command *c = !strcmp(argv[0], "export") ? &export_command : &finetune_command;
+    tool = c->name;
+    defaults(o);
+    int rc = args_pass(o, c, argc, argv, CHECK_ARGS);         /* help and syntax before any file */
+    if (!rc) rc = args_pass(o, c, argc, argv, APPLY_CONFIGS); /* then the command line wins */
+    if (!rc) rc = args_pass(o, c, argc, argv, APPLY_OTHERS);
+    return rc ? rc : check(o);
 }
