@@ -38,5 +38,7 @@ void finetune_usage_options(void);
 void finetune_defaults(finetune_opts *o, const char *cmd);
 int finetune_takes_value(const char *name);
 int finetune_option(finetune_opts *o, const char *name, const char *value);
+/* The options of a --config file, as finetune_parse reads it (0, or 2 after the error). */
+int finetune_read_config(finetune_opts *o, const char *path);
 
 #endif

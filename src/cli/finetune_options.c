@@ -59,8 +59,10 @@ static const option_def options[] = {
     {"no-cache", NULL, NULL, "do not keep features on disk"},
     {"seed", "N", "0", "seed for the split, data order, initialisation and dropout"},
     {"threads", "N", "0", "decoding threads (0: all cores)"},
-    {"checkpoint", "DIR", NULL, "write a checkpoint to DIR after every epoch and on Ctrl-C"},
-    {"resume", NULL, NULL, "continue from the checkpoint in --checkpoint DIR"},
+    {"checkpoint", "DIR", NULL,
+     "write DIR/last.safetensors after every epoch and on Ctrl-C, DIR/best.safetensors at the "
+     "best validation loss"},
+    {"resume", NULL, NULL, "continue from DIR/last.safetensors (mid-epoch after a Ctrl-C)"},
     {"early-stop", "N", "0", "stop after N epochs without a better validation loss (0: off)"},
     {"vocab", "vocab.txt", NULL, "BERT vocabulary: the data is text"},
     {"cased", NULL, NULL, "keep case and accents (cased vocabularies)"},
@@ -106,7 +108,8 @@ void finetune_usage(void) {
         " \\\n      --val examples/digits/val --out digits_grafted.onnx --resize 0 --crop 8"
         " --grayscale\n\nwrites OUT.onnx; with --report DIR also DIR/metrics.jsonl, "
         "DIR/events.out.tfevents.*\nand DIR/report.html; with --checkpoint DIR, "
-        "DIR/trainer.safetensors.\n");
+        "DIR/best.safetensors\nand DIR/last.safetensors (graft export --checkpoint DIR rebuilds "
+        "the model from them).\n");
 }
 
 static const option_def *find_option(const char *name) {
@@ -427,6 +430,11 @@ int finetune_takes_value(const char *name) {
 
 int finetune_option(finetune_opts *o, const char *name, const char *value) {
     return apply(o, name, value);
+}
+
+int finetune_read_config(finetune_opts *o, const char *path) {
+    o->config = path;
+    return read_config(o, path);
 }
 
 int finetune_parse(finetune_opts *o, int argc, char **argv) {
