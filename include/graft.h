@@ -185,6 +185,12 @@ GRAFT_API graft_status graft_model_set_metadata(graft_model *model, const char *
  * classifier), a BERT-family encoder's [CLS] hidden state. GRAFT_E_NOT_FOUND when neither fits. */
 GRAFT_API graft_status graft_model_auto_cut(const graft_model *model, const char **tensor_name,
                                             const char **why);
+/* The token-embedding table that the integer input `input` (e.g. "input_ids") indexes: the
+ * constant (rows, width) data of the Gather that reads it (directly or through Cast, Reshape,
+ * Unsqueeze, Squeeze or Flatten). *rows gets its row count (ids must be below it) and
+ * *table_name (may be NULL) its name; GRAFT_E_NOT_FOUND when no such Gather exists. */
+GRAFT_API graft_status graft_model_embedding_rows(const graft_model *model, const char *input,
+                                                  int64_t *rows, const char **table_name);
 
 /* How an encoder's (batch, sequence, hidden) state becomes one vector per sample. */
 typedef enum graft_pooling {
@@ -311,9 +317,23 @@ typedef struct graft_train_report {
     double lr, loss_scale;
     double backbone_seconds, head_seconds;
     int64_t backbone_samples; /* samples the backbone ran for so far (cache misses) */
+    int64_t epoch_samples;    /* samples of the current epoch trained so far (step reports) */
 } graft_train_report;
-/* Return non-zero to stop training after this step. */
+/* Return non-zero to stop training: at the next optimizer step's end (with accumulate > 1, once
+ * the accumulated micro-batches are applied) or at this epoch's end. */
 typedef int (*graft_train_callback)(const graft_train_report *report, void *user);
+
+/* The backbone phase (features for every sample, from the frozen backbone or the feature
+ * cache), reported before the first batch of each data source and after every batch. */
+typedef struct graft_extract_report {
+    int validation;           /* 0: the training data, 1: the validation data */
+    int64_t done, total;      /* samples of this source read so far (skipped ones too), of total */
+    int64_t backbone_samples; /* of those, run through the backbone (the rest: the cache) */
+    double seconds;           /* since this source's first batch */
+} graft_extract_report;
+/* Return non-zero to stop the backbone phase after this batch: graft_trainer_fit_source then
+ * returns GRAFT_OK without training (features already computed stay in the cache file). */
+typedef int (*graft_extract_callback)(const graft_extract_report *report, void *user);
 
 typedef struct graft_train_options {
     graft_loss loss;
@@ -337,13 +357,14 @@ typedef struct graft_train_options {
                                 input data: a change to either rebuilds it; so does damage */
     graft_dtype cache_dtype; /* GRAFT_DTYPE_F32, F16 or BF16 (half the size) */
     graft_train_callback callback;
-    void *callback_user;
+    void *callback_user;                     /* passed to both callbacks */
+    graft_extract_callback extract_callback; /* NULL: no reports from the backbone phase */
 } graft_train_options;
 #define GRAFT_TRAIN_OPTIONS_INIT                                                                   \
     {                                                                                              \
         GRAFT_LOSS_CROSS_ENTROPY, 0.0f, NULL, GRAFT_OPTIMIZER_ADAMW, 1e-3, 0.9, 0.01, 0.9, 0.999,  \
             1e-8, 0, GRAFT_SCHEDULER_CONSTANT, 0, 10, 0.1, 0.0, 5, 32, 1, 0.0,                     \
-            GRAFT_PRECISION_FP32, 0, 0, 0, 1e-3, NULL, GRAFT_DTYPE_F32, NULL, NULL                 \
+            GRAFT_PRECISION_FP32, 0, 0, 0, 1e-3, NULL, GRAFT_DTYPE_F32, NULL, NULL, NULL           \
     }
 
 typedef struct graft_trainer graft_trainer;
@@ -388,12 +409,24 @@ GRAFT_API graft_status graft_trainer_evaluate(graft_trainer *trainer,
                                               const graft_tensor *labels, double *loss,
                                               double *accuracy);
 /* Checkpoints: head weights, optimizer, scheduler, loss-scaler and early-stopping state, RNG
- * states and the epoch, in a safetensors file written atomically. Load into a trainer created
- * with the same head and options; the next graft_trainer_fit on the same data continues from
- * the saved epoch, bit for bit as if never interrupted (save at an epoch end, e.g. when the
- * callback stopped training there). */
+ * states, the epoch and the position within it, in a safetensors file written atomically. Load
+ * into a trainer created with the same head and options; the next graft_trainer_fit on the same
+ * data continues where the saved one stopped (mid-epoch too, when the callback stopped it there),
+ * bit for bit as if never interrupted. */
 GRAFT_API graft_status graft_trainer_save(const graft_trainer *trainer, const char *path);
 GRAFT_API graft_status graft_trainer_load(graft_trainer *trainer, const char *path);
+/* graft_trainer_save with the application's own string metadata (keys[i] -> values[i], UTF-8),
+ * e.g. how to rebuild the model; a key the trainer itself uses, or a repeated key, is
+ * GRAFT_E_INVALID_ARGUMENT. */
+GRAFT_API graft_status graft_trainer_save_meta(const graft_trainer *trainer, const char *path,
+                                               const char *const *keys, const char *const *values,
+                                               int n);
+/* Every metadata entry of a checkpoint file (the trainer's and the application's), without a
+ * trainer: each(key, value, user) per entry, in file order; a non-zero return stops there. */
+GRAFT_API graft_status graft_checkpoint_metadata(graft_ctx *ctx, const char *path,
+                                                 int (*each)(const char *key, const char *value,
+                                                             void *user),
+                                                 void *user);
 
 /* Append the trained head to the model: its output becomes the head's logits (named "logits"),
  * or probabilities when softmax is set ("probabilities"). The trainer stays valid. */
@@ -465,6 +498,8 @@ GRAFT_API graft_status graft_tokenizer_encode(graft_ctx *ctx, const graft_tokeni
                                               int64_t *ids, int64_t *type_ids, int64_t *mask,
                                               size_t cap, size_t *len);
 GRAFT_API void graft_tokenizer_free(graft_tokenizer *tok);
+/* The vocabulary's size: token ids run from 0 to this minus 1. */
+GRAFT_API int64_t graft_tokenizer_vocab_size(const graft_tokenizer *tok);
 
 /* The image files under a folder, found as torchvision's ImageFolder finds them: recursively,
  * links followed, files whose names end (in any case) in .jpg .jpeg .png .ppm .bmp .pgm .tif

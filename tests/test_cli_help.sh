@@ -81,10 +81,11 @@ sys.exit(0 if len(lines) > 50 and 40 < widest <= 50 else 1)
 PY
 if [ $? = 0 ]; then pass help_terminal_width; else fail help_terminal_width "$(cat "$TMP/tty.txt")"; fi
 
-# finetune's (and export's) options by topic, in this order.
+# finetune's (and export's: its own first, then finetune's as overrides) options by topic.
 for c in finetune export; do
     got=$("$GRAFT" "$c" --help | grep -E '^[a-z][a-z ,]*( \(.*\))?:$' | sed 's/ (.*)//' | tr '\n' '/')
     want="data:/model and cut:/head:/optimisation:/precision and device:/images:/text:/pruning:/output, logging and checkpoints:/general:/examples:/writes:/exit status:/"
+    [ "$c" = export ] && want="export:/$want"
     if [ "$got" = "$want" ]; then pass "help_${c}_grouped"; else fail "help_${c}_grouped" "$got"; fi
 done
 

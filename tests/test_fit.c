@@ -142,11 +142,13 @@ static void feature_cache(const char *gen, data *d) {
 typedef struct trace {
     double loss[16], vloss[16];
     int n, stop_after;
+    int64_t stop_at_step; /* stop mid-epoch after this optimizer step (0: never) */
 } trace;
 
 static int record(const graft_train_report *r, void *user) {
     trace *tr = user;
-    if (!r->epoch_end || r->epoch < 1 || r->epoch > 16) return 0;
+    if (!r->epoch_end) return tr->stop_at_step > 0 && r->step == tr->stop_at_step;
+    if (r->epoch < 1 || r->epoch > 16) return 0;
     tr->loss[r->epoch - 1] = r->loss; /* at an epoch end, epoch counts the epochs done */
     tr->vloss[r->epoch - 1] = r->val_loss;
     tr->n++;
@@ -201,6 +203,101 @@ static int fit_mlp(const char *gen, data *d, trace *tr, const char *save, const 
     return rc;
 }
 
+static int find_epoch_samples(const char *key, const char *value, void *user) {
+    if (strcmp(key, "epoch_samples") != 0) return 0;
+    *(long long *)user = strtoll(value, NULL, 10);
+    return 1;
+}
+
+/* Stopped by the callback mid-epoch (after step 10: the first batch of the 4th epoch of 3
+ * steps), saved there and resumed: every epoch as in the uninterrupted run `whole`. */
+static void resume_mid_epoch(const char *gen, data *d, const trace *whole, const char *path) {
+    trace first = {.stop_at_step = 10}, second = {0};
+    int rc = fit_mlp(gen, d, &first, path, NULL);
+    long long at = -1;
+    graft_ctx *ctx;
+    graft_ctx_create(NULL, &ctx);
+    graft_status st = graft_checkpoint_metadata(ctx, path, find_epoch_samples, &at);
+    graft_ctx_free(ctx);
+    rc |= fit_mlp(gen, d, &second, NULL, path);
+    int same = rc == 0 && st == GRAFT_OK && at == 16 && first.n == 3 && second.n == 5;
+    for (int i = 0; same && i < 8; i++) {
+        const trace *part = i < 3 ? &first : &second;
+        same = part->loss[i] == whole->loss[i] && part->vloss[i] == whole->vloss[i];
+    }
+    CHECK("checkpoint_mid_epoch_resume_equals_uninterrupted", same,
+          "rc %d, saved at sample %lld, epochs %d/%d, last loss %.9g vs %.9g", rc, at, first.n,
+          second.n, whole->loss[7], second.loss[7]);
+}
+
+typedef struct extract_seen {
+    int calls, stop_after; /* stop after this many reports */
+    graft_extract_report last;
+    seen steps;
+} extract_seen;
+
+static int on_extract(const graft_extract_report *r, void *user) {
+    extract_seen *x = user;
+    x->calls++;
+    x->last = *r;
+    return x->calls >= x->stop_after;
+}
+
+static int count_steps(const graft_train_report *r, void *user) {
+    return on_report(r, &((extract_seen *)user)->steps);
+}
+
+static int find_key(const char *key, const char *value, void *user) {
+    const char **want = user; /* {key, found value} */
+    if (strcmp(key, want[0]) != 0) return 0;
+    want[1] = value[0] == 'y' ? "y" : "other";
+    return 1;
+}
+
+/* The backbone phase reports before its first batch and after each; a callback's stop ends it
+ * there: fit returns GRAFT_OK having trained nothing. Application metadata in a checkpoint. */
+static void extract_stop_and_metadata(const char *gen, data *d) {
+    graft_ctx *ctx;
+    graft_model *m;
+    graft_trainer *t = NULL;
+    graft_ctx_create(NULL, &ctx);
+    if ((m = load_cut(ctx, gen, GRAFT_POOLING_CLS)) == NULL) return graft_ctx_free(ctx);
+    graft_head_options ho = GRAFT_HEAD_OPTIONS_INIT;
+    ho.n_outputs = 4;
+    graft_train_options to = GRAFT_TRAIN_OPTIONS_INIT;
+    to.epochs = 2, to.batch_size = 16;
+    extract_seen x = {.stop_after = 2};
+    to.callback = count_steps, to.extract_callback = on_extract, to.callback_user = &x;
+    graft_tensor labels = {GRAFT_DTYPE_I64, 1, {N}, d->labels};
+    graft_status st = graft_trainer_create(m, &ho, &to, &t);
+    if (st == GRAFT_OK) st = graft_trainer_fit(t, d->in, 3, &labels, NULL, 0, NULL);
+    CHECK("fit_extract_callback_stops",
+          st == GRAFT_OK && x.calls == 2 && x.last.done == 16 && x.last.total == N &&
+              x.last.backbone_samples == 16 && x.steps.steps == 0,
+          "status %d, %d reports, last %lld/%lld, %d steps", st, x.calls, (long long)x.last.done,
+          (long long)x.last.total, x.steps.steps);
+    char dir[] = "/tmp/graft_fit_metaXXXXXX", path[256];
+    if (t && mkdtemp(dir)) {
+        snprintf(path, sizeof path, "%s/m.safetensors", dir);
+        const char *keys[] = {"app.option", "step"}, *values[] = {"y", "1"};
+        graft_status own = graft_trainer_save_meta(t, path, keys, values, 2);
+        graft_status twice =
+            graft_trainer_save_meta(t, path, (const char *[]){"a", "a"}, values, 2);
+        st = graft_trainer_save_meta(t, path, keys, values, 1);
+        const char *want[2] = {"app.option", NULL};
+        if (st == GRAFT_OK) st = graft_checkpoint_metadata(ctx, path, find_key, want);
+        CHECK("checkpoint_app_metadata",
+              own == GRAFT_E_INVALID_ARGUMENT && twice == GRAFT_E_INVALID_ARGUMENT &&
+                  st == GRAFT_OK && want[1] && !strcmp(want[1], "y"),
+              "own key %d, repeated %d, status %d: %s", own, twice, st, graft_last_error(ctx));
+        remove(path);
+        rmdir(dir);
+    }
+    graft_trainer_free(t);
+    graft_model_free(m);
+    graft_ctx_free(ctx);
+}
+
 /* A run stopped after 4 epochs, saved and resumed equals one that never stopped, bit for bit. */
 static void resume(const char *gen, data *d) {
     char dir[] = "/tmp/graft_ckptXXXXXX", path[256];
@@ -219,6 +316,7 @@ static void resume(const char *gen, data *d) {
           "rc %d, epochs %d/%d/%d, last loss "
           "%.9g vs %.9g",
           rc, whole.n, first.n, second.n, whole.loss[7], second.loss[7]);
+    resume_mid_epoch(gen, d, &whole, path);
     graft_ctx *ctx;
     graft_ctx_create(NULL, &ctx);
     graft_model *m;
@@ -462,6 +560,7 @@ int main(int argc, char **argv) {
     graft_ctx_free(ctx);
     feature_cache(gen, &d);
     resume(gen, &d);
+    extract_stop_and_metadata(gen, &d);
     early_stopping(gen, &d);
     batch_source(gen, &d);
     float_targets(gen, &d);

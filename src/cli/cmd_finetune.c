@@ -1,100 +1,18 @@
-/* cmd_finetune.c: `graft finetune`: data, cut, head training with progress, logs and
- * checkpoints, a summary, and the grafted export. */
-#include <signal.h>
+/* cmd_finetune.c: `graft finetune`: data, cut, head training with progress, logs and the best
+ * and last checkpoints, Ctrl-C, a summary, and the grafted export. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "commands.h"
 #include "cli_util.h"
+#include "commands.h"
 #include "finetune.h"
+#include "finetune_run.h"
+#include "progress.h"
 #include "run_log.h"
 #include "session.h"
-
-/* Ctrl-C: finish the current step, checkpoint, exit cleanly. A signal handler can only set a
- * flag, so this one piece of state is global (in the tool, never in the library). */
-static volatile sig_atomic_t interrupted;
-
-static void on_sigint(int sig) {
-    (void)sig;
-    interrupted = 1;
-}
-
-typedef struct run {
-    const finetune_opts *o;
-    graft_trainer *trainer;
-    run_log *log;
-    bool tty;
-    int64_t n_train, epoch_samples, best_epoch;
-    double epoch_t0, best_val_loss, best_val_acc, last_val_acc;
-    char checkpoint[4096];
-    graft_train_report last;
-    graft_prune_report prune; /* the backbone as pruned for this round: dense before, then after */
-} run;
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void progress(run *r, const graft_train_report *p) {
-    int64_t per_epoch = (r->n_train + r->o->train.batch_size - 1) / r->o->train.batch_size;
-    int64_t done = p->step % per_epoch ? p->step % per_epoch : per_epoch;
-    r->epoch_samples = done * r->o->train.batch_size;
-    if (r->epoch_samples > r->n_train) r->epoch_samples = r->n_train;
-    if (!r->tty) return;
-    double dt = now() - r->epoch_t0, rate = dt > 0 ? (double)r->epoch_samples / dt : 0;
-    double eta = rate > 0 ? (double)(r->n_train - r->epoch_samples) / rate : 0;
-    int width = 24, fill = (int)(width * done / per_epoch);
-    printf("\repoch %lld/%d [", (long long)p->epoch + 1, r->o->train.epochs);
-    for (int i = 0; i < width; i++) putchar(i < fill ? '#' : ' ');
-    printf("] %lld/%lld %.0f samples/s ETA %.0fs loss %.4f", (long long)r->epoch_samples,
-           (long long)r->n_train, rate, eta, p->loss);
-    if (p->accuracy >= 0) printf(" acc %.3f", p->accuracy);
-    fflush(stdout);
-}
-
-static void epoch_line(run *r, const graft_train_report *p) {
-    if (r->tty) printf("\r\033[K");
-    printf("epoch %lld/%d: loss %.4f", (long long)p->epoch, r->o->train.epochs, p->loss);
-    if (p->accuracy >= 0) printf(" acc %.3f", p->accuracy);
-    if (p->val_loss >= 0) printf(", val loss %.4f", p->val_loss);
-    if (p->val_accuracy >= 0) printf(" val acc %.3f", p->val_accuracy);
-    printf(", lr %.3g, %.1fs\n", p->lr, now() - r->epoch_t0);
-    fflush(stdout);
-}
-
-static int on_report(const graft_train_report *p, void *user) {
-    run *r = user;
-    r->last = *p;
-    if (r->log && p->epoch_end) {
-        run_log_epoch(r->log, p);
-    } else if (r->log) {
-        run_log_scalar(r->log, "train/loss", p->step, p->loss);
-        run_log_scalar(r->log, "train/lr", p->step, p->lr);
-        if (r->o->train.precision == GRAFT_PRECISION_FP16)
-            run_log_scalar(r->log, "train/loss_scale", p->step, p->loss_scale);
-    }
-    if (!p->epoch_end) {
-        progress(r, p);
-        return interrupted != 0;
-    }
-    epoch_line(r, p);
-    if (p->val_loss >= 0 && p->val_loss < r->best_val_loss) {
-        r->best_val_loss = p->val_loss;
-        r->best_val_acc = p->val_accuracy;
-        r->best_epoch = p->epoch;
-    }
-    r->last_val_acc = p->val_accuracy;
-    if (r->checkpoint[0] && graft_trainer_save(r->trainer, r->checkpoint) != GRAFT_OK)
-        fprintf(stderr, "graft finetune: warning: checkpoint not written\n");
-    r->epoch_t0 = now();
-    return interrupted != 0;
-}
 
 /* After attaching the head: the validation confusion matrix through the grafted model. */
 static int confusion(session *s, const finetune_opts *o, int64_t *counts, int n_classes) {
@@ -141,15 +59,18 @@ static void print_summary(session *s, const run *r, const int64_t *counts, int n
     printf("  time              backbone %.1fs (%lld samples run; the rest from the cache), head "
            "%.1fs\n",
            r->last.backbone_seconds, (long long)r->last.backbone_samples, r->last.head_seconds);
+    /* The two views of a --val-split share one list of skipped files: count it once. */
+    int64_t in_train = graft_dataset_skipped_count(s->train);
     int64_t skipped =
-        graft_dataset_skipped_count(s->train) + (s->val ? graft_dataset_skipped_count(s->val) : 0);
+        in_train + (s->val && !s->val_shares_train ? graft_dataset_skipped_count(s->val) : 0);
     printf("  skipped files     %lld\n", (long long)skipped);
     for (int64_t i = 0; i < skipped && i < 10; i++) {
         const char *path, *why;
-        graft_dataset *d = i < graft_dataset_skipped_count(s->train) ? s->train : s->val;
-        int64_t k = d == s->train ? i : i - graft_dataset_skipped_count(s->train);
-        if (graft_dataset_skipped(d, k, &path, &why) == GRAFT_OK) printf("    %s: %s\n", path, why);
+        graft_dataset *d = i < in_train ? s->train : s->val;
+        if (graft_dataset_skipped(d, i < in_train ? i : i - in_train, &path, &why) == GRAFT_OK)
+            printf("    %s: %s\n", path, why);
     }
+    if (r->last_path[0]) printf("  checkpoints       %s, %s\n", r->best_path, r->last_path);
     if (s->log && total) {
         run_log_summary(s->log, "val_accuracy", run_log_float((double)right / total));
         run_log_summary(s->log, "best_epoch", run_log_int(r->best_epoch));
@@ -179,48 +100,33 @@ static void log_config(run_log *log, int argc, char **argv) {
     }
 }
 
-/* mkdir -p of path's folder part (its whole path when `whole`). */
-static void make_dirs(const char *path, bool whole) {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    if (!whole) {
-        char *slash = strrchr(buf, '/');
-        if (!slash) return;
-        *slash = 0;
-    }
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            mkdir(buf, 0777);
-            *p = '/';
-        }
-    mkdir(buf, 0777);
+/* The checkpoint --resume continues (NULL when DIR has none). */
+static const char *resume_path(run *r, const char *dir, char *legacy, size_t size) {
+    if (access(r->last_path, R_OK) == 0) return r->last_path;
+    snprintf(legacy, size, "%s/" CHECKPOINT_LEGACY, dir);
+    return access(legacy, R_OK) == 0 ? legacy : NULL;
 }
 
-/* The pruning options of round k (1..rounds) of the schedule. */
-static graft_prune_options round_options(const finetune_opts *o, int k) {
-    graft_prune_options po = GRAFT_PRUNE_OPTIONS_INIT;
-    po.method = (graft_prune_method)o->prune_method;
-    po.importance = (graft_importance)o->prune_importance;
-    po.scope = (graft_prune_scope)o->prune_scope;
-    po.sparsity = graft_prune_schedule(o->prune_sparsity, k, o->prune_rounds);
-    return po;
-}
-
-/* Prune the freshly loaded (uncut) model through rounds 1..k of the schedule: each round prunes
- * to its sparsity, counting what the rounds before removed, so it only removes more. The head
- * never changes the frozen backbone, so replaying the rounds on a fresh load gives the backbone
- * the previous round left. r->prune: dense before, round k after. */
-static int prune_through(session *s, const finetune_opts *o, int k, run *r) {
-    for (int j = 1; j <= k; j++) {
-        graft_prune_options po = round_options(o, j);
-        graft_prune_report pr;
-        if (graft_model_prune(s->model, &po, &pr) != GRAFT_OK) return session_fail(s, "pruning");
-        if (j > 1) {
-            pr.params_before = r->prune.params_before, pr.flops_before = r->prune.flops_before;
-            pr.nonzero_before = r->prune.nonzero_before;
+/* Load the checkpoint to resume, and the best validation loss so far from the best one (so
+ * that a worse epoch after resuming does not replace it). */
+static int resume(session *s, const finetune_opts *o, run *r) {
+    char legacy[4200];
+    const char *from = resume_path(r, o->checkpoint_dir, legacy, sizeof legacy);
+    if (graft_trainer_load(s->trainer, from) != GRAFT_OK) return session_fail(s, "resuming");
+    run_saved saved;
+    if (run_saved_read(&saved, s->ctx, s->cmd, from)) return 1;
+    printf("resuming from %s (%lld epochs done", from, saved.epoch);
+    if (saved.epoch_samples > 0) printf(", %lld samples into the next", saved.epoch_samples);
+    printf(")\n");
+    r->rate_base = saved.epoch_samples;
+    run_saved_free(&saved);
+    if (access(r->best_path, R_OK) == 0 && !run_saved_read(&saved, s->ctx, s->cmd, r->best_path)) {
+        const char *v = run_saved_get(&saved, "graft.val_loss");
+        if (v && strcmp(v, "none") != 0) {
+            r->best_val_loss = strtod(v, NULL);
+            r->best_epoch = saved.epoch;
         }
-        r->prune = pr;
+        run_saved_free(&saved);
     }
     return 0;
 }
@@ -241,35 +147,60 @@ static int make_trainer(session *s, finetune_opts *o, run *r) {
     if (backbone != GRAFT_DTYPE_F32 && !strncmp(graft_model_device(s->model), "cuda", 4) &&
         graft_model_set_precision(s->model, backbone) != GRAFT_OK)
         return session_fail(s, "setting the backbone's precision");
-    o->train.callback = on_report, o->train.callback_user = r;
+    o->train.callback = finetune_on_report, o->train.callback_user = r;
+    o->train.extract_callback = finetune_on_extract;
     if (session_make_trainer(s, o)) return 1;
     r->trainer = s->trainer;
-    if (o->checkpoint_dir) {
-        mkdir(o->checkpoint_dir, 0777);
-        snprintf(r->checkpoint, sizeof r->checkpoint, "%s/trainer.safetensors", o->checkpoint_dir);
-        if (o->resume && access(r->checkpoint, R_OK) == 0) {
-            if (graft_trainer_load(s->trainer, r->checkpoint) != GRAFT_OK)
-                return session_fail(s, "resuming");
-            printf("resuming from %s\n", r->checkpoint);
-        }
+    r->unsaved = false;
+    return o->resume && r->round == 1 ? resume(s, o, r) : 0;
+}
+
+/* The run's record for its checkpoints: the options as the data left them (the preprocessing
+ * used) and the class names. */
+static int record_run(session *s, const finetune_opts *o, run *r) {
+    int n = graft_dataset_class_count(s->train);
+    const char **names = calloc((size_t)n + 1, sizeof *names);
+    if (!names) return 1;
+    for (int c = 0; c < n; c++) names[c] = graft_dataset_class_name(s->train, c);
+    int rc = run_record_init(&r->record, o, names, n);
+    free(names);
+    if (rc) fprintf(stderr, "graft finetune: out of memory\n");
+    return rc;
+}
+
+/* The checkpoint paths; with --resume, DIR must hold one (exit 2 before any work). */
+static int checkpoint_paths(const finetune_opts *o, run *r) {
+    if (!o->checkpoint_dir) return 0;
+    snprintf(r->last_path, sizeof r->last_path, "%s/" CHECKPOINT_LAST, o->checkpoint_dir);
+    snprintf(r->best_path, sizeof r->best_path, "%s/" CHECKPOINT_BEST, o->checkpoint_dir);
+    char legacy[4200];
+    if (o->resume && !resume_path(r, o->checkpoint_dir, legacy, sizeof legacy)) {
+        fprintf(stderr, "graft finetune: --resume: no checkpoint in %s (no %s)\n",
+                o->checkpoint_dir, r->last_path);
+        return 2;
     }
     return 0;
 }
 
-/* Load, open the data, prune (the first round of several; every round when resuming or
- * exporting), cut, make the trainer. */
+/* Load, check the vocabulary, open the data, prune (the first round of several; every round
+ * when resuming), cut, make the trainer. */
 static int prepare(session *s, finetune_opts *o, run *r, int argc, char **argv) {
+    int rc = checkpoint_paths(o, r);
+    if (rc) return rc;
     if (!(s->ctx = cli_ctx("finetune", 0, o->device))) return 1;
-    make_dirs(o->out, false);
-    if (o->report_dir) make_dirs(o->report_dir, true);
-    if (o->checkpoint_dir) make_dirs(o->checkpoint_dir, true);
-    if (o->cache_dir && !o->no_cache) make_dirs(o->cache_dir, true);
+    r->ctx = s->ctx;
+    session_make_dirs(o->out, false);
+    if (o->report_dir) session_make_dirs(o->report_dir, true);
+    if (o->checkpoint_dir) session_make_dirs(o->checkpoint_dir, true);
+    if (o->cache_dir && !o->no_cache) session_make_dirs(o->cache_dir, true);
     if (graft_model_load(s->ctx, o->model, &s->model) != GRAFT_OK)
         return session_fail(s, "loading");
-    if (session_open_data(s, o)) return 1;
+    if ((rc = session_check_vocab(s, o)) || (rc = session_open_data(s, o))) return rc;
+    if (o->checkpoint_dir && record_run(s, o, r)) return 1;
     if (o->prune) {
-        if (prune_through(s, o, o->resume ? o->prune_rounds : 1, r)) return 1;
         const graft_prune_report *pr = &r->prune;
+        r->round = o->resume ? o->prune_rounds : 1;
+        if (session_prune_through(s, o, r->round, &r->prune)) return 1;
         if (o->prune_rounds == 1)
             printf("pruned the backbone: %lld -> %lld non-zero weights, %.3g -> %.3g FLOPs per "
                    "sample\n",
@@ -312,7 +243,9 @@ static int finish(session *s, const finetune_opts *o, run *r) {
 /* Fit the head on the current backbone. */
 static int fit(session *s, const finetune_opts *o, run *r) {
     r->n_train = graft_dataset_size(s->train);
-    r->epoch_t0 = now();
+    r->n_val = s->val ? graft_dataset_size(s->val) : 0;
+    r->epoch_t0 = progress_now();
+    r->phase = PHASE_SETUP;
     return session_fit(s, o);
 }
 
@@ -324,10 +257,12 @@ static int next_round(session *s, finetune_opts *o, run *r, int k) {
     s->trainer = NULL, r->trainer = NULL, s->model = NULL;
     if (graft_model_load(s->ctx, o->model, &s->model) != GRAFT_OK)
         return session_fail(s, "loading");
-    if (prune_through(s, o, k, r)) return 1;
+    if (session_prune_through(s, o, k, &r->prune)) return 1;
     if (graft_model_cut(s->model, o->cut, o->pooling) != GRAFT_OK)
         return session_fail(s, "cutting");
+    /* best is per round: a less pruned round's head does not fit this backbone */
     r->best_val_loss = 1e300, r->best_val_acc = r->last_val_acc = -1, r->best_epoch = 0;
+    r->round = k;
     return make_trainer(s, o, r);
 }
 
@@ -350,6 +285,33 @@ static void round_line(const run *r, const finetune_opts *o, int k) {
     }
 }
 
+/* Ctrl-C: the step in progress has ended; write the last checkpoint if training has moved on
+ * since it was written, and say exactly what was and was not saved. Returns 130. */
+static int interrupted(session *s, run *r) {
+    if (r->tty) progress_clear();
+    const graft_train_report *p = &r->last;
+    if (r->phase != PHASE_TRAIN) {
+        printf("\ninterrupted before training%s: no checkpoint written",
+               r->phase == PHASE_BACKBONE ? " (in the backbone phase)" : "");
+        if (s->cache[0]) printf("; the features computed so far are kept in %s", s->cache);
+        if (r->o->resume) printf("; %s is as it was", r->last_path);
+        printf("\n");
+    } else if (!r->last_path[0]) {
+        printf("\ninterrupted: no --checkpoint given, nothing saved\n");
+    } else if (r->unsaved && !finetune_save(r, r->last_path, "last", -1)) {
+        printf("\ninterrupted: the checkpoint could not be written (see above)\n");
+    } else {
+        if (p->epoch_end)
+            printf("\ninterrupted after epoch %lld", (long long)p->epoch);
+        else
+            printf("\ninterrupted in epoch %lld at sample %lld of %lld", (long long)p->epoch + 1,
+                   (long long)p->epoch_samples, (long long)r->n_train);
+        printf(": checkpoint written to %s; continue with --resume\n", r->last_path);
+    }
+    fflush(stdout);
+    return 130;
+}
+
 /* finetune's options from the command line; NULL with the exit status in *rc (0 after --help,
  * 2 for a bad option, 1 out of memory). */
 static finetune_opts *parse_options(int argc, char **argv, int *rc) {
@@ -368,22 +330,24 @@ int cmd_finetune(int argc, char **argv) {
     finetune_opts *o = parse_options(argc, argv, &rc);
     if (!o) return rc;
     session s = {.cmd = "finetune"};
-    run r = {o, NULL, NULL, isatty(1) != 0, 0, 0, 0, 0, 1e300, -1, -1, "", {0}, {0}};
-    signal(SIGINT, on_sigint);
+    run r = {.o = o,
+             .tty = isatty(1) != 0,
+             .best_val_loss = 1e300,
+             .best_val_acc = -1,
+             .last_val_acc = -1,
+             .round = 1};
+    finetune_catch_sigint();
     rc = prepare(&s, o, &r, argc, argv);
     int rounds = o->prune ? o->prune_rounds : 1;
-    for (int k = 1; !rc && !interrupted && k <= rounds; k++) {
+    for (int k = 1; !rc && !finetune_interrupted && k <= rounds; k++) {
         if (k > 1) rc = next_round(&s, o, &r, k);
         if (!rc) rc = fit(&s, o, &r);
-        if (!rc && !interrupted && rounds > 1) round_line(&r, o, k);
+        if (!rc && !finetune_interrupted && rounds > 1) round_line(&r, o, k);
     }
-    if (!rc && interrupted) {
-        printf("\ninterrupted: %s\n", r.checkpoint[0] ? "checkpoint written; continue with --resume"
-                                                      : "no --checkpoint given, nothing saved");
-        rc = 130;
-    } else if (!rc) {
+    if (!rc && finetune_interrupted)
+        rc = interrupted(&s, &r);
+    else if (!rc)
         rc = finish(&s, o, &r);
-    }
     if (s.log) {
         char err[512];
         run_log_status how = rc == 0     ? RUN_LOG_COMPLETED
@@ -392,35 +356,7 @@ int cmd_finetune(int argc, char **argv) {
         if (run_log_close(s.log, how, err, sizeof err) != 0)
             fprintf(stderr, "graft finetune: %s\n", err);
     }
-    session_free(&s);
-    free(o);
-    return rc;
-}
-
-/* `graft export`: the run's options (the same command line or --config as the finetune run)
- * and its --checkpoint: rebuild the head from the checkpoint, attach it, export. */
-int cmd_export(int argc, char **argv) {
-    int rc;
-    finetune_opts *o = parse_options(argc, argv, &rc);
-    if (!o) return rc;
-    session s = {.cmd = "finetune"};
-    run r = {o, NULL, NULL, false, 0, 0, 0, 0, 1e300, -1, -1, "", {0}, {0}};
-    if (!o->checkpoint_dir) {
-        fprintf(stderr, "graft export: --checkpoint DIR is required (the finetune run's)\n");
-        free(o);
-        return 2;
-    }
-    char path[4096];
-    snprintf(path, sizeof path, "%s/trainer.safetensors", o->checkpoint_dir);
-    if (access(path, R_OK) != 0) {
-        fprintf(stderr, "graft export: no checkpoint at %s\n", path);
-        free(o);
-        return 2;
-    }
-    o->resume = 1;
-    o->report_dir = NULL;
-    rc = prepare(&s, o, &r, argc, argv);
-    if (!rc) rc = finish(&s, o, &r);
+    run_record_free(&r.record);
     session_free(&s);
     free(o);
     return rc;

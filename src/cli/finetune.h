@@ -24,7 +24,7 @@ typedef struct finetune_opts {
     int n_strings;
 } finetune_opts;
 
-/* Parse argv (argv[0] is "finetune" or "export", whose help and messages they get; --config
+/* Parse argv (argv[0] is "finetune"; --config
  * FILE, whose lines are `option value` or `option=value`, is read first so the command line
  * wins). Prints one line on stderr and returns 2 for a bad option, 1 for --help (printed), 0
  * when the options are good. */
@@ -36,5 +36,10 @@ void finetune_defaults(finetune_opts *o, const char *cmd);
 int finetune_option(finetune_opts *o, const char *name, const char *value);
 /* Whether option NAME (no dashes) takes a value (1), is a flag (0) or is unknown (-1). */
 int finetune_takes_value(const char *name);
+/* The options of a --config file, as finetune_parse reads it (0, or 2 after the error). */
+int finetune_read_config(finetune_opts *o, const char *path);
+/* finetune's option table (what `graft export` accepts as overrides); *n its length. */
+struct cli_option;
+const struct cli_option *finetune_option_table(int *n);
 
 #endif

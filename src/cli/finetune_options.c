@@ -1,6 +1,6 @@
-/* finetune_options.c: `graft finetune`'s (and `graft export`'s) options: one table gives each
- * option's name, value, default, choices, topic and help; values come from the command line and
- * a --config file; everything is checked before any work starts. */
+/* finetune_options.c: `graft finetune`'s options (`graft export` and `prune --refit` borrow them):
+ * one table gives each option's name, value, default, choices, topic and help; values come from the
+ * command line and a --config file; everything is checked before any work starts. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,8 +90,10 @@ static const cli_option options[] = {
     {"report", "DIR", NULL, NULL, NULL,
      "write metrics.jsonl, TensorBoard events and report.html to DIR"},
     {"checkpoint", "DIR", NULL, NULL, NULL,
-     "write a checkpoint to DIR after every epoch and on Ctrl-C"},
-    {"resume", NULL, NULL, NULL, NULL, "continue from the checkpoint in --checkpoint DIR"},
+     "write DIR/last.safetensors after every epoch and on Ctrl-C, DIR/best.safetensors at the "
+     "best validation loss"},
+    {"resume", NULL, NULL, NULL, NULL,
+     "continue from DIR/last.safetensors (mid-epoch after a Ctrl-C)"},
     {"config", "FILE", NULL, NULL, "general",
      "read options from FILE: one `option value` or `option=value` a line, # comments; the "
      "command line wins"},
@@ -118,32 +120,13 @@ static const cli_command finetune_command = {
         "--out reviews.onnx",
     .writes = "OUT.onnx: backbone + head, the class names and preprocessing in its metadata. "
               "With --report DIR also DIR/metrics.jsonl, DIR/events.out.tfevents.* (TensorBoard) "
-              "and DIR/report.html; with --checkpoint DIR, DIR/trainer.safetensors; with --cache "
+              "and DIR/report.html; with --checkpoint DIR, DIR/last.safetensors and "
+              "DIR/best.safetensors (graft export --checkpoint DIR rebuilds the model from "
+              "them); with --cache "
               "DIR, the backbone's features. On stdout: a progress bar on a terminal, one line "
               "per epoch otherwise, and a summary.",
     .exit_status = "0 on success, 1 when the run fails, 2 for bad usage (checked before any "
                    "work), 130 after Ctrl-C (which finishes the current step and checkpoints).",
-};
-
-static const cli_command export_command = {
-    .name = "export",
-    .usage = "--checkpoint DIR --out OUT.onnx [the finetune run's options]",
-    .about = "Rebuilds the grafted model of a finetune run from its checkpoint, without "
-             "training: give the run's own options (the same command line, or its --config "
-             "FILE) so the backbone is cut (and pruned) as it was, plus --checkpoint DIR (the "
-             "run's, holding DIR/trainer.safetensors), --out OUT.onnx for the export, and "
-             "optionally --fp16-weights. The head is restored from the checkpoint, attached "
-             "and exported with the class names and preprocessing; the options are "
-             "finetune's.",
-    .options = options,
-    .n_options = CLI_COUNT(options),
-    .examples = "graft export --model models/digits_cnn.onnx --data examples/digits/train --val "
-                "examples/digits/val --resize 0 --crop 8 --grayscale --checkpoint run/ckpt --out "
-                "digits.onnx\n"
-                "graft export --config run.conf --checkpoint=run/ckpt --out digits.onnx",
-    .writes = "OUT.onnx; on stdout, the summary of the restored head on the validation data.",
-    .exit_status = "0 on success, 1 when the model cannot be rebuilt, 2 for bad usage (a "
-                   "missing --checkpoint among them).",
 };
 
 /* The name in messages, "graft finetune: ..." (export and prune borrow these options; a config
@@ -455,6 +438,16 @@ int finetune_option(finetune_opts *o, const char *name, const char *value) {
     return apply(o, name, value);
 }
 
+int finetune_read_config(finetune_opts *o, const char *path) {
+    o->config = path;
+    return read_config(o, path);
+}
+
+const cli_option *finetune_option_table(int *n) {
+    *n = CLI_COUNT(options);
+    return options;
+}
+
 enum { CHECK_ARGS, APPLY_CONFIGS, APPLY_OTHERS };
 
 /* One pass over argv: check every argument (printing --help), read the --config files, or
@@ -481,7 +474,7 @@ static int args_pass(finetune_opts *o, const cli_command *c, int argc, char **ar
 }
 
 int finetune_parse(finetune_opts *o, int argc, char **argv) {
-    const cli_command *c = !strcmp(argv[0], "export") ? &export_command : &finetune_command;
+    const cli_command *c = &finetune_command;
     tool = c->name;
     defaults(o);
     int rc = args_pass(o, c, argc, argv, CHECK_ARGS);         /* help and syntax before any file */

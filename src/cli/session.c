@@ -5,6 +5,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+void session_make_dirs(const char *path, bool whole) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    if (!whole) {
+        char *slash = strrchr(buf, '/');
+        if (!slash) return;
+        *slash = 0;
+    }
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            mkdir(buf, 0777);
+            *p = '/';
+        }
+    mkdir(buf, 0777);
+}
 
 void session_free(session *s) {
     graft_trainer_free(s->trainer);
@@ -53,10 +71,64 @@ int session_open_data(session *s, finetune_opts *o) {
     return 0;
 }
 
+int session_check_vocab(session *s, const finetune_opts *o) {
+    int64_t rows = 0;
+    const char *table = NULL;
+    if (!o->vocab || graft_model_embedding_rows(s->model, "input_ids", &rows, &table) != GRAFT_OK)
+        return 0; /* not text, or no embedding table to check against */
+    graft_tokenizer *tok;
+    if (graft_tokenizer_load(s->ctx, o->vocab, o->cased, &tok) != GRAFT_OK)
+        return session_fail(s, o->vocab);
+    int64_t size = graft_tokenizer_vocab_size(tok);
+    graft_tokenizer_free(tok);
+    if (size <= rows) return 0;
+    fprintf(stderr,
+            "graft %s: --vocab %s has %lld tokens, but the model %s has %lld token embeddings "
+            "('%s'): ids from %lld up would not fit; use the model's own vocabulary\n",
+            s->cmd, o->vocab, (long long)size, o->model, (long long)rows, table, (long long)rows);
+    return 2;
+}
+
+int session_class_count(const session *s) {
+    return s->train ? graft_dataset_class_count(s->train) : s->n_classes;
+}
+
+const char *session_class_name(const session *s, int index) {
+    return s->train ? graft_dataset_class_name(s->train, index) : s->class_names[index];
+}
+
+/* The pruning options of round k (1..rounds) of the schedule. */
+static graft_prune_options round_options(const finetune_opts *o, int k) {
+    graft_prune_options po = GRAFT_PRUNE_OPTIONS_INIT;
+    po.method = (graft_prune_method)o->prune_method;
+    po.importance = (graft_importance)o->prune_importance;
+    po.scope = (graft_prune_scope)o->prune_scope;
+    po.sparsity = graft_prune_schedule(o->prune_sparsity, k, o->prune_rounds);
+    return po;
+}
+
+/* Each round prunes to its sparsity, counting what the rounds before removed, so it only
+ * removes more. The head never changes the frozen backbone, so replaying the rounds on a fresh
+ * load gives the backbone the previous round left. */
+int session_prune_through(session *s, const finetune_opts *o, int k, graft_prune_report *report) {
+    for (int j = 1; j <= k; j++) {
+        graft_prune_options po = round_options(o, j);
+        graft_prune_report pr;
+        if (graft_model_prune(s->model, &po, &pr) != GRAFT_OK) return session_fail(s, "pruning");
+        if (j > 1) {
+            pr.params_before = report->params_before, pr.flops_before = report->flops_before;
+            pr.nonzero_before = report->nonzero_before;
+        }
+        *report = pr;
+    }
+    return 0;
+}
+
 int session_make_trainer(session *s, finetune_opts *o) {
-    o->head.n_outputs = graft_dataset_class_count(s->train);
+    o->head.n_outputs = session_class_count(s);
     if (o->head.n_outputs < 2) {
-        fprintf(stderr, "graft %s: %s: need at least 2 classes\n", s->cmd, o->data);
+        fprintf(stderr, "graft %s: %s: need at least 2 classes\n", s->cmd,
+                s->train ? o->data : "the checkpoint");
         return 1;
     }
     if (graft_trainer_create(s->model, &o->head, &o->train, &s->trainer) != GRAFT_OK)
@@ -73,10 +145,10 @@ int session_fit(session *s, const finetune_opts *o) {
 }
 
 int session_export(session *s, const finetune_opts *o) {
-    int n = graft_dataset_class_count(s->train), rc = 0;
+    int n = session_class_count(s), rc = 0;
     const char **names = calloc((size_t)n, sizeof *names);
     if (!names) return 1;
-    for (int c = 0; c < n; c++) names[c] = graft_dataset_class_name(s->train, c);
+    for (int c = 0; c < n; c++) names[c] = session_class_name(s, c);
     graft_export_options ex = GRAFT_EXPORT_OPTIONS_INIT;
     ex.class_names = names, ex.n_class_names = n, ex.fp16_weights = o->fp16_weights;
     if (!o->vocab && graft_image_options_to_model(s->model, &o->image) != GRAFT_OK)

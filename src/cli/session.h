@@ -21,16 +21,30 @@ typedef struct session {
     bool val_shares_train; /* a split: both views report the same skipped files */
     char cache[4096];      /* the feature cache file: the trainer keeps a pointer to it */
     image_prep prep;       /* images: the preprocessing and where each value came from */
+    /* The classes when there is no training data (an export from a checkpoint's record). */
+    const char *const *class_names;
+    int n_classes;
 } session;
 
 void session_free(session *s);
+/* mkdir -p of path's folder part (its whole path when `whole`). */
+void session_make_dirs(const char *path, bool whole);
 /* Print "graft CMD: WHAT: <the context's last error>"; returns 1. */
 int session_fail(session *s, const char *what);
 /* The training and validation data sets (--data, then --val, --val-split or none): images
  * preprocessed as image_prep_resolve says (the options, the model's metadata, its input shape,
  * ImageNet's defaults; printed as a block), or text with --vocab. */
 int session_open_data(session *s, finetune_opts *o);
-/* The trainer for the (cut) model: a head with one output per class of the training data. */
+/* A text run's vocabulary against the model: token ids must be below the row count of the
+ * word embeddings that input_ids indexes. 0, or 2 after an error naming both sizes and files. */
+int session_check_vocab(session *s, const finetune_opts *o);
+/* The classes: the training data's, else class_names. */
+int session_class_count(const session *s);
+const char *session_class_name(const session *s, int index);
+/* Prune the freshly loaded (uncut) model through rounds 1..k of o's schedule (see session.c);
+ * *report: dense before, round k after. */
+int session_prune_through(session *s, const finetune_opts *o, int k, graft_prune_report *report);
+/* The trainer for the (cut) model: a head with one output per class. */
 int session_make_trainer(session *s, finetune_opts *o);
 /* Fit the head on the current backbone (the validation data when there is some). */
 int session_fit(session *s, const finetune_opts *o);

@@ -41,3 +41,7 @@ void graft_tokenizer_free(graft_tokenizer *tok) {
     wordpiece_free(tok->wp);
     free(tok);
 }
+
+int64_t graft_tokenizer_vocab_size(const graft_tokenizer *tok) {
+    return tok ? wordpiece_vocab_size(tok->wp) : 0;
+}

@@ -179,3 +179,43 @@ graft_status graft_model_set_metadata(graft_model *m, const char *key, const cha
     g->n_metadata++;
     return GRAFT_OK;
 }
+
+/* Whether value v is the graph input `input`, directly or through shape-only or type-only ops. */
+static bool reads_input(const ir_graph *g, int v, int input) {
+    static const char *const pass_through[] = {"Cast", "Reshape", "Unsqueeze", "Squeeze",
+                                               "Flatten"};
+    for (int depth = 0; depth < 8 && v >= 0; depth++) {
+        if (v == input) return true;
+        int p = g->values[v].producer;
+        if (p < 0 || g->nodes[p].n_in < 1) return false;
+        bool through = false;
+        for (size_t k = 0; k < sizeof pass_through / sizeof *pass_through; k++)
+            through |= strcmp(g->nodes[p].op_type, pass_through[k]) == 0;
+        if (!through) return false;
+        v = g->nodes[p].inputs[0];
+    }
+    return false;
+}
+
+graft_status graft_model_embedding_rows(const graft_model *m, const char *input, int64_t *rows,
+                                        const char **table_name) {
+    if (!m || !input || !rows) return GRAFT_E_INVALID_ARGUMENT;
+    graft_err *e = &m->ctx->err;
+    err_clear(e);
+    const ir_graph *g = &m->g;
+    int in = ir_find_value(g, input);
+    if (in < 0 || !g->values[in].is_graph_input)
+        return err_set(e, GRAFT_E_NOT_FOUND, "the model has no input '%s'", input);
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (n->dead || strcmp(n->op_type, "Gather") != 0 || n->n_in < 2 || n->inputs[0] < 0 ||
+            attr_i(n, "axis", 0) != 0)
+            continue;
+        const ir_value *table = &g->values[n->inputs[0]];
+        if (!table->is_const || table->ndim != 2 || !reads_input(g, n->inputs[1], in)) continue;
+        *rows = table->dims[0];
+        if (table_name) *table_name = table->name;
+        return GRAFT_OK;
+    }
+    return err_set(e, GRAFT_E_NOT_FOUND, "no embedding table is indexed by input '%s'", input);
+}

@@ -1,6 +1,7 @@
 /* checkpoint.c: graft_trainer_save / graft_trainer_load: the whole training state in one
  * safetensors file (tensors for weights and optimizer state, metadata for the scalars, floats
- * written in hexadecimal so a resumed run is bit-for-bit the same). */
+ * written in hexadecimal so a resumed run is bit-for-bit the same), with the application's own
+ * metadata beside it (graft_checkpoint_metadata reads it back). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,29 +44,74 @@ static void head_signature(const graft_trainer *t, char *buf, size_t size) {
     if (used < (int)size) snprintf(buf + used, size - (size_t)used, "/opt%d", t->options.optimizer);
 }
 
+/* An application key must not repeat one of the trainer's or another application key: the file
+ * would not read back (safetensors rejects duplicate metadata keys). */
+static graft_status check_app_keys(const meta *m, const char *const *keys,
+                                   const char *const *values, int n, graft_err *e) {
+    for (int i = 0; i < n; i++) {
+        if (!keys[i] || !values[i])
+            return err_set(e, GRAFT_E_INVALID_ARGUMENT, "checkpoint metadata entry %d is NULL", i);
+        for (int j = 0; j < m->n; j++)
+            if (!strcmp(keys[i], m->keys[j]))
+                return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                               "checkpoint metadata key '%s' is the trainer's own", keys[i]);
+        for (int j = 0; j < i; j++)
+            if (!strcmp(keys[i], keys[j]))
+                return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                               "checkpoint metadata key '%s' is given twice", keys[i]);
+    }
+    return GRAFT_OK;
+}
+
+/* The trainer's metadata followed by the application's, written with the tensors. */
+static graft_status write_file(const char *path, const st_tensor_in *ts, int n_tensors,
+                               const meta *m, const char *const *keys, const char *const *values,
+                               int n, graft_err *e) {
+    const char **all_keys = malloc(sizeof(char *) * (size_t)(m->n + n));
+    const char **all_values = malloc(sizeof(char *) * (size_t)(m->n + n));
+    graft_status st =
+        all_keys && all_values ? GRAFT_OK : err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    if (st == GRAFT_OK) {
+        memcpy(all_keys, m->keys, sizeof(char *) * (size_t)m->n);
+        memcpy(all_values, m->values, sizeof(char *) * (size_t)m->n);
+        if (n > 0) memcpy(all_keys + m->n, keys, sizeof(char *) * (size_t)n);
+        if (n > 0) memcpy(all_values + m->n, values, sizeof(char *) * (size_t)n);
+        st = safetensors_write(path, ts, n_tensors, all_keys, all_values, m->n + n, e);
+    }
+    free(all_keys), free(all_values);
+    return st;
+}
+
 graft_status graft_trainer_save(const graft_trainer *ct, const char *path) {
-    if (!ct || !path) return GRAFT_E_INVALID_ARGUMENT;
+    return graft_trainer_save_meta(ct, path, NULL, NULL, 0);
+}
+
+graft_status graft_trainer_save_meta(const graft_trainer *ct, const char *path,
+                                     const char *const *keys, const char *const *values, int n) {
+    if (!ct || !path || n < 0 || (n > 0 && (!keys || !values))) return GRAFT_E_INVALID_ARGUMENT;
     graft_trainer *t = (graft_trainer *)ct; /* optim_state_get needs a mutable optimizer */
     graft_err *e = &t->model->ctx->err;
     err_clear(e);
     if (!t->head_ready)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT, "nothing to save: the head has no weights yet");
     st_tensor_in ts[MAX_TENSORS + 2 * HEAD_MAX_LAYERS * 3];
-    int n = 0;
+    int n_tensors = 0;
     for (int i = 0; i < t->n_params; i++) {
-        ts[n++] = (st_tensor_in){t->params[i].name, GRAFT_DTYPE_F32, 1, &t->params[i].numel,
-                                 t->params[i].data};
+        ts[n_tensors++] = (st_tensor_in){t->params[i].name, GRAFT_DTYPE_F32, 1, &t->params[i].numel,
+                                         t->params[i].data};
     }
     optim_state_buf bufs[2 * HEAD_MAX_LAYERS * 3];
     int n_state = optim_state_count(t->opt);
     for (int i = 0; i < n_state && i < 2 * HEAD_MAX_LAYERS * 3; i++) {
         TRY(optim_state_get(&bufs[i], t->opt, i, e));
-        ts[n++] = (st_tensor_in){bufs[i].name, GRAFT_DTYPE_F32, 1, &bufs[i].numel, bufs[i].data};
+        ts[n_tensors++] =
+            (st_tensor_in){bufs[i].name, GRAFT_DTYPE_F32, 1, &bufs[i].numel, bufs[i].data};
     }
     int64_t total = 0;
     for (int i = 0; i < t->n_params; i++) total += t->params[i].numel;
     if (t->best)
-        ts[n++] = (st_tensor_in){"trainer.best_weights", GRAFT_DTYPE_F32, 1, &total, t->best};
+        ts[n_tensors++] =
+            (st_tensor_in){"trainer.best_weights", GRAFT_DTYPE_F32, 1, &total, t->best};
     meta m = {.n = 0};
     char sig[256];
     head_signature(t, sig, sizeof sig);
@@ -87,7 +133,12 @@ graft_status graft_trainer_save(const graft_trainer *ct, const char *path) {
     put(&m, "plateau_last_epoch", "%d", 0, t->plat.last_epoch);
     put(&m, "early_stop_best", "%a", t->best_metric, 0);
     put(&m, "early_stop_bad_epochs", "%d", 0, t->bad_epochs);
-    graft_status st = safetensors_write(path, ts, n, m.keys, m.values, m.n, e);
+    put_u64(&m, "epoch_rng_data_order", t->epoch_rng);
+    put(&m, "epoch_samples", "%d", 0, t->epoch_at);
+    put(&m, "epoch_loss_sum", "%a", t->epoch_loss, 0);
+    put(&m, "epoch_correct", "%d", 0, t->epoch_correct);
+    TRY(check_app_keys(&m, keys, values, n, e));
+    graft_status st = write_file(path, ts, n_tensors, &m, keys, values, n, e);
     if (st != GRAFT_OK) err_prefix(e, "saving the checkpoint");
     return st;
 }
@@ -150,6 +201,19 @@ static graft_status load_scalars(graft_trainer *t, const safetensors_file *f, gr
     TRY(get_num(f, "early_stop_best", &t->best_metric, NULL, e));
     TRY(get_num(f, "early_stop_bad_epochs", NULL, &i, e));
     t->bad_epochs = (int)i;
+    /* Where in its epoch the checkpoint was taken; older checkpoints were at an epoch's end. */
+    const char *er = safetensors_meta(f, "epoch_rng_data_order");
+    t->epoch_rng = er ? strtoull(er, NULL, 10) : t->rng;
+    t->epoch_at = 0, t->epoch_loss = 0.0, t->epoch_correct = 0;
+    if (er) {
+        TRY(get_num(f, "epoch_samples", NULL, &i, e));
+        t->epoch_at = i;
+        TRY(get_num(f, "epoch_loss_sum", &t->epoch_loss, NULL, e));
+        TRY(get_num(f, "epoch_correct", NULL, &i, e));
+        t->epoch_correct = i;
+    }
+    if (t->epoch_at < 0)
+        return err_set(e, GRAFT_E_MALFORMED_MODEL, "the checkpoint's epoch_samples is negative");
     return GRAFT_OK;
 }
 
@@ -198,4 +262,25 @@ graft_status graft_trainer_load(graft_trainer *t, const char *path) {
     }
     if (st != GRAFT_OK) err_prefix(e, "loading checkpoint '%s'", path);
     return st;
+}
+
+graft_status graft_checkpoint_metadata(graft_ctx *ctx, const char *path,
+                                       int (*each)(const char *key, const char *value, void *user),
+                                       void *user) {
+    if (!ctx) return GRAFT_E_INVALID_ARGUMENT;
+    graft_err *e = &ctx->err;
+    err_clear(e);
+    if (!path || !each) return err_set(e, GRAFT_E_INVALID_ARGUMENT, "no path or callback given");
+    safetensors_file *f;
+    graft_status st = safetensors_open(&f, path, e);
+    if (st != GRAFT_OK) {
+        err_prefix(e, "reading checkpoint '%s'", path);
+        return st;
+    }
+    for (int i = 0; i < safetensors_meta_count(f); i++) {
+        const char *value, *key = safetensors_meta_at(f, i, &value);
+        if (each(key, value, user)) break;
+    }
+    safetensors_free(f);
+    return GRAFT_OK;
 }

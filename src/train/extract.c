@@ -133,17 +133,32 @@ static graft_status batch_features(graft_trainer *t, feature_cache *fc, graft_na
     return GRAFT_OK;
 }
 
+/* The extract callback's report of one source's progress (validation < 0: none); true when it
+ * asks to stop. */
+static bool report_progress(graft_trainer *t, int validation, int64_t done, int64_t total,
+                            int64_t backbone_before, double t0) {
+    if (validation < 0 || !t->options.extract_callback) return false;
+    graft_extract_report r = {validation, done, total, t->backbone_samples - backbone_before,
+                              seconds() - t0};
+    return t->options.extract_callback(&r, t->options.callback_user) != 0;
+}
+
 /* Every batch of the source: labels copied out, features from the cache or the backbone;
- * skipped samples leave no row. *rows receives the samples delivered. */
+ * skipped samples leave no row. *rows receives the samples delivered. Progress goes to the
+ * extract callback (validation >= 0), which may stop the reading (t->extract_stopped). */
 static graft_status read_all(graft_trainer *t, const graft_batch_source *src, feature_cache *fc,
-                             float **feats, char *labels, int64_t *rows, graft_err *e) {
+                             int validation, float **feats, char *labels, int64_t *rows,
+                             graft_err *e) {
     graft_named_tensor in[32];
     size_t ls = trainer_label_size(t);
     int64_t n = src->n_samples, b = t->options.batch_size, row = 0;
     int64_t *idx = malloc(sizeof(int64_t) * (size_t)b);
     unsigned char *kept = malloc((size_t)b);
     graft_status st = idx && kept ? GRAFT_OK : err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
-    for (int64_t at = 0; at < n && st == GRAFT_OK; at += b) {
+    int64_t backbone0 = t->backbone_samples;
+    double t0 = seconds();
+    t->extract_stopped = report_progress(t, validation, 0, n, backbone0, t0);
+    for (int64_t at = 0; at < n && st == GRAFT_OK && !t->extract_stopped; at += b) {
         int64_t m = n - at < b ? n - at : b, got = 0;
         graft_tensor y = {0};
         memset(in, 0, sizeof in);
@@ -151,12 +166,15 @@ static graft_status read_all(graft_trainer *t, const graft_batch_source *src, fe
         st = src->read(src->user, at, m, in, &y, kept);
         for (int64_t i = 0; i < m; i++)
             if (kept[i]) idx[got++] = at + i;
-        if (st == GRAFT_OK && got == 0) continue;
-        if (st == GRAFT_OK) st = check_batch(t, src, in, &y, got, e);
+        if (st == GRAFT_OK && got > 0) st = check_batch(t, src, in, &y, got, e);
         if (st != GRAFT_OK) break;
-        memcpy(labels + (size_t)row * ls, y.data, ls * (size_t)got);
-        st = batch_features(t, fc, in, src->n_inputs, idx, got, row, n, feats, e);
-        row += got;
+        if (got > 0) {
+            memcpy(labels + (size_t)row * ls, y.data, ls * (size_t)got);
+            st = batch_features(t, fc, in, src->n_inputs, idx, got, row, n, feats, e);
+            row += got;
+        }
+        if (st == GRAFT_OK)
+            t->extract_stopped = report_progress(t, validation, at + m, n, backbone0, t0);
     }
     free(idx), free(kept);
     *rows = row;
@@ -166,6 +184,13 @@ static graft_status read_all(graft_trainer *t, const graft_batch_source *src, fe
 graft_status trainer_extract(graft_trainer *t, const graft_batch_source *src,
                              const char *cache_path, float **features, void **labels,
                              int64_t *n_rows, graft_err *e) {
+    return trainer_extract_reported(t, src, cache_path, -1, features, labels, n_rows, e);
+}
+
+graft_status trainer_extract_reported(graft_trainer *t, const graft_batch_source *src,
+                                      const char *cache_path, int validation, float **features,
+                                      void **labels, int64_t *n_rows, graft_err *e) {
+    t->extract_stopped = false;
     if (!src->read || src->n_samples < 1 || src->n_inputs < 1 || src->n_inputs > 32)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                        "a data source needs a read function, samples and 1 to 32 inputs");
@@ -182,13 +207,14 @@ graft_status trainer_extract(graft_trainer *t, const graft_batch_source *src,
         st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory for %lld samples' features",
                      (long long)n);
     int64_t rows = 0;
-    if (st == GRAFT_OK) st = read_all(t, src, fc, &feats, y, &rows, e);
-    if (st == GRAFT_OK && rows == 0)
+    if (st == GRAFT_OK) st = read_all(t, src, fc, validation, &feats, y, &rows, e);
+    if (st == GRAFT_OK && rows == 0 && !t->extract_stopped)
         st = err_set(e, GRAFT_E_INVALID_ARGUMENT, "the data source delivered no samples");
     graft_status st2 = fc ? feature_cache_close(fc, st == GRAFT_OK ? e : NULL) : GRAFT_OK;
     if (st == GRAFT_OK) st = st2;
-    if (st != GRAFT_OK) {
+    if (st != GRAFT_OK || t->extract_stopped) {
         free(feats), free(y);
+        *features = NULL, *labels = NULL, *n_rows = 0;
         return st;
     }
     *features = feats;

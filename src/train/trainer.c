@@ -211,20 +211,36 @@ int trainer_report(graft_trainer *t, int epoch_end, double loss, double acc, dou
                             t->options.precision == GRAFT_PRECISION_FP16 ? t->scaler.scale : 1.0,
                             t->backbone_seconds,
                             t->head_seconds,
-                            t->backbone_samples};
+                            t->backbone_samples,
+                            t->epoch_at};
     return t->options.callback(&r, t->options.callback_user);
+}
+
+bool trainer_should_stop(graft_trainer *t, int callback_result) {
+    if (callback_result) t->stop_requested = true;
+    return t->stop_requested && t->micro % t->options.accumulate == 0;
+}
+
+/* The epoch's data order: a fresh epoch draws it from the RNG (remembering the state before,
+ * for checkpoints); a resumed mid-epoch one redraws it from that remembered state, which also
+ * leaves the RNG where the uninterrupted epoch left it. */
+void trainer_epoch_order(graft_trainer *t, int64_t *order, int64_t n) {
+    if (t->epoch_at == 0)
+        t->epoch_rng = t->rng, t->epoch_loss = 0.0, t->epoch_correct = 0;
+    else
+        t->rng = t->epoch_rng;
+    for (int64_t i = 0; i < n; i++) order[i] = i;
+    rng_shuffle(&t->rng, order, n);
 }
 
 /* One epoch; *stop set when the callback asks. */
 static graft_status run_epoch(graft_trainer *t, epoch_state *s, const float *x, const void *y,
                               int64_t n, double *mean_loss, double *acc, bool *stop, graft_err *e) {
     size_t ls = trainer_label_size(t);
-    int64_t b = t->options.batch_size, correct_total = 0;
-    double loss_total = 0.0;
+    int64_t b = t->options.batch_size;
     /* Each epoch's order depends on the RNG state alone, so a resumed run draws the same. */
-    for (int64_t i = 0; i < n; i++) s->order[i] = i;
-    rng_shuffle(&t->rng, s->order, n);
-    for (int64_t at = 0; at < n && !*stop; at += b) {
+    trainer_epoch_order(t, s->order, n);
+    for (int64_t at = t->epoch_at; at < n && !*stop; at += b) {
         int64_t m = n - at < b ? n - at : b;
         for (int64_t i = 0; i < m; i++) {
             int64_t k = s->order[at + i];
@@ -234,12 +250,15 @@ static graft_status run_epoch(graft_trainer *t, epoch_state *s, const float *x, 
         double loss;
         int64_t correct;
         TRY(trainer_step(t, s->xb, s->yb, m, trainer_current_lr(t), &loss, &correct, e));
-        loss_total += loss * (double)m;
-        correct_total += correct;
-        *stop = trainer_report(t, 0, loss, (double)correct / (double)m, -1.0, -1.0) != 0;
+        t->epoch_loss += loss * (double)m;
+        t->epoch_correct += correct;
+        t->epoch_at = at + m;
+        *stop = trainer_should_stop(
+            t, trainer_report(t, 0, loss, (double)correct / (double)m, -1.0, -1.0));
     }
-    *mean_loss = loss_total / (double)n;
-    *acc = t->options.loss == GRAFT_LOSS_CROSS_ENTROPY ? (double)correct_total / (double)n : -1.0;
+    *mean_loss = t->epoch_loss / (double)n;
+    *acc =
+        t->options.loss == GRAFT_LOSS_CROSS_ENTROPY ? (double)t->epoch_correct / (double)n : -1.0;
     return GRAFT_OK;
 }
 
@@ -262,7 +281,8 @@ graft_status trainer_end_epoch(graft_trainer *t, double loss, double acc, const 
         }
     }
     t->epoch++;
-    if (trainer_report(t, 1, loss, acc, vloss, vacc)) *stop = true;
+    t->epoch_at = 0, t->epoch_loss = 0.0, t->epoch_correct = 0;
+    if (trainer_report(t, 1, loss, acc, vloss, vacc) || t->stop_requested) *stop = true;
     return GRAFT_OK;
 }
 
@@ -270,6 +290,11 @@ graft_status trainer_run(graft_trainer *t, const float *x, const void *y, int64_
                          const float *vx, const void *vy, int64_t vn, graft_err *e) {
     TRY(setup_schedule(t, n, e));
     t->gpu.used = false;
+    t->stop_requested = false;
+    if (t->epoch_at > n)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "the checkpoint stopped at sample %lld of an epoch of %lld: other data?",
+                       (long long)t->epoch_at, (long long)n);
 #if GRAFT_HAVE_CUDA
     bool on_gpu = false;
     graft_status gst = trainer_run_gpu(t, x, y, n, vx, vy, vn, &on_gpu, e);

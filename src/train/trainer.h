@@ -37,6 +37,14 @@ struct graft_trainer {
     sched_config sched;
     int64_t step, micro, epoch;
     uint64_t rng; /* data order */
+    /* Where the current epoch stands, so a checkpoint taken mid-epoch continues there: the
+     * data-order RNG before this epoch's shuffle, the samples done, their summed loss and
+     * correct count. epoch_at is 0 between epochs. */
+    uint64_t epoch_rng;
+    int64_t epoch_at, epoch_correct;
+    double epoch_loss;
+    bool stop_requested;  /* the callback asked to stop: at the next optimizer step's end */
+    bool extract_stopped; /* the extract callback stopped the backbone phase */
     int64_t backbone_samples;
     double backbone_seconds, head_seconds;
     int64_t skipped_steps; /* fp16 steps skipped for inf/NaN gradients */
@@ -92,6 +100,16 @@ graft_status tensor_source_init(tensor_source *s, const graft_named_tensor *in, 
 graft_status trainer_extract(graft_trainer *t, const graft_batch_source *src,
                              const char *cache_path, float **features, void **labels,
                              int64_t *n_rows, graft_err *e);
+/* trainer_extract reporting to the options' extract callback (validation: which source); when
+ * the callback stops it, t->extract_stopped is set and the result is GRAFT_OK with nothing. */
+graft_status trainer_extract_reported(graft_trainer *t, const graft_batch_source *src,
+                                      const char *cache_path, int validation, float **features,
+                                      void **labels, int64_t *n_rows, graft_err *e);
+/* Whether a step's callback result stops training now: a request waits for the accumulated
+ * micro-batches to be applied. */
+bool trainer_should_stop(graft_trainer *t, int callback_result);
+/* The current epoch's data order into order (n): see trainer.c. */
+void trainer_epoch_order(graft_trainer *t, int64_t *order, int64_t n);
 
 /* The byte size of one label. */
 size_t trainer_label_size(const graft_trainer *t);

@@ -128,12 +128,12 @@ graft_status graft_trainer_fit_source(graft_trainer *t, const graft_batch_source
     float *x = NULL, *vx = NULL;
     void *y = NULL, *vy = NULL;
     int64_t n = 0, vn = 0;
-    graft_status st = trainer_extract(t, train, cache, &x, &y, &n, e);
-    if (st == GRAFT_OK && val)
-        st = trainer_extract(t, val, cache ? val_cache : NULL, &vx, &vy, &vn, e);
-    if (st == GRAFT_OK && t->options.ridge_warm_start && t->step == 0)
-        st = ridge_warm_start(t, x, y, n, e);
-    if (st == GRAFT_OK) st = trainer_run(t, x, y, n, vx, vy, vn, e);
+    graft_status st = trainer_extract_reported(t, train, cache, 0, &x, &y, &n, e);
+    if (st == GRAFT_OK && val && !t->extract_stopped)
+        st = trainer_extract_reported(t, val, cache ? val_cache : NULL, 1, &vx, &vy, &vn, e);
+    bool go = st == GRAFT_OK && !t->extract_stopped; /* a stopped backbone phase trains nothing */
+    if (go && t->options.ridge_warm_start && t->step == 0) st = ridge_warm_start(t, x, y, n, e);
+    if (go && st == GRAFT_OK) st = trainer_run(t, x, y, n, vx, vy, vn, e);
     free(x), free(y), free(vx), free(vy);
     return st;
 }

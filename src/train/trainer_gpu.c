@@ -69,7 +69,8 @@ static graft_status report_step(graft_trainer *t, cuda_head *ch, int64_t m, bool
     TRY(cuda_head_read(ch, &s, e));
     TRY(absorb(t, &s, e));
     loss_scaler before = t->scaler;
-    *stop = trainer_report(t, 0, s.step_loss, (double)s.step_correct / (double)m, -1.0, -1.0) != 0;
+    *stop = trainer_should_stop(
+        t, trainer_report(t, 0, s.step_loss, (double)s.step_correct / (double)m, -1.0, -1.0));
     if (t->scaler.scale != before.scale || t->scaler.growth_tracker != before.growth_tracker)
         TRY(cuda_head_set_scaler(ch, &t->scaler, e));
     return GRAFT_OK;
@@ -79,11 +80,13 @@ static graft_status report_step(graft_trainer *t, cuda_head *ch, int64_t m, bool
 static graft_status gpu_epoch(graft_trainer *t, cuda_head *ch, int64_t *order, int64_t n,
                               double *mean_loss, double *acc, bool *stop, graft_err *e) {
     int64_t b = t->options.batch_size;
-    for (int64_t i = 0; i < n; i++) order[i] = i;
-    rng_shuffle(&t->rng, order, n);
+    trainer_epoch_order(t, order, n);
+    /* a resumed epoch's first part, trained before the checkpoint (0 for a fresh epoch) */
+    double loss_before = t->epoch_loss;
+    int64_t correct_before = t->epoch_correct;
     double t0 = now_seconds();
     TRY(cuda_head_epoch_begin(ch, order, e));
-    for (int64_t at = 0; at < n && !*stop; at += b) {
+    for (int64_t at = t->epoch_at; at < n && !*stop; at += b) {
         int64_t m = n - at < b ? n - at : b;
         /* one draw per micro-batch seeds the GPU's masks (the CPU draws one per element) */
         uint64_t seed = t->h.dropout > 0.0f ? rng_next(&t->h.rng) : 0;
@@ -95,14 +98,18 @@ static graft_status gpu_epoch(graft_trainer *t, cuda_head *ch, int64_t *order, i
         }
         TRY(cuda_head_step(ch, at, m, seed, up, e));
         if (up) t->step++;
+        t->epoch_at = at + m;
         if (t->options.callback) TRY(report_step(t, ch, m, stop, e));
     }
     cuda_head_stats s;
     TRY(cuda_head_read(ch, &s, e));
     TRY(absorb(t, &s, e));
     t->head_seconds += now_seconds() - t0;
-    *mean_loss = s.epoch_loss / (double)n;
-    *acc = t->options.loss == GRAFT_LOSS_CROSS_ENTROPY ? (double)s.epoch_correct / (double)n : -1.0;
+    t->epoch_loss = loss_before + s.epoch_loss;
+    t->epoch_correct = correct_before + s.epoch_correct;
+    *mean_loss = t->epoch_loss / (double)n;
+    *acc =
+        t->options.loss == GRAFT_LOSS_CROSS_ENTROPY ? (double)t->epoch_correct / (double)n : -1.0;
     return GRAFT_OK;
 }
 
