@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text_model.h"
+
 void session_free(session *s) {
     graft_trainer_free(s->trainer);
     graft_dataset_free(s->val);
@@ -82,6 +84,7 @@ int session_export(session *s, const finetune_opts *o) {
     ex.class_names = names, ex.n_class_names = n, ex.fp16_weights = o->fp16_weights;
     if (!o->vocab && graft_image_options_to_model(s->model, &o->image) != GRAFT_OK)
         rc = session_fail(s, "recording the preprocessing");
+    if (!rc && o->vocab) rc = text_model_record(s->cmd, s->ctx, s->model, o);
     if (!rc && graft_model_export(s->model, o->out, &ex) != GRAFT_OK)
         rc = session_fail(s, "exporting");
     free(names);
