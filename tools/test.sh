@@ -136,6 +136,7 @@ if setup_build build/release --buildtype=release; then
     run_suite transforms $R/tests/test_transforms tests/data/transforms/fixtures.bin
     run_suite cli tests/test_cli.sh $R/graft "$GEN"
     run_suite cli_finetune tests/test_cli_finetune.sh $R/graft "$GEN"
+    run_suite cli_text tests/test_cli_text.sh $R/graft "$GEN"
     run_suite prune_heads $R/tests/test_prune_heads "$GEN" build/test-logs
     run_suite cli_prune tests/test_cli_prune.sh $R/graft "$GEN"
     run_suite cli_tools tests/test_cli_tools.sh $R/graft "$GEN"
@@ -203,6 +204,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     done
     run_suite asan_cli tests/test_cli.sh $A/graft "$GEN"
     run_suite asan_cli_finetune tests/test_cli_finetune.sh $A/graft "$GEN"
+    run_suite asan_cli_text tests/test_cli_text.sh $A/graft "$GEN"
     run_suite asan_cli_tools tests/test_cli_tools.sh $A/graft "$GEN"
     run_suite asan_cli_help tests/test_cli_help.sh $A/graft
     rm -rf build/test-logs/runlog-asan

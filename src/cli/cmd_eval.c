@@ -40,7 +40,7 @@ static const cli_option eval_options[] = {
     {"data", "DIR", NULL, NULL, NULL,
      "the labelled folder, or for a text model a .csv/.tsv file with text and label columns "
      "(required)"},
-    {"batch", "N", "32", NULL, NULL, "images per model run"},
+    {"batch", "N", "32", NULL, NULL, "images or texts per model run"},
     {"threads", "N", "0: all cores", NULL, NULL, "decoding and compute threads"},
     {"json", NULL, NULL, NULL, NULL,
      "one JSON object instead of tables: samples, correct, accuracy, top5_accuracy (null under "
@@ -48,10 +48,11 @@ static const cli_option eval_options[] = {
      "f1}, confusion (rows: true class, columns: predicted), skipped [{path, reason}]"},
     {"text-column", "NAME", "text", NULL, "text models", "the texts' column of a .csv/.tsv file"},
     {"label-column", "NAME", "label", NULL, NULL, "the labels' column of a .csv/.tsv file"},
-    {"vocab", "vocab.txt", "the model's", NULL, NULL,
-     "the vocabulary, for a model that carries none (metadata graft.text.vocab)"},
+    {"vocab", "vocab.txt", NULL, NULL, NULL,
+     "the vocabulary, for a model that carries none (default: the model's graft.text.vocab)"},
     {"cased", NULL, NULL, NULL, NULL, "keep case and accents (default: as the model says)"},
-    {"max-len", "N", "the model's", NULL, NULL, "tokens per text, [CLS] and [SEP] included"},
+    {"max-len", "N", NULL, NULL, NULL,
+     "tokens per text, [CLS] and [SEP] included (default: the model's graft.text.max_len)"},
 };
 
 static const cli_command eval_command = {

@@ -55,16 +55,17 @@ static const cli_option predict_options[] = {
      "'file,rank,class,index,probability', then one row per image and rank; jsonl: one JSON "
      "object per image: {\"file\": ..., \"top\": [{\"class\": ..., \"index\": I, "
      "\"probability\": P}]}"},
-    {"batch", "N", "32", NULL, NULL, "images per model run"},
+    {"batch", "N", "32", NULL, NULL, "images or texts per model run"},
     {"threads", "N", "0: all cores", NULL, NULL, "compute threads"},
     {"lines", "FILE|-", NULL, NULL, "text models",
      "classify each line of FILE (- : standard input) as one text"},
     {"text", "STRING", NULL, NULL, NULL, "classify STRING (may be given several times)"},
     {"text-column", "NAME", "text", NULL, NULL, "the column of a .csv/.tsv file's texts"},
-    {"vocab", "vocab.txt", "the model's", NULL, NULL,
-     "the vocabulary, for a model that carries none (metadata graft.text.vocab)"},
+    {"vocab", "vocab.txt", NULL, NULL, NULL,
+     "the vocabulary, for a model that carries none (default: the model's graft.text.vocab)"},
     {"cased", NULL, NULL, NULL, NULL, "keep case and accents (default: as the model says)"},
-    {"max-len", "N", "the model's", NULL, NULL, "tokens per text, [CLS] and [SEP] included"},
+    {"max-len", "N", NULL, NULL, NULL,
+     "tokens per text, [CLS] and [SEP] included (default: the model's graft.text.max_len)"},
 };
 
 static const cli_command predict_command = {
