@@ -101,6 +101,12 @@ answers=$(cut -d, -f2- "$TMP/same.csv" | sed 1d | sort | uniq -c | awk '{print $
 if [ $rc = 0 ] && [ "$names" = "$want" ] && [ "$answers" = 5 ]; then pass text_predict_sources_agree
 else fail text_predict_sources_agree "rc $rc, names '$names', counts '$answers': $(cat "$TMP/same.err")"; fi
 
+# Without arguments, the lines of standard input when it is not a terminal.
+printf '%s\n\n' "$T" | "$GRAFT" predict --model "$TMP/t.onnx" --top-k 1 >"$TMP/pipe.txt" 2>"$TMP/pipe.err"
+rc=$?
+if [ $rc = 1 ] && grep -q '^stdin:1: ' "$TMP/pipe.txt" && grep -q 'skipped stdin:2: empty text' "$TMP/pipe.err"
+then pass text_predict_stdin_implicit; else fail text_predict_stdin_implicit "rc $rc: $(cat "$TMP/pipe.err")"; fi
+
 # eval on a CSV and on a folder: its accuracy is the one predict's top-1 gives.
 {
     echo "label,text"
