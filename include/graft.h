@@ -490,7 +490,7 @@ GRAFT_API const char *graft_text_list_text(const graft_text_list *list, int64_t 
 GRAFT_API int64_t graft_text_list_line(const graft_text_list *list, int64_t index);
 GRAFT_API int64_t graft_text_list_skipped_count(const graft_text_list *list);
 GRAFT_API graft_status graft_text_list_skipped(const graft_text_list *list, int64_t index,
-                                              int64_t *line, const char **reason);
+                                               int64_t *line, const char **reason);
 
 /* A labelled data set: an image folder (DIR/<class>/<image>), a text folder (DIR/<class>/<n>.txt)
  * or a CSV/TSV file with text and label columns. Classes are sorted by name. Files that cannot
