@@ -480,9 +480,13 @@ typedef struct graft_text_options {
     char label_separator; /* several labels in one field (multi-label); 0: one label */
     int regression;       /* the label column holds numbers */
     int pad_to_longest;   /* 1: pad each batch to its longest text, not to max_len */
+    /* The vocabulary's text in memory (vocab_size bytes, copied), used instead of vocab_path
+     * when not NULL, e.g. the one a model carries (see README, "text models"). */
+    const char *vocab_data;
+    size_t vocab_size;
 } graft_text_options;
 #define GRAFT_TEXT_OPTIONS_INIT                                                                    \
-    { NULL, 0, 128, "text", NULL, "label", 0, 0, 0 }
+    { NULL, 0, 128, "text", NULL, "label", 0, 0, 0, NULL, 0 }
 
 /* BERT's WordPiece tokenizer over a vocab.txt, as Hugging Face's BertTokenizer (fast) encodes:
  * "[CLS] a [SEP]" or "[CLS] a [SEP] b [SEP]" (b NULL or "" for single texts), truncated to
@@ -497,6 +501,11 @@ GRAFT_API graft_status graft_tokenizer_encode(graft_ctx *ctx, const graft_tokeni
                                               const char *a, const char *b, int max_len, int pad,
                                               int64_t *ids, int64_t *type_ids, int64_t *mask,
                                               size_t cap, size_t *len);
+/* The same from a vocab.txt's bytes in memory (copied). */
+GRAFT_API graft_status graft_tokenizer_load_memory(graft_ctx *ctx, const char *vocab, size_t size,
+                                                   int cased, graft_tokenizer **out);
+/* The id of a token exactly as the vocabulary writes it ("[CLS]"), or -1. */
+GRAFT_API int64_t graft_tokenizer_token_id(const graft_tokenizer *tok, const char *token);
 GRAFT_API void graft_tokenizer_free(graft_tokenizer *tok);
 /* The vocabulary's size: token ids run from 0 to this minus 1. */
 GRAFT_API int64_t graft_tokenizer_vocab_size(const graft_tokenizer *tok);
@@ -517,6 +526,22 @@ GRAFT_API int64_t graft_file_list_note_count(const graft_file_list *list);
 GRAFT_API graft_status graft_file_list_note(const graft_file_list *list, int64_t index,
                                             const char **path, const char **reason, int *skipped);
 GRAFT_API void graft_file_list_free(graft_file_list *list);
+
+/* Unlabelled texts, e.g. to classify: the text column of a .csv (comma) or .tsv (tab) file, read
+ * as graft_dataset_open_text reads a labelled one (the header names the column; a record that is
+ * not valid UTF-8, holds a NUL byte, has another field count than the header or an empty text is
+ * skipped and listed with its line). A missing file or column is an error naming it. */
+typedef struct graft_text_list graft_text_list;
+GRAFT_API graft_status graft_text_list_open_csv(graft_ctx *ctx, const char *path,
+                                                const char *text_column, graft_text_list **out);
+GRAFT_API void graft_text_list_free(graft_text_list *list);
+GRAFT_API int64_t graft_text_list_count(const graft_text_list *list);
+/* Text `index` (NULL out of range) and the line its record starts on (1-based). */
+GRAFT_API const char *graft_text_list_text(const graft_text_list *list, int64_t index);
+GRAFT_API int64_t graft_text_list_line(const graft_text_list *list, int64_t index);
+GRAFT_API int64_t graft_text_list_skipped_count(const graft_text_list *list);
+GRAFT_API graft_status graft_text_list_skipped(const graft_text_list *list, int64_t index,
+                                               int64_t *line, const char **reason);
 
 /* A labelled data set: an image folder (DIR/<class>/.../<image>: the files graft_image_files
  * lists under each class folder), a text folder (DIR/<class>/<n>.txt) or a CSV/TSV file with

@@ -2,7 +2,7 @@
 # tests/test_readme.sh GRAFT [BUILD]: runs every command example of README.md as written, in order, in a
 # scratch folder that looks like a fresh clone (models/, examples/, tests/data/, tools/), with
 # `graft` meaning GRAFT. An example is an indented line (with its `\` continuations) that starts
-# with `graft `, `python3 tools/`, `cc `, `export ` or `echo ... | graft`; one PASS/FAIL line each
+# with `graft `, `python3 tools/`, `cc `, `export `, `head ` or `echo/cat ... | graft`; one PASS/FAIL line each
 # (SKIP for a line marked `# benchmark`). `sudo meson install` is tests/test_install.sh's.
 set -uo pipefail
 GRAFT=$(realpath "$1")
@@ -32,7 +32,7 @@ extract() {
                   if (cont != "") { cmd = cont " " line } else { cmd = line }
                   if (cmd ~ /\\$/) { cont = substr(cmd, 1, length(cmd) - 1); next }
                   cont = ""
-                  if (cmd ~ /^(graft |python3 tools\/|cc |export |echo .*\| *graft )/) print cmd
+                  if (cmd ~ /^(graft |python3 tools\/|cc |export |head |(echo|cat) .*\| *graft )/) print cmd
                   next }
         { cont = "" }' "$ROOT/README.md"
 }

@@ -1,7 +1,9 @@
 /* test_text_dataset.c: text data sets through the public data API: a CSV with quoted fields and
  * bad rows and a class folder become BERT's three inputs (ids equal to the tokenizer's own
  * encoding, padded to max_len), labels per mode (class, multi-label), bad rows reported, and a
- * validation file with an unknown label has that row skipped. */
+ * validation file with an unknown label has that row skipped; a vocabulary in memory works as its
+ * file does; graft_text_list reads a CSV's texts without labels. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -135,6 +137,91 @@ static void folder_and_multi(graft_ctx *ctx, const char *vocab) {
     graft_dataset_free(ds);
 }
 
+static char *read_all(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    char *buf = f ? malloc(1 << 20) : NULL;
+    *size = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
+    if (buf) buf[*size] = 0;
+    if (f) fclose(f);
+    return buf;
+}
+
+/* The first batch's token ids of basic.csv, with the vocabulary as options say. */
+static int first_ids(graft_ctx *ctx, const graft_text_options *o, int64_t *ids, size_t n) {
+    graft_dataset *ds = NULL;
+    graft_batch_source src;
+    graft_named_tensor in[3];
+    graft_tensor labels;
+    unsigned char kept[4];
+    char path[1024];
+    snprintf(path, sizeof path, "%s/text/basic.csv", data_dir);
+    int ok = graft_dataset_open_text(ctx, path, o, &ds) == GRAFT_OK &&
+             graft_dataset_source(ds, 1, 1, 0, &src) == GRAFT_OK &&
+             src.read(src.user, 0, 4, in, &labels, kept) == GRAFT_OK;
+    if (ok) memcpy(ids, in[0].tensor.data, n * sizeof *ids);
+    graft_dataset_free(ds);
+    return ok;
+}
+
+static void vocab_in_memory(graft_ctx *ctx, const char *vocab) {
+    size_t size;
+    char *text = read_all(vocab, &size);
+    graft_tokenizer *from_file = NULL, *from_memory = NULL;
+    int ok = text && graft_tokenizer_load(ctx, vocab, 0, &from_file) == GRAFT_OK &&
+             graft_tokenizer_load_memory(ctx, text, size, 0, &from_memory) == GRAFT_OK;
+    int64_t a[MAX_LEN], b[MAX_LEN];
+    size_t la = 0, lb = 1;
+    const char *s = "Hello, World! caf\xc3\xa9 unaffable";
+    ok = ok &&
+         graft_tokenizer_encode(ctx, from_file, s, NULL, MAX_LEN, 1, a, NULL, NULL, MAX_LEN, &la) ==
+             GRAFT_OK &&
+         graft_tokenizer_encode(ctx, from_memory, s, NULL, MAX_LEN, 1, b, NULL, NULL, MAX_LEN,
+                                &lb) == GRAFT_OK;
+    CHECK("tokenizer_from_memory",
+          ok && la == lb && !memcmp(a, b, sizeof a) &&
+              graft_tokenizer_vocab_size(from_memory) == graft_tokenizer_vocab_size(from_file) &&
+              graft_tokenizer_token_id(from_memory, "[CLS]") ==
+                  graft_tokenizer_token_id(from_file, "[CLS]") &&
+              graft_tokenizer_token_id(from_memory, "[no such token]") == -1,
+          "%s", graft_last_error(ctx));
+    graft_tokenizer_free(from_file);
+    graft_tokenizer_free(from_memory);
+    graft_text_options o = GRAFT_TEXT_OPTIONS_INIT;
+    o.vocab_path = vocab, o.max_len = MAX_LEN;
+    int64_t want[4 * MAX_LEN], got[4 * MAX_LEN];
+    ok = first_ids(ctx, &o, want, 4 * MAX_LEN);
+    o.vocab_path = NULL, o.vocab_data = text, o.vocab_size = size;
+    ok = ok && first_ids(ctx, &o, got, 4 * MAX_LEN);
+    CHECK("text_dataset_vocab_in_memory", ok && !memcmp(want, got, sizeof want), "%s",
+          graft_last_error(ctx));
+    free(text);
+}
+
+static void unlabelled_csv(graft_ctx *ctx) {
+    graft_text_list *l = NULL;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/text/basic.csv", data_dir);
+    graft_status st = graft_text_list_open_csv(ctx, path, "text", &l);
+    int64_t n = graft_text_list_count(l), line = 0;
+    const char *why = "";
+    if (st == GRAFT_OK) graft_text_list_skipped(l, 0, &line, &why);
+    /* Rows 2..21 less the seven bad ones; row 19 has no label, which a list does not need. */
+    CHECK("text_list_csv",
+          st == GRAFT_OK && n == 11 && !strcmp(graft_text_list_text(l, 0), "plain text") &&
+              graft_text_list_line(l, 0) == 2 && graft_text_list_line(l, 8) == 19 &&
+              !strcmp(graft_text_list_text(l, 8), "no label") &&
+              graft_text_list_line(l, 10) == 21 && graft_text_list_text(l, 11) == NULL &&
+              graft_text_list_skipped_count(l) == 7 && line == 13 && strstr(why, "4 fields"),
+          "status %d, %lld texts, first skip line %lld: %s", st, (long long)n, (long long)line,
+          st == GRAFT_OK ? why : graft_last_error(ctx));
+    graft_text_list_free(l);
+    l = NULL;
+    st = graft_text_list_open_csv(ctx, path, "body", &l);
+    CHECK("text_list_no_column",
+          st == GRAFT_E_NOT_FOUND && !l && strstr(graft_last_error(ctx), "no text column 'body'"),
+          "status %d: %s", st, graft_last_error(ctx));
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) data_dir = argv[1];
     char vocab[1024];
@@ -144,6 +231,8 @@ int main(int argc, char **argv) {
     csv_classes(ctx, vocab);
     folder_and_multi(ctx, vocab);
     longest(ctx, vocab);
+    vocab_in_memory(ctx, vocab);
+    unlabelled_csv(ctx);
     graft_text_options o = GRAFT_TEXT_OPTIONS_INIT;
     graft_dataset *ds = NULL;
     o.vocab_path = "/nonexistent/vocab.txt";

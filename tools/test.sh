@@ -138,6 +138,7 @@ if setup_build build/release --buildtype=release; then
     run_suite cli tests/test_cli.sh $R/graft "$GEN"
     run_suite cli_finetune tests/test_cli_finetune.sh $R/graft "$GEN"
     run_suite cli_checkpoint tests/test_cli_checkpoint.sh $R/graft "$GEN"
+    run_suite cli_text tests/test_cli_text.sh $R/graft "$GEN"
     run_suite prune_heads $R/tests/test_prune_heads "$GEN" build/test-logs
     run_suite cli_prune tests/test_cli_prune.sh $R/graft "$GEN"
     run_suite cli_tools tests/test_cli_tools.sh $R/graft "$GEN"
@@ -214,6 +215,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     run_suite asan_cli tests/test_cli.sh $A/graft "$GEN"
     run_suite asan_cli_finetune tests/test_cli_finetune.sh $A/graft "$GEN"
     run_suite asan_cli_checkpoint tests/test_cli_checkpoint.sh $A/graft "$GEN"
+    run_suite asan_cli_text tests/test_cli_text.sh $A/graft "$GEN"
     run_suite asan_cli_tools tests/test_cli_tools.sh $A/graft "$GEN"
     run_suite asan_cli_help tests/test_cli_help.sh $A/graft
     run_suite asan_cli_images tests/test_cli_images.sh $A/graft "$GEN"

@@ -1,4 +1,5 @@
-/* cmd_eval.c: `graft eval --model M.onnx --data DIR`: accuracy, per-class metrics, confusion. */
+/* cmd_eval.c: `graft eval --model M.onnx --data DIR`: accuracy, per-class metrics, confusion, on
+ * images or (a text model, see text_model.c) texts. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -7,6 +8,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "image_prep.h"
+#include "text_model.h"
 
 #define CMD "eval"
 
@@ -14,6 +16,9 @@ typedef struct {
     const char *model, *data;
     long batch, threads;
     int json;
+    text_overrides text;
+    const char *text_column, *label_column;
+    int text_only; /* an option only a text model takes was given */
 } eval_args;
 
 typedef struct {
@@ -27,17 +32,28 @@ typedef struct {
     int64_t *confusion; /* (n_classes, n_classes): rows true, columns predicted */
     int64_t n, correct, top5;
     double seconds;
+    int is_text;     /* the model takes token ids: the data is text */
+    text_model text; /* its tokenizer and inputs */
 } evaluation;
 
 static const cli_option eval_options[] = {
     {"model", "M.onnx", NULL, NULL, NULL, "the model (required)"},
-    {"data", "DIR", NULL, NULL, NULL, "the labelled folder (required)"},
-    {"batch", "N", "32", NULL, NULL, "images per model run"},
+    {"data", "DIR", NULL, NULL, NULL,
+     "the labelled folder, or for a text model a .csv/.tsv file with text and label columns "
+     "(required)"},
+    {"batch", "N", "32", NULL, NULL, "images or texts per model run"},
     {"threads", "N", "0: all cores", NULL, NULL, "decoding and compute threads"},
     {"json", NULL, NULL, NULL, NULL,
      "one JSON object instead of tables: samples, correct, accuracy, top5_accuracy (null under "
      "5 classes), classes [{name, precision, recall, f1, support}], macro {precision, recall, "
      "f1}, confusion (rows: true class, columns: predicted), skipped [{path, reason}]"},
+    {"text-column", "NAME", "text", NULL, "text models", "the texts' column of a .csv/.tsv file"},
+    {"label-column", "NAME", "label", NULL, NULL, "the labels' column of a .csv/.tsv file"},
+    {"vocab", "vocab.txt", NULL, NULL, NULL,
+     "the vocabulary, for a model that carries none (default: the model's graft.text.vocab)"},
+    {"cased", NULL, NULL, NULL, NULL, "keep case and accents (default: as the model says)"},
+    {"max-len", "N", NULL, NULL, NULL,
+     "tokens per text, [CLS] and [SEP] included (default: the model's graft.text.max_len)"},
 };
 
 static const cli_command eval_command = {
@@ -52,22 +68,45 @@ static const cli_command eval_command = {
              "be the model's (metadata graft.classes; their order may differ); a model without "
              "class names must have as many outputs as the folder has classes, matched by "
              "sorted folder name. Files that cannot be read, or are in image formats graft does "
-             "not decode, are skipped and listed.",
+             "not decode, are skipped and listed.\n\n"
+             "A model whose inputs are token ids (one `graft finetune --vocab` wrote) is measured "
+             "on labelled text instead: a folder DIR/<class>/*.txt or a .csv/.tsv file with text "
+             "and label columns, tokenized as the model's metadata says (graft.text.*; see graft "
+             "predict --help); rows that cannot be read are skipped and listed.",
     .options = eval_options,
     .n_options = CLI_COUNT(eval_options),
     .examples = "graft eval --model digits.onnx --data examples/digits/val\n"
-                "graft eval --model pets.onnx --data=pets/test --json > metrics.json",
+                "graft eval --model pets.onnx --data=pets/test --json > metrics.json\n"
+                "graft eval --model reviews.onnx --data reviews_test.csv",
     .writes = "The tables (or the JSON object) on stdout, the same whether or not it is a "
               "terminal; no files.",
     .exit_status = "0 on success, 1 when the model or data cannot be used, 2 for bad usage.",
 };
 
+/* The options only a text model takes: 1 when name is one, -1 after a bad value, else 0. */
+static int text_option(eval_args *a, const char *name, const char *v) {
+    if (strcmp(name, "vocab") == 0)
+        a->text.vocab = v;
+    else if (strcmp(name, "cased") == 0)
+        a->text.cased = 1;
+    else if (strcmp(name, "text-column") == 0)
+        a->text_column = v;
+    else if (strcmp(name, "label-column") == 0)
+        a->label_column = v;
+    else if (strcmp(name, "max-len") == 0) {
+        if (cli_int(CMD, "--max-len", v, 3, 8192, &a->text.max_len)) return -1;
+    } else
+        return 0;
+    a->text_only = 1;
+    return 1;
+}
+
 static int parse_args(int argc, char **argv, eval_args *a) {
-    *a = (eval_args){NULL, NULL, 32, 0, 0};
+    *a = (eval_args){NULL, NULL, 32, 0, 0, {NULL, 0, 0}, "text", "label", 0};
     const cli_option *o;
     const char *v;
     cli_parser p;
-    int k;
+    int k, bad;
     cli_parser_init(&p, &eval_command, NULL, argc, argv);
     while ((k = cli_next(&p, &o, &v)) > 0) {
         if (k == CLI_POSITIONAL)
@@ -78,7 +117,9 @@ static int parse_args(int argc, char **argv, eval_args *a) {
             a->model = v;
         else if (strcmp(o->name, "data") == 0)
             a->data = v;
-        else if (strcmp(o->name, "batch") == 0) {
+        else if ((bad = text_option(a, o->name, v)) != 0) {
+            if (bad < 0) return 2;
+        } else if (strcmp(o->name, "batch") == 0) {
             if (cli_int(CMD, "--batch", v, 1, 65536, &a->batch)) return 2;
         } else if (cli_int(CMD, "--threads", v, 0, 4096, &a->threads))
             return 2;
@@ -192,7 +233,8 @@ static int run_all(evaluation *e, const eval_args *a) {
         int64_t got = 0;
         for (int64_t i = 0; i < count; i++) got += kept[i] != 0;
         if (!got) continue;
-        if (graft_model_run(e->model, inputs, src.n_inputs) != GRAFT_OK) {
+        int n_in = e->is_text ? text_model_bind(&e->text, inputs, src.n_inputs) : src.n_inputs;
+        if (graft_model_run(e->model, inputs, n_in) != GRAFT_OK) {
             cli_error(CMD, "%s", graft_last_error(e->ctx));
             rc = -1;
         } else
@@ -291,13 +333,14 @@ static void print_confusion(const evaluation *e, int w) {
 
 static void print_text(const evaluation *e, const eval_args *a) {
     int64_t skipped = graft_dataset_skipped_count(e->ds);
-    printf("model      %s\ndata       %s: %lld images in %d classes, %lld skipped\n", a->model,
-           a->data, (long long)e->n, graft_dataset_class_count(e->ds), (long long)skipped);
+    const char *what = e->is_text ? "texts" : "images";
+    printf("model      %s\ndata       %s: %lld %s in %d classes, %lld skipped\n", a->model, a->data,
+           (long long)e->n, what, graft_dataset_class_count(e->ds), (long long)skipped);
     printf("accuracy   %.4f (%lld of %lld)\n", e->n ? (double)e->correct / (double)e->n : 0,
            (long long)e->correct, (long long)e->n);
     if (e->n_classes >= 5) printf("top-5      %.4f\n", e->n ? (double)e->top5 / (double)e->n : 0);
-    printf("time       %.2f s (%.0f images/s)\n\n", e->seconds,
-           e->seconds > 0 ? (double)e->n / e->seconds : 0);
+    printf("time       %.2f s (%.0f %s/s)\n\n", e->seconds,
+           e->seconds > 0 ? (double)e->n / e->seconds : 0, what);
     int w = name_width(e);
     double macro[3] = {0};
     printf("%-*s  precision  recall      f1  support\n", w, "class");
@@ -319,18 +362,38 @@ static void print_text(const evaluation *e, const eval_args *a) {
     }
 }
 
+/* The labelled texts, tokenized as the model says. */
+static int open_text(evaluation *e, const eval_args *a) {
+    if (text_model_open(CMD, e->ctx, e->model, &a->text, &e->text) != 0) return -1;
+    graft_text_options t = e->text.data;
+    t.text_column = a->text_column, t.label_column = a->label_column;
+    if (graft_dataset_open_text(e->ctx, a->data, &t, &e->ds) != GRAFT_OK)
+        return cli_error(CMD, "%s", graft_last_error(e->ctx)), -1;
+    return 0;
+}
+
 static int setup(evaluation *e, const eval_args *a) {
     image_prep prep;
     if (!(e->ctx = cli_ctx(CMD, (int)a->threads, NULL))) return -1;
     if (graft_model_load(e->ctx, a->model, &e->model) != GRAFT_OK)
         return cli_error(CMD, "%s", graft_last_error(e->ctx)), -1;
-    if (image_prep_resolve(&prep, e->ctx, e->model, NULL, NULL) != 0)
+    e->is_text = text_model_detect(e->model);
+    if (!e->is_text && image_prep_resolve(&prep, e->ctx, e->model, NULL, NULL) != 0)
         return cli_error(CMD, "%s", prep.error), -1;
     if (cli_model_classes(CMD, e->model, &e->classes, &e->n_names) != 0 ||
         (e->n_classes = output_width(e)) < 0)
         return -1;
-    if (graft_dataset_open_images(e->ctx, a->data, &prep.o, &e->ds) != GRAFT_OK)
+    if (e->is_text) {
+        if (open_text(e, a) != 0) return -1;
+    } else if (a->text_only) {
+        return cli_error(CMD,
+                         "--text-column, --label-column, --vocab, --cased and --max-len are "
+                         "for text models; %s takes images",
+                         a->model),
+               -1;
+    } else if (graft_dataset_open_images(e->ctx, a->data, &prep.o, &e->ds) != GRAFT_OK) {
         return cli_error(CMD, "%s", graft_last_error(e->ctx)), -1;
+    }
     if (match_classes(e) != 0) return -1;
     e->confusion = calloc((size_t)e->n_classes * (size_t)e->n_classes, sizeof *e->confusion);
     if (!e->confusion) return cli_error(CMD, "out of memory"), -1;
@@ -353,6 +416,7 @@ int cmd_eval(int argc, char **argv) {
     free(e.confusion);
     free(e.map);
     graft_dataset_free(e.ds);
+    text_model_close(&e.text);
     cli_free_classes(e.classes, e.n_names);
     graft_model_free(e.model);
     graft_ctx_free(e.ctx);

@@ -120,7 +120,13 @@ static void print_text(graft_ctx *ctx, const graft_model *m, const char *path,
     for (int i = 0; i < graft_model_metadata_count(m); i++) {
         const char *k, *v;
         graft_model_metadata(m, i, &k, &v);
-        printf("metadata    %s = %s\n", k, v);
+        size_t len = strlen(v), lines = 0;
+        for (const char *p = v; (p = strchr(p, '\n')) != NULL; p++) lines++;
+        if (lines) /* a vocabulary (graft.text.vocab): its size, not its text */
+            printf("metadata    %s = (%zu lines, %zu bytes)\n", k,
+                   lines + (len && v[len - 1] != '\n'), len);
+        else
+            printf("metadata    %s = %s\n", k, v);
     }
     print_preprocessing(ctx, m, 0);
 }

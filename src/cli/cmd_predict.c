@@ -1,4 +1,5 @@
-/* cmd_predict.c: `graft predict --model M.onnx FILE_OR_DIR...`: top-k classes of image files. */
+/* cmd_predict.c: `graft predict --model M.onnx FILE_OR_DIR...`: top-k classes of image files or
+ * of texts (text_predict.c reads and runs those). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "image_prep.h"
+#include "text_predict.h"
 
 #define CMD "predict"
 
@@ -19,6 +21,10 @@ typedef struct {
     int format;
     char **paths; /* FILE_OR_DIR arguments (argv entries) */
     int n_paths;
+    text_overrides text;      /* --vocab, --cased, --max-len */
+    const char *text_column;  /* --text-column */
+    text_source *sources;     /* for a text model: the arguments, --lines and --text in order */
+    int n_sources, text_only; /* text_only: an option only a text model takes was given */
 } predict_args;
 
 typedef struct {
@@ -47,13 +53,24 @@ static const cli_option predict_options[] = {
      "'file,rank,class,index,probability', then one row per image and rank; jsonl: one JSON "
      "object per image: {\"file\": ..., \"top\": [{\"class\": ..., \"index\": I, "
      "\"probability\": P}]}"},
-    {"batch", "N", "32", NULL, NULL, "images per model run"},
+    {"batch", "N", "32", NULL, NULL, "images or texts per model run"},
     {"threads", "N", "0: all cores", NULL, NULL, "compute threads"},
+    {"lines", "FILE|-", NULL, NULL, "text models",
+     "classify each line of FILE (- : standard input) as one text"},
+    {"text", "STRING", NULL, NULL, NULL, "classify STRING (may be given several times)"},
+    {"text-column", "NAME", "text", NULL, NULL, "the column of a .csv/.tsv file's texts"},
+    {"vocab", "vocab.txt", NULL, NULL, NULL,
+     "the vocabulary, for a model that carries none (default: the model's graft.text.vocab)"},
+    {"cased", NULL, NULL, NULL, NULL, "keep case and accents (default: as the model says)"},
+    {"max-len", "N", NULL, NULL, NULL,
+     "tokens per text, [CLS] and [SEP] included (default: the model's graft.text.max_len)"},
 };
 
 static const cli_command predict_command = {
     .name = "predict",
-    .usage = "--model M.onnx [options] FILE_OR_DIR...",
+    .usage = "--model M.onnx [options] FILE_OR_DIR...\n"
+             "--model TEXT.onnx [options] [FILE.txt|DIR|FILE.csv|-]... [--lines FILE] "
+             "[--text STRING]",
     .about =
         "Classifies images with an exported model (one `graft finetune` or `graft export` "
         "wrote) and prints the K most likely classes of each, with their probabilities.\n\n"
@@ -67,21 +84,50 @@ static const cli_command predict_command = {
         "come from the metadata "
         "graft.classes; a model without them gets class indices. A model whose output is logits "
         "gets a softmax; one whose output is named \"probabilities\" (or whose rows sum to 1) "
-        "is taken as it is.",
+        "is taken as it is.\n\n"
+        "A model whose inputs are token ids (one `graft finetune --vocab` wrote) classifies "
+        "texts instead, tokenized as its metadata says (graft.text.vocab, .cased, .max_len, "
+        ".inputs): each FILE is one text, each DIR is searched recursively for *.txt files, a "
+        ".csv or .tsv file gives the texts of its --text-column, and - (or no argument at all, "
+        "with standard input not a terminal) the lines of standard input, one text each. Texts "
+        "are named FILE, FILE:LINE (CSV rows and lines; stdin:LINE) or text:N (--text) in the "
+        "output.",
     .options = predict_options,
     .n_options = CLI_COUNT(predict_options),
-    .examples = "graft predict --model digits.onnx examples/digits/val\n"
-                "graft predict --model pets.onnx --top-k=1 --format csv photos/ > predictions.csv",
+    .examples =
+        "graft predict --model digits.onnx examples/digits/val\n"
+        "graft predict --model pets.onnx --top-k=1 --format csv photos/ > predictions.csv\n"
+        "graft predict --model reviews.onnx --text 'Great value, would buy again'\n"
+        "graft predict --model reviews.onnx --format jsonl new_reviews.csv > predictions.jsonl",
     .writes = "The predictions on stdout, the same whether or not it is a terminal; no files. A "
-              "file that cannot be read or decoded gets a warning on stderr naming it and is "
-              "left out; the rest go on.",
+              "file that cannot be read or decoded (or an empty text, a CSV row that cannot be "
+              "read) gets a warning on stderr naming it and is left out; the rest go on.",
     .exit_status = "0 when every image was classified, 1 when some could not be read or the "
                    "model failed, 2 for bad usage (unknown option, bad value, missing file).",
 };
 
+/* The options only a text model takes: 1 when n is one (*bad set on a bad value), else 0. */
+static int text_option(predict_args *a, const char *n, const char *v, int *bad) {
+    text_source_kind kind = !strcmp(n, "lines") ? TEXT_FROM_LINES : TEXT_FROM_ARG;
+    if (!strcmp(n, "vocab"))
+        a->text.vocab = v;
+    else if (!strcmp(n, "cased"))
+        a->text.cased = 1;
+    else if (!strcmp(n, "max-len"))
+        *bad = cli_int(CMD, "--max-len", v, 3, 8192, &a->text.max_len) != 0;
+    else if (!strcmp(n, "text-column"))
+        a->text_column = v;
+    else if (!strcmp(n, "lines") || !strcmp(n, "text"))
+        a->sources[a->n_sources++] = (text_source){kind, v};
+    else
+        return 0;
+    a->text_only = 1;
+    return 1;
+}
+
 /* Returns -1 to go on, else the exit status (0 after --help). */
-static int parse_args(int argc, char **argv, predict_args *a, char **paths) {
-    *a = (predict_args){NULL, 5, 32, 0, FORMAT_TEXT, paths, 0};
+static int parse_args(int argc, char **argv, predict_args *a, char **paths, text_source *sources) {
+    *a = (predict_args){NULL, 5, 32, 0, FORMAT_TEXT, paths, 0, {NULL, 0, 0}, "text", sources, 0, 0};
     const cli_option *o;
     const char *v;
     cli_parser p;
@@ -89,9 +135,13 @@ static int parse_args(int argc, char **argv, predict_args *a, char **paths) {
     cli_parser_init(&p, &predict_command, NULL, argc, argv);
     while ((k = cli_next(&p, &o, &v)) > 0) {
         const char *n = o ? o->name : "";
-        if (k == CLI_POSITIONAL)
+        int bad = 0;
+        if (k == CLI_POSITIONAL) {
             a->paths[a->n_paths++] = (char *)v;
-        else if (strcmp(n, "model") == 0)
+            a->sources[a->n_sources++] = (text_source){TEXT_FROM_PATH, v};
+        } else if (text_option(a, n, v, &bad)) {
+            if (bad) return 2;
+        } else if (strcmp(n, "model") == 0)
             a->model = v;
         else if (strcmp(n, "top-k") == 0) {
             if (cli_int(CMD, "--top-k", v, 1, 1000000, &a->top_k)) return 2;
@@ -105,7 +155,6 @@ static int parse_args(int argc, char **argv, predict_args *a, char **paths) {
     }
     if (k < 0) return cli_stop_status(k);
     if (!a->model) return cli_error(CMD, "no --model given (see graft predict --help)");
-    if (!a->n_paths) return cli_error(CMD, "no image files or folders given");
     return -1;
 }
 
@@ -209,17 +258,11 @@ static void print_one(predictor *p, const char *file, const float *probs, const 
     if (p->a->format == FORMAT_JSONL) printf("]}\n");
 }
 
-/* Run the model on n loaded images and print their top classes. */
-static int run_batch(predictor *p, void *data, char **files, int n) {
-    graft_named_tensor in = {p->prep.o.input_name, {p->prep.o.dtype, 4, {0}, data}};
-    int c = p->prep.o.grayscale ? 1 : 3;
-    int64_t s = p->prep.o.crop;
-    int64_t dims[4] = {n, c, s, s}, nhwc[4] = {n, s, s, c};
-    memcpy(in.tensor.dims, p->prep.o.nhwc ? nhwc : dims, sizeof dims);
+/* Print the top classes of the n inputs (images or texts) the model has just run on. */
+static int print_outputs(predictor *p, char **files, int n) {
     const graft_tensor *out;
     graft_value_info info;
-    if (graft_model_run(p->model, &in, 1) != GRAFT_OK ||
-        graft_model_output(p->model, 0, &out) != GRAFT_OK) {
+    if (graft_model_output(p->model, 0, &out) != GRAFT_OK) {
         fprintf(stderr, "graft predict: %s\n", graft_last_error(p->ctx));
         return 1;
     }
@@ -246,6 +289,26 @@ static int run_batch(predictor *p, void *data, char **files, int n) {
     }
     free(probs), free(top);
     return 0;
+}
+
+/* Run the model on n loaded images and print their top classes. */
+static int run_batch(predictor *p, void *data, char **files, int n) {
+    graft_named_tensor in = {p->prep.o.input_name, {p->prep.o.dtype, 4, {0}, data}};
+    int c = p->prep.o.grayscale ? 1 : 3;
+    int64_t s = p->prep.o.crop;
+    int64_t dims[4] = {n, c, s, s}, nhwc[4] = {n, s, s, c};
+    memcpy(in.tensor.dims, p->prep.o.nhwc ? nhwc : dims, sizeof dims);
+    if (graft_model_run(p->model, &in, 1) != GRAFT_OK) {
+        fprintf(stderr, "graft predict: %s\n", graft_last_error(p->ctx));
+        return 1;
+    }
+    return print_outputs(p, files, n);
+}
+
+static int print_text_batch(void *user, char **names, int n) {
+    int rc = print_outputs(user, names, n);
+    fflush(stdout);
+    return rc;
 }
 
 /* Load, run and print every file, batch by batch; returns the exit status. */
@@ -291,33 +354,57 @@ static int check_classes(const predictor *p) {
     return 0;
 }
 
+/* A text model: the texts of the arguments, --lines and --text; returns the exit status. */
+static int predict_text(predictor *p) {
+    text_model tm = {0};
+    int rc = 1;
+    if (cli_model_classes(CMD, p->model, &p->classes, &p->n_classes) == 0 &&
+        check_classes(p) == 0 && text_model_open(CMD, p->ctx, p->model, &p->a->text, &tm) == 0) {
+        text_predict_args ta = {p->a->sources, p->a->n_sources, p->a->text_column, p->a->batch};
+        rc = text_predict(CMD, p->ctx, p->model, &tm, &ta, print_text_batch, p);
+    }
+    text_model_close(&tm);
+    return rc;
+}
+
+/* An image model: the image files of the arguments; returns the exit status. */
+static int predict_images(predictor *p, file_list *files) {
+    if (p->a->text_only)
+        return cli_error(CMD,
+                         "--lines, --text, --text-column, --vocab, --cased and --max-len are "
+                         "for text models; %s takes images",
+                         p->a->model);
+    if (!p->a->n_paths) return cli_error(CMD, "no image files or folders given");
+    int some_skipped = 0;
+    if (collect_files(p->ctx, p->a, files, &some_skipped) != 0) return 2;
+    if (image_prep_resolve(&p->prep, p->ctx, p->model, NULL, NULL) != 0)
+        return cli_error(CMD, "%s", p->prep.error), 1;
+    if (cli_model_classes(CMD, p->model, &p->classes, &p->n_classes) != 0 || check_classes(p) != 0)
+        return 1;
+    return predict_all(p, files) | some_skipped;
+}
+
 int cmd_predict(int argc, char **argv) {
     predict_args a;
-    char **paths = malloc(sizeof *paths * (size_t)(argc > 1 ? argc : 1));
-    if (!paths) return cli_error(CMD, "out of memory"), 1;
-    int rc = parse_args(argc, argv, &a, paths);
+    size_t slots = (size_t)(argc > 1 ? argc : 1);
+    char **paths = malloc(sizeof *paths * slots);
+    text_source *sources = malloc(sizeof *sources * slots);
+    if (!paths || !sources) return free(paths), free(sources), cli_error(CMD, "out of memory"), 1;
+    int rc = parse_args(argc, argv, &a, paths, sources);
     file_list files = {0};
     predictor p = {.a = &a};
-    int some_skipped = 0;
     if (rc == -1 && !(p.ctx = cli_ctx(CMD, (int)a.threads, NULL))) rc = 1;
-    if (rc == -1 && collect_files(p.ctx, &a, &files, &some_skipped) != 0) rc = 2;
     if (rc == -1 && graft_model_load(p.ctx, a.model, &p.model) != GRAFT_OK) {
         cli_error(CMD, "%s", graft_last_error(p.ctx));
         rc = 1;
     }
-    if (rc == -1 && image_prep_resolve(&p.prep, p.ctx, p.model, NULL, NULL) != 0) {
-        cli_error(CMD, "%s", p.prep.error);
-        rc = 1;
-    }
-    if (rc == -1 &&
-        (cli_model_classes(CMD, p.model, &p.classes, &p.n_classes) != 0 || check_classes(&p) != 0))
-        rc = 1;
-    if (rc == -1) rc = predict_all(&p, &files) | some_skipped;
+    if (rc == -1) rc = text_model_detect(p.model) ? predict_text(&p) : predict_images(&p, &files);
     cli_free_classes(p.classes, p.n_classes);
     graft_model_free(p.model);
     graft_ctx_free(p.ctx);
     for (size_t i = 0; i < files.n; i++) free(files.v[i]);
     free(files.v);
     free(paths);
+    free(sources);
     return rc;
 }

@@ -24,6 +24,8 @@ void session_make_dirs(const char *path, bool whole) {
     mkdir(buf, 0777);
 }
 
+#include "text_model.h"
+
 void session_free(session *s) {
     graft_trainer_free(s->trainer);
     graft_dataset_free(s->val);
@@ -153,6 +155,7 @@ int session_export(session *s, const finetune_opts *o) {
     ex.class_names = names, ex.n_class_names = n, ex.fp16_weights = o->fp16_weights;
     if (!o->vocab && graft_image_options_to_model(s->model, &o->image) != GRAFT_OK)
         rc = session_fail(s, "recording the preprocessing");
+    if (!rc && o->vocab) rc = text_model_record(s->cmd, s->ctx, s->model, o);
     if (!rc && graft_model_export(s->model, o->out, &ex) != GRAFT_OK)
         rc = session_fail(s, "exporting");
     free(names);

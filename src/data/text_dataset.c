@@ -14,7 +14,7 @@ typedef struct text_data {
     text_table *table;
     wordpiece *wp;
     graft_text_options o;
-    char *vocab_path;
+    char *vocab_path; /* NULL when the vocabulary came in memory: o.vocab_data is then ours */
     char *path;
 } text_data;
 
@@ -41,6 +41,7 @@ static void free_text(void *impl) {
     text_table_free(d->table);
     wordpiece_free(d->wp);
     free(d->vocab_path);
+    free((char *)d->o.vocab_data);
     free(d->path);
     free(d);
 }
@@ -54,6 +55,23 @@ static uint64_t file_stamp(const char *path, uint64_t seed) {
         hash64_update_u64(&h, (uint64_t)sb.st_size);
         hash64_update_u64(&h, (uint64_t)sb.st_mtime);
     }
+    return hash64_final(&h);
+}
+
+/* The tokenizer over the vocabulary file or the bytes in memory. */
+static graft_status load_vocab(text_data *d, graft_err *e) {
+    if (d->o.vocab_data)
+        return wordpiece_load_memory(&d->wp, d->o.vocab_data, d->o.vocab_size, "the vocabulary",
+                                     !d->o.cased, e);
+    return wordpiece_load(&d->wp, d->vocab_path, !d->o.cased, e);
+}
+
+/* What identifies the vocabulary for the feature cache: the file's stamp or the bytes' hash. */
+static uint64_t vocab_stamp(const text_data *d) {
+    if (!d->o.vocab_data) return file_stamp(d->vocab_path, 2);
+    hash64_state h;
+    hash64_init(&h, 3);
+    hash64_update(&h, d->o.vocab_data, d->o.vocab_size);
     return hash64_final(&h);
 }
 
@@ -117,9 +135,8 @@ static graft_status wrap(graft_ctx *ctx, text_data *d, graft_dataset **out, graf
     snprintf(
         sh->identity, sizeof sh->identity,
         "text:%016llx;vocab=%016llx;cased=%d;max_len=%d;longest=%d;columns=%s,%s,%s;sep=%d;reg=%d",
-        (unsigned long long)file_stamp(d->path, 1),
-        (unsigned long long)file_stamp(d->vocab_path, 2), d->o.cased, d->o.max_len,
-        d->o.pad_to_longest, d->o.text_column ? d->o.text_column : "",
+        (unsigned long long)file_stamp(d->path, 1), (unsigned long long)vocab_stamp(d), d->o.cased,
+        d->o.max_len, d->o.pad_to_longest, d->o.text_column ? d->o.text_column : "",
         d->o.text_pair_column ? d->o.text_pair_column : "",
         d->o.label_column ? d->o.label_column : "", d->o.label_separator, d->o.regression);
     return make_labels(t, sh, &(*out)->labels, e);
@@ -141,9 +158,17 @@ static text_data *new_text_data(const graft_text_options *o, const char *path) {
     text_data *d = calloc(1, sizeof *d);
     if (!d) return NULL;
     d->o = *o;
-    d->vocab_path = strdup(o->vocab_path);
+    d->o.vocab_data = NULL;
+    if (o->vocab_data) {
+        char *copy = malloc(o->vocab_size ? o->vocab_size : 1);
+        if (copy) memcpy(copy, o->vocab_data, o->vocab_size);
+        d->o.vocab_data = copy;
+    } else {
+        d->vocab_path = strdup(o->vocab_path);
+        d->o.vocab_path = d->vocab_path; /* o's string may not outlive the data set */
+    }
     d->path = strdup(path);
-    if (!d->vocab_path || !d->path) {
+    if (!(d->vocab_path || d->o.vocab_data) || !d->path) {
         free_text(d);
         return NULL;
     }
@@ -155,15 +180,15 @@ graft_status graft_dataset_open_text(graft_ctx *ctx, const char *path,
     if (!ctx) return GRAFT_E_INVALID_ARGUMENT;
     graft_err *e = &ctx->err;
     err_clear(e);
-    if (!path || !out || !options || !options->vocab_path)
-        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "open_text needs a path and a vocab_path");
+    if (!path || !out || !options || !(options->vocab_path || options->vocab_data))
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "open_text needs a path and a vocabulary");
     if (options->max_len < 3 || options->max_len > 8192)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT, "max_len must be 3..8192 (got %d)",
                        options->max_len);
     text_data *d = new_text_data(options, path);
     if (!d) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
     text_table_options to = table_options(options);
-    graft_status st = wordpiece_load(&d->wp, options->vocab_path, !options->cased, e);
+    graft_status st = load_vocab(d, e);
     if (st == GRAFT_OK) st = text_table_load(&d->table, path, &to, e);
     if (st != GRAFT_OK) {
         free_text(d);
@@ -179,7 +204,7 @@ static graft_status open_text_like(const graft_dataset *like, const char *path,
     text_data *d = new_text_data(&ld->o, path);
     if (!d) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
     text_table_options to = table_options(&ld->o);
-    graft_status st = wordpiece_load(&d->wp, ld->vocab_path, !ld->o.cased, e);
+    graft_status st = load_vocab(d, e);
     if (st == GRAFT_OK) st = text_table_load_like(&d->table, ld->table, path, &to, e);
     if (st != GRAFT_OK) {
         free_text(d);

@@ -22,6 +22,7 @@ struct text_table {
     size_t pool_len, pool_cap;
     int64_t n, cap;
     int64_t *text_off, *pair_off, *label_off; /* (cap) offsets into pool; pair_off -1: none */
+    int64_t *line;                            /* (cap) where each row's record starts */
     double *target;                           /* (cap) REGRESSION targets */
     int64_t *lab_start;                       /* (n + 1) CSR rows into lab_idx */
     int32_t *lab_idx;                         /* (lab_start[n]) class indices */
@@ -93,7 +94,7 @@ static int64_t pool_add(text_table *t, const char *s, size_t n) {
 }
 
 /* Append a row; label is the raw label text (NULL in REGRESSION mode, where target counts). */
-static int add_row(text_table *t, const char *text, size_t text_len, const char *pair,
+static int add_row(text_table *t, int64_t line, const char *text, size_t text_len, const char *pair,
                    size_t pair_len, const char *label, size_t label_len, double target) {
     int64_t c = t->cap;
     if (t->n == t->cap) {
@@ -104,6 +105,8 @@ static int add_row(text_table *t, const char *text, size_t text_len, const char 
         if (!grow((void **)&t->label_off, &c, t->n + 1, sizeof(int64_t))) return 0;
         c = t->cap;
         if (!grow((void **)&t->target, &c, t->n + 1, sizeof(double))) return 0;
+        c = t->cap;
+        if (!grow((void **)&t->line, &c, t->n + 1, sizeof(int64_t))) return 0;
         t->cap = c;
     }
     int64_t to = pool_add(t, text, text_len);
@@ -114,6 +117,7 @@ static int add_row(text_table *t, const char *text, size_t text_len, const char 
     t->pair_off[t->n] = po;
     t->label_off[t->n] = lo;
     t->target[t->n] = target;
+    t->line[t->n] = line;
     t->n++;
     return 1;
 }
@@ -251,7 +255,8 @@ static int cmp_i32(const void *a, const void *b) {
 
 /* Turn each row's raw label into class indices (CSR), every name being a known class. */
 static int resolve_labels(text_table *t) {
-    if (t->opt.label_mode == TEXT_LABEL_REGRESSION) return 1;
+    if (t->opt.label_mode == TEXT_LABEL_REGRESSION || t->opt.label_mode == TEXT_LABEL_NONE)
+        return 1;
     if (!t->classes_fixed && !collect_classes(t)) return 0;
     t->lab_start = calloc((size_t)t->n + 1, sizeof(int64_t));
     if (!t->lab_start) return 0;
@@ -397,6 +402,7 @@ static int record_problem(const text_table *t, const csv_reader *r, csv_result r
     size_t len;
     csv_field(r, col[0], &len);
     if (len == 0) return snprintf(why, why_size, "empty text");
+    if (t->opt.label_mode == TEXT_LABEL_NONE) return 0;
     const char *label = csv_field(r, col[2], &len);
     const char *unknown;
     switch (t->opt.label_mode) {
@@ -430,12 +436,13 @@ static graft_status load_records(text_table *t, csv_reader *r, const char *path,
             if (!add_skip(t, path, r->record_line, "%s", why)) return no_memory(e, path);
             continue;
         }
-        size_t tl, pl = 0, ll;
+        size_t tl, pl = 0, ll = 0;
         const char *text = csv_field(r, col[0], &tl);
         const char *pair = col[1] >= 0 ? csv_field(r, col[1], &pl) : NULL;
-        const char *label = csv_field(r, col[2], &ll);
+        const char *label = col[2] >= 0 ? csv_field(r, col[2], &ll) : NULL;
         if (t->opt.label_mode == TEXT_LABEL_REGRESSION) label = NULL;
-        if (!add_row(t, text, tl, pair, pl, label, ll, target)) return no_memory(e, path);
+        if (!add_row(t, r->record_line, text, tl, pair, pl, label, ll, target))
+            return no_memory(e, path);
     }
     return resolve_labels(t) ? GRAFT_OK : no_memory(e, path);
 }
@@ -455,7 +462,7 @@ static graft_status fill_from_csv(text_table *t, const char *path, graft_err *e)
     else
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                        "%s: text data must be a folder, a .csv or a .tsv file", path);
-    if (!t->opt.text_column || !t->opt.label_column)
+    if (!t->opt.text_column || (!t->opt.label_column && t->opt.label_mode != TEXT_LABEL_NONE))
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                        "%s: the text and label column names are needed", path);
     if (t->opt.label_mode == TEXT_LABEL_MULTI &&
@@ -620,7 +627,7 @@ static graft_status add_file_sample(text_table *t, const char *path, const char 
     else if (k == len)
         ok = add_skip(t, path, 0, len ? "empty (only white space)" : "empty file");
     else
-        ok = add_row(t, text, len, NULL, 0, name, strlen(name), 0);
+        ok = add_row(t, 0, text, len, NULL, 0, name, strlen(name), 0);
     free(buf);
     return ok ? GRAFT_OK : no_memory(e, path);
 }
@@ -723,6 +730,7 @@ void text_table_free(text_table *t) {
     free(t->pair_off);
     free(t->label_off);
     free(t->target);
+    free(t->line);
     free(t->lab_start);
     free(t->lab_idx);
     if (t->classes)
@@ -749,6 +757,10 @@ const char *text_table_text(const text_table *t, int64_t i) {
 const char *text_table_text_pair(const text_table *t, int64_t i) {
     if (!t || i < 0 || i >= t->n || t->pair_off[i] < 0) return NULL;
     return t->pool + t->pair_off[i];
+}
+
+int64_t text_table_line(const text_table *t, int64_t i) {
+    return t && i >= 0 && i < t->n ? t->line[i] : 0;
 }
 
 text_label_mode text_table_label_mode(const text_table *t) {

@@ -11,7 +11,8 @@ typedef enum text_label_mode {
     TEXT_LABEL_CLASS = 0,      /* one class name per sample; label = index in the sorted classes */
     TEXT_LABEL_MULTI = 1,      /* several class names split by label_separator; a 0/1 vector */
     TEXT_LABEL_REGRESSION = 2, /* a number; no classes */
-    TEXT_LABEL_MODE_COUNT = 3
+    TEXT_LABEL_NONE = 3,       /* unlabelled texts (CSV/TSV only; label_column NULL) */
+    TEXT_LABEL_MODE_COUNT = 4
 } text_label_mode;
 
 /* Initialise with TEXT_TABLE_OPTIONS_INIT. Folders only use label_mode (CLASS). */
@@ -75,6 +76,8 @@ int64_t text_table_count(const text_table *t);
 const char *text_table_text(const text_table *t, int64_t i);
 /* The pair's second text, or NULL when the table has no pair column. */
 const char *text_table_text_pair(const text_table *t, int64_t i);
+/* The line row i's record starts on in its CSV/TSV file (1-based); 0 for a folder's file. */
+int64_t text_table_line(const text_table *t, int64_t i);
 text_label_mode text_table_label_mode(const text_table *t);
 int text_table_class_count(const text_table *t); /* 0 in REGRESSION mode */
 const char *text_table_class_name(const text_table *t, int c);

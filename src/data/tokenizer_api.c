@@ -1,5 +1,6 @@
 /* tokenizer_api.c: the public graft_tokenizer, a thin handle over the WordPiece tokenizer. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "../core/context.h"
 #include "wordpiece.h"
@@ -23,6 +24,27 @@ graft_status graft_tokenizer_load(graft_ctx *ctx, const char *vocab_path, int ca
     }
     *out = t;
     return GRAFT_OK;
+}
+
+graft_status graft_tokenizer_load_memory(graft_ctx *ctx, const char *vocab, size_t size, int cased,
+                                         graft_tokenizer **out) {
+    if (!ctx) return GRAFT_E_INVALID_ARGUMENT;
+    graft_err *e = &ctx->err;
+    err_clear(e);
+    if (!vocab || !out) return err_set(e, GRAFT_E_INVALID_ARGUMENT, "no vocabulary given");
+    graft_tokenizer *t = calloc(1, sizeof *t);
+    if (!t) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    graft_status st = wordpiece_load_memory(&t->wp, vocab, size, "the vocabulary", !cased, e);
+    if (st != GRAFT_OK) {
+        free(t);
+        return st;
+    }
+    *out = t;
+    return GRAFT_OK;
+}
+
+int64_t graft_tokenizer_token_id(const graft_tokenizer *tok, const char *token) {
+    return tok && token ? wordpiece_token_id(tok->wp, token, strlen(token)) : -1;
 }
 
 graft_status graft_tokenizer_encode(graft_ctx *ctx, const graft_tokenizer *tok, const char *a,

@@ -169,13 +169,11 @@ static graft_status index_vocab(wordpiece *wp, size_t size, const char *path, gr
     return GRAFT_OK;
 }
 
-graft_status wordpiece_load(wordpiece **out, const char *vocab_path, bool lowercase, graft_err *e) {
-    *out = NULL;
-    wordpiece *wp = calloc(1, sizeof *wp);
-    if (!wp) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "%s: out of memory", vocab_path);
-    size_t size = 0;
-    graft_status st = read_file(vocab_path, &wp->pool, &size, e);
-    if (st == GRAFT_OK) st = index_vocab(wp, size, vocab_path, e);
+/* Index wp->pool (size bytes, the vocabulary file's text; wp owns it) and find the special
+ * tokens; frees wp on failure. name is the vocabulary's name in messages. */
+static graft_status finish_load(wordpiece **out, wordpiece *wp, size_t size, const char *name,
+                                bool lowercase, graft_err *e) {
+    graft_status st = index_vocab(wp, size, name, e);
     if (st != GRAFT_OK) {
         wordpiece_free(wp);
         return st;
@@ -187,7 +185,7 @@ graft_status wordpiece_load(wordpiece **out, const char *vocab_path, bool lowerc
     wp->cls = wp->special_ids[2], wp->sep = wp->special_ids[3];
     for (int k = 0; k < 4; k++) {
         if (wp->special_ids[k] < 0) {
-            err_set(e, GRAFT_E_INVALID_ARGUMENT, "%s: vocabulary has no %s token", vocab_path,
+            err_set(e, GRAFT_E_INVALID_ARGUMENT, "%s: vocabulary has no %s token", name,
                     SPECIALS[k]);
             wordpiece_free(wp);
             return GRAFT_E_INVALID_ARGUMENT;
@@ -195,6 +193,33 @@ graft_status wordpiece_load(wordpiece **out, const char *vocab_path, bool lowerc
     }
     *out = wp;
     return GRAFT_OK;
+}
+
+graft_status wordpiece_load(wordpiece **out, const char *vocab_path, bool lowercase, graft_err *e) {
+    *out = NULL;
+    wordpiece *wp = calloc(1, sizeof *wp);
+    if (!wp) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "%s: out of memory", vocab_path);
+    size_t size = 0;
+    graft_status st = read_file(vocab_path, &wp->pool, &size, e);
+    if (st != GRAFT_OK) {
+        wordpiece_free(wp);
+        return st;
+    }
+    return finish_load(out, wp, size, vocab_path, lowercase, e);
+}
+
+graft_status wordpiece_load_memory(wordpiece **out, const char *data, size_t size, const char *name,
+                                   bool lowercase, graft_err *e) {
+    *out = NULL;
+    wordpiece *wp = calloc(1, sizeof *wp);
+    if (wp) wp->pool = malloc(size + 1);
+    if (!wp || !wp->pool) {
+        wordpiece_free(wp);
+        return err_set(e, GRAFT_E_OUT_OF_MEMORY, "%s: out of memory", name);
+    }
+    memcpy(wp->pool, data, size);
+    wp->pool[size] = 0;
+    return finish_load(out, wp, size, name, lowercase, e);
 }
 
 /* Append cp to norm after BERT's normalisation: cleaning, CJK spacing, accent stripping and

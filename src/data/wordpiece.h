@@ -1,4 +1,5 @@
-/* wordpiece.h: BERT's tokenizer (basic tokenizer + greedy WordPiece), ids equal to Hugging Face's BertTokenizer. */
+/* wordpiece.h: BERT's tokenizer (basic tokenizer + greedy WordPiece), ids equal to Hugging Face's
+ * BertTokenizer. */
 #ifndef GRAFT_DATA_WORDPIECE_H
 #define GRAFT_DATA_WORDPIECE_H
 
@@ -16,6 +17,9 @@ typedef struct wordpiece wordpiece;
  * lowercase: the uncased model's normalisation (lower-case and strip accents); false: cased.
  * [UNK], [CLS], [SEP] and [PAD] must be in the vocabulary. */
 graft_status wordpiece_load(wordpiece **out, const char *vocab_path, bool lowercase, graft_err *e);
+/* The same from a vocab.txt's bytes in memory (copied); name stands for it in messages. */
+graft_status wordpiece_load_memory(wordpiece **out, const char *data, size_t size, const char *name,
+                                   bool lowercase, graft_err *e);
 void wordpiece_free(wordpiece *wp);
 
 int wordpiece_vocab_size(const wordpiece *wp);

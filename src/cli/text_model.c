@@ -1,0 +1,258 @@
+/* text_model.c: a text classifier's tokenizer settings in its metadata (graft.text.*): written at
+ * export, read by predict and eval. */
+#include "text_model.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_util.h"
+
+static const char *const ROLE_NAMES[TEXT_ROLES] = {"ids", "mask", "type_ids"};
+/* The special tokens whose ids the model was trained with (graft.text.special_ids). */
+static const char *const SPECIALS[] = {"[CLS]", "[SEP]", "[PAD]", "[UNK]"};
+enum { N_SPECIALS = 4 };
+
+int text_model_detect(const graft_model *m) {
+    int n = graft_model_input_count(m);
+    for (int i = 0; i < n; i++) {
+        graft_value_info v;
+        if (graft_model_input_info(m, i, &v) != GRAFT_OK ||
+            (v.dtype != GRAFT_DTYPE_I64 && v.dtype != GRAFT_DTYPE_I32))
+            return 0;
+    }
+    return n > 0;
+}
+
+/* The role an input's name suggests (BERT's usual names), or -1. */
+static int role_of_name(const char *name) {
+    char low[256];
+    size_t i = 0;
+    for (; name[i] && i + 1 < sizeof low; i++) low[i] = (char)tolower((unsigned char)name[i]);
+    low[i] = 0;
+    if (strstr(low, "mask")) return TEXT_MASK;
+    if (strstr(low, "type") || strstr(low, "segment")) return TEXT_TYPE_IDS;
+    if (strstr(low, "ids") || strstr(low, "input")) return TEXT_IDS;
+    return -1;
+}
+
+static int model_has_input(const graft_model *m, const char *name, size_t len) {
+    for (int i = 0; i < graft_model_input_count(m); i++) {
+        graft_value_info v;
+        if (graft_model_input_info(m, i, &v) == GRAFT_OK && strlen(v.name) == len &&
+            strncmp(v.name, name, len) == 0)
+            return i;
+    }
+    return -1;
+}
+
+/* Roles from "graft.text.inputs" ("ids=NAME,mask=NAME,type_ids=NAME"). */
+static int roles_from_metadata(const char *cmd, const graft_model *m, const char *v,
+                               text_model *tm) {
+    for (const char *p = v; *p;) {
+        const char *eq = strchr(p, '='), *end = strchr(p, ',');
+        if (!end) end = p + strlen(p);
+        int role = -1;
+        for (int r = 0; eq && eq < end && r < TEXT_ROLES; r++)
+            if ((size_t)(eq - p) == strlen(ROLE_NAMES[r]) && !strncmp(p, ROLE_NAMES[r], eq - p))
+                role = r;
+        int at = role >= 0 ? model_has_input(m, eq + 1, (size_t)(end - eq - 1)) : -1;
+        if (at < 0)
+            return cli_error(cmd,
+                             "metadata graft.text.inputs = '%s' does not name the model's "
+                             "inputs as ids=NAME,mask=NAME,type_ids=NAME",
+                             v),
+                   1;
+        graft_value_info info;
+        graft_model_input_info(m, at, &info);
+        tm->input[role] = info.name;
+        p = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+/* Which input takes the ids, the mask and the type ids: the metadata, else the names. Every input
+ * needs a role and the ids one. */
+static int assign_roles(const char *cmd, const graft_model *m, text_model *tm) {
+    const char *v = cli_metadata(m, "graft.text.inputs");
+    if (v && roles_from_metadata(cmd, m, v, tm)) return 1;
+    for (int i = 0; i < graft_model_input_count(m); i++) {
+        graft_value_info info;
+        graft_model_input_info(m, i, &info);
+        int known = 0;
+        for (int r = 0; r < TEXT_ROLES; r++)
+            known |= tm->input[r] && !strcmp(tm->input[r], info.name);
+        if (known) continue;
+        int r = v ? -1 : role_of_name(info.name);
+        if (r < 0 || tm->input[r])
+            return cli_error(cmd,
+                             "cannot tell whether input '%s' takes token ids, the attention mask "
+                             "or type ids (the model has no metadata graft.text.inputs)",
+                             info.name),
+                   1;
+        tm->input[r] = info.name;
+    }
+    if (!tm->input[TEXT_IDS]) return cli_error(cmd, "the model has no input for the token ids"), 1;
+    return 0;
+}
+
+/* A --vocab must give the special tokens the ids the model was trained with. */
+static int check_special_ids(const char *cmd, const graft_model *m, const text_model *tm,
+                             const char *vocab) {
+    const char *v = cli_metadata(m, "graft.text.special_ids");
+    for (int k = 0; v && k < N_SPECIALS; k++) {
+        const char *at = strstr(v, SPECIALS[k]);
+        if (!at || at[strlen(SPECIALS[k])] != '=') continue;
+        long want = strtol(at + strlen(SPECIALS[k]) + 1, NULL, 10);
+        int64_t got = graft_tokenizer_token_id(tm->tok, SPECIALS[k]);
+        if (got != want)
+            return cli_error(cmd,
+                             "--vocab %s: %s is id %lld there but the model was trained with id "
+                             "%ld (metadata graft.text.special_ids): another vocabulary",
+                             vocab, SPECIALS[k], (long long)got, want),
+                   1;
+    }
+    return 0;
+}
+
+static int metadata_int(const char *cmd, const graft_model *m, const char *key, long min, long max,
+                        long *out) {
+    const char *v = cli_metadata(m, key);
+    if (!v) return 0;
+    char opt[64];
+    snprintf(opt, sizeof opt, "metadata %s", key);
+    return cli_int(cmd, opt, v, min, max, out) ? 1 : 0;
+}
+
+/* max_len: the option, the metadata, the ids input's fixed length, 128; a fixed length must
+ * match. */
+static int settle_max_len(const char *cmd, const graft_model *m, const text_overrides *o,
+                          text_model *tm) {
+    long len = o->max_len, fixed = -1;
+    for (int i = 0; i < graft_model_input_count(m); i++) {
+        graft_value_info v;
+        graft_model_input_info(m, i, &v);
+        if (!strcmp(v.name, tm->input[TEXT_IDS]) && v.ndim == 2 && v.dims[1] > 0) fixed = v.dims[1];
+    }
+    if (!len && metadata_int(cmd, m, "graft.text.max_len", 3, 8192, &len)) return 1;
+    if (!len) len = fixed > 0 ? fixed : 128;
+    if (fixed > 0 && len != fixed)
+        return cli_error(cmd, "max-len %ld, but input '%s' takes exactly %ld tokens", len,
+                         tm->input[TEXT_IDS], fixed),
+               1;
+    tm->data.max_len = (int)len;
+    return 0;
+}
+
+int text_model_open(const char *cmd, graft_ctx *ctx, const graft_model *m, const text_overrides *o,
+                    text_model *tm) {
+    *tm = (text_model){.data = GRAFT_TEXT_OPTIONS_INIT};
+    const char *vocab = cli_metadata(m, "graft.text.vocab");
+    long cased = o->cased;
+    if (!o->cased && metadata_int(cmd, m, "graft.text.cased", 0, 1, &cased)) return 1;
+    tm->data.cased = (int)cased;
+    if (assign_roles(cmd, m, tm) || settle_max_len(cmd, m, o, tm)) return 1;
+    graft_status st;
+    if (o->vocab) {
+        tm->data.vocab_path = o->vocab;
+        st = graft_tokenizer_load(ctx, o->vocab, tm->data.cased, &tm->tok);
+    } else if (vocab) {
+        tm->data.vocab_data = vocab, tm->data.vocab_size = strlen(vocab);
+        st = graft_tokenizer_load_memory(ctx, vocab, strlen(vocab), tm->data.cased, &tm->tok);
+    } else {
+        return cli_error(cmd, "the model takes token ids but carries no vocabulary (metadata "
+                              "graft.text.vocab); give its vocab.txt with --vocab"),
+               1;
+    }
+    if (st != GRAFT_OK)
+        return cli_error(cmd, "%s%s",
+                         o->vocab ? "" : "the model's vocabulary: ", graft_last_error(ctx)),
+               1;
+    return o->vocab ? check_special_ids(cmd, m, tm, o->vocab) : 0;
+}
+
+void text_model_close(text_model *tm) {
+    graft_tokenizer_free(tm->tok);
+    tm->tok = NULL;
+}
+
+int text_model_bind(const text_model *tm, graft_named_tensor *inputs, int n) {
+    int kept = 0;
+    for (int k = 0; k < n; k++) {
+        int r = role_of_name(inputs[k].name);
+        if (r < 0 || !tm->input[r]) continue;
+        inputs[kept] = inputs[k];
+        inputs[kept++].name = tm->input[r];
+    }
+    return kept;
+}
+
+static char *read_all(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n == cap) {
+            char *b = realloc(buf, (cap = cap ? cap * 2 : 1 << 16) + 1);
+            if (!b) break;
+            buf = b;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad || !buf) return free(buf), NULL;
+    buf[n] = 0, *size = n;
+    return buf;
+}
+
+/* "ids=input_ids,mask=attention_mask,type_ids=token_type_ids" for the model's inputs. */
+static int inputs_entry(const char *cmd, const graft_model *m, char *out, size_t size) {
+    text_model roles = {0};
+    if (assign_roles(cmd, m, &roles)) return 1;
+    size_t at = 0;
+    for (int r = 0; r < TEXT_ROLES; r++)
+        if (roles.input[r])
+            at += (size_t)snprintf(out + at, at < size ? size - at : 0, "%s%s=%s", at ? "," : "",
+                                   ROLE_NAMES[r], roles.input[r]);
+    return at < size ? 0 : (cli_error(cmd, "input names too long"), 1);
+}
+
+int text_model_record(const char *cmd, graft_ctx *ctx, graft_model *m, const finetune_opts *o) {
+    static const char *const poolings[] = {"cls", "none", "cls", "pooler", "mean"};
+    graft_tokenizer *tok;
+    if (graft_tokenizer_load(ctx, o->vocab, o->cased, &tok) != GRAFT_OK)
+        return cli_error(cmd, "%s", graft_last_error(ctx)), 1;
+    char special[256], inputs[1024], num[32];
+    size_t at = 0;
+    for (int k = 0; k < N_SPECIALS; k++)
+        at += (size_t)snprintf(special + at, sizeof special - at, "%s%s=%lld", k ? "," : "",
+                               SPECIALS[k], (long long)graft_tokenizer_token_id(tok, SPECIALS[k]));
+    graft_tokenizer_free(tok);
+    if (inputs_entry(cmd, m, inputs, sizeof inputs)) return 1;
+    size_t size;
+    char *vocab = read_all(o->vocab, &size);
+    if (!vocab) return cli_error(cmd, "cannot read '%s': %s", o->vocab, strerror(errno)), 1;
+    if (strlen(vocab) != size) {
+        free(vocab);
+        return cli_error(cmd, "%s: a NUL byte in the vocabulary", o->vocab), 1;
+    }
+    graft_status st = graft_model_set_metadata(m, "graft.text.vocab", vocab);
+    free(vocab);
+    snprintf(num, sizeof num, "%d", o->cased != 0);
+    if (st == GRAFT_OK) st = graft_model_set_metadata(m, "graft.text.cased", num);
+    snprintf(num, sizeof num, "%d", o->max_len);
+    if (st == GRAFT_OK) st = graft_model_set_metadata(m, "graft.text.max_len", num);
+    if (st == GRAFT_OK) st = graft_model_set_metadata(m, "graft.text.special_ids", special);
+    if (st == GRAFT_OK) st = graft_model_set_metadata(m, "graft.text.inputs", inputs);
+    if (st == GRAFT_OK && (unsigned)o->pooling < sizeof poolings / sizeof *poolings)
+        st = graft_model_set_metadata(m, "graft.text.pooling", poolings[o->pooling]);
+    if (st != GRAFT_OK)
+        return cli_error(cmd, "recording the tokenizer: %s", graft_last_error(ctx)), 1;
+    return 0;
+}

@@ -1,0 +1,287 @@
+/* text_predict.c: `graft predict` on a text model: reading the texts, tokenizing them into
+ * batches and running the model. */
+#include "text_predict.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli_util.h"
+
+/* One thing to read, after folders are expanded into their files. */
+typedef enum { ITEM_FILE, ITEM_CSV, ITEM_LINES, ITEM_ARG } item_kind;
+typedef struct item {
+    item_kind kind;
+    char *value; /* a path ("-": standard input) or the text */
+} item;
+
+typedef struct item_list {
+    item *v;
+    size_t n, cap;
+} item_list;
+
+/* Texts tokenized into a batch of rows, run when full. */
+typedef struct batcher {
+    const char *cmd;
+    graft_ctx *ctx;
+    graft_model *model;
+    const text_model *tm;
+    int64_t *rows[TEXT_ROLES]; /* (cap, len) ids, mask, type ids */
+    char **names;              /* (cap,) */
+    int n, cap, len;
+    text_emit_fn emit;
+    void *user;
+    int left_out, failed;
+} batcher;
+
+static int items_add(item_list *l, item_kind kind, const char *value) {
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        item *v = realloc(l->v, cap * sizeof *v);
+        if (!v) return -1;
+        l->v = v, l->cap = cap;
+    }
+    if (!(l->v[l->n].value = strdup(value))) return -1;
+    l->v[l->n++].kind = kind;
+    return 0;
+}
+
+static void items_free(item_list *l) {
+    for (size_t i = 0; i < l->n; i++) free(l->v[i].value);
+    free(l->v);
+}
+
+static int has_ext(const char *path, const char *ext) {
+    size_t n = strlen(path), k = strlen(ext);
+    return n > k && strcasecmp(path + n - k, ext) == 0;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every *.txt file under dir, recursively, in sorted order within each folder. */
+static int list_dir(const char *cmd, const char *dir, item_list *out) {
+    DIR *d = opendir(dir);
+    if (!d) return cli_error(cmd, "cannot open folder '%s': %s", dir, strerror(errno)), -1;
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    for (struct dirent *e; rc == 0 && (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.') continue;
+        char **v = n == cap ? realloc(names, (cap = cap ? cap * 2 : 64) * sizeof *v) : names;
+        size_t len = strlen(dir) + strlen(e->d_name) + 2;
+        if (!v || !(v[n] = malloc(len))) {
+            rc = -1, names = v ? v : names;
+            break;
+        }
+        names = v;
+        snprintf(names[n++], len, "%s/%s", dir, e->d_name);
+    }
+    closedir(d);
+    if (n) qsort(names, n, sizeof *names, cmp_str);
+    for (size_t i = 0; i < n; i++) {
+        struct stat st;
+        if (rc == 0 && stat(names[i], &st) == 0) {
+            if (S_ISDIR(st.st_mode))
+                rc = list_dir(cmd, names[i], out);
+            else if (S_ISREG(st.st_mode) && has_ext(names[i], ".txt"))
+                rc = items_add(out, ITEM_FILE, names[i]);
+        }
+        free(names[i]);
+    }
+    free(names);
+    if (rc == -1 && errno == ENOMEM) cli_error(cmd, "out of memory listing '%s'", dir);
+    return rc;
+}
+
+/* The sources as items, every path checked (exit status 2 when one is missing). */
+static int collect(const char *cmd, const text_predict_args *a, item_list *out) {
+    if (a->n_sources == 0) {
+        if (isatty(STDIN_FILENO))
+            return cli_error(cmd, "no texts given: .txt files, folders, a .csv/.tsv file, --lines "
+                                  "FILE, --text STRING, or - for lines on standard input");
+        return items_add(out, ITEM_LINES, "-") ? (cli_error(cmd, "out of memory"), 1) : 0;
+    }
+    for (int i = 0; i < a->n_sources; i++) {
+        const text_source *s = &a->sources[i];
+        struct stat st;
+        int rc = 0;
+        if (s->kind == TEXT_FROM_ARG || !strcmp(s->value, "-")) {
+            rc = items_add(out, s->kind == TEXT_FROM_ARG ? ITEM_ARG : ITEM_LINES, s->value);
+        } else if (stat(s->value, &st) != 0) {
+            return cli_error(cmd, "cannot read '%s': %s", s->value, strerror(errno));
+        } else if (s->kind == TEXT_FROM_LINES) {
+            rc = items_add(out, ITEM_LINES, s->value);
+        } else if (S_ISDIR(st.st_mode)) {
+            size_t before = out->n;
+            if (list_dir(cmd, s->value, out) != 0) return 2;
+            if (out->n == before) return cli_error(cmd, "no .txt files under '%s'", s->value);
+        } else {
+            int csv = has_ext(s->value, ".csv") || has_ext(s->value, ".tsv");
+            rc = items_add(out, csv ? ITEM_CSV : ITEM_FILE, s->value);
+        }
+        if (rc) return cli_error(cmd, "out of memory"), 1;
+    }
+    return 0;
+}
+
+static void leave_out(batcher *b, const char *name, const char *why) {
+    fprintf(stderr, "graft %s: warning: skipped %s: %s\n", b->cmd, name, why);
+    b->left_out = 1;
+}
+
+/* Run the model on the batch and hand the outputs on. */
+static void flush(batcher *b) {
+    if (!b->n || b->failed) return;
+    graft_named_tensor in[TEXT_ROLES];
+    int k = 0;
+    for (int r = 0; r < TEXT_ROLES; r++)
+        if (b->tm->input[r])
+            in[k++] = (graft_named_tensor){b->tm->input[r],
+                                           {GRAFT_DTYPE_I64, 2, {b->n, b->len}, b->rows[r]}};
+    if (graft_model_run(b->model, in, k) != GRAFT_OK) {
+        cli_error(b->cmd, "%s", graft_last_error(b->ctx));
+        b->failed = 1;
+    } else if (b->emit(b->user, b->names, b->n) != 0) {
+        b->failed = 1;
+    }
+    for (int i = 0; i < b->n; i++) free(b->names[i]);
+    b->n = 0;
+}
+
+static void add_text(batcher *b, const char *name, const char *text) {
+    const char *p = text;
+    while (isspace((unsigned char)*p)) p++;
+    if (!*p) return leave_out(b, name, "empty text");
+    size_t at = (size_t)b->n * (size_t)b->len, got;
+    if (graft_tokenizer_encode(b->ctx, b->tm->tok, text, NULL, b->len, 1, b->rows[TEXT_IDS] + at,
+                               b->rows[TEXT_TYPE_IDS] + at, b->rows[TEXT_MASK] + at, (size_t)b->len,
+                               &got) != GRAFT_OK)
+        return leave_out(b, name, graft_last_error(b->ctx));
+    if (!(b->names[b->n] = strdup(name))) {
+        cli_error(b->cmd, "out of memory");
+        b->failed = 1;
+        return;
+    }
+    if (++b->n == b->cap) flush(b);
+}
+
+static void read_lines(batcher *b, const char *path) {
+    int is_stdin = !strcmp(path, "-");
+    FILE *f = is_stdin ? stdin : fopen(path, "rb");
+    if (!f) return leave_out(b, path, strerror(errno));
+    char *line = NULL, name[4200];
+    size_t cap = 0;
+    ssize_t n;
+    for (long no = 1; !b->failed && (n = getline(&line, &cap, f)) >= 0; no++) {
+        snprintf(name, sizeof name, "%s:%ld", is_stdin ? "stdin" : path, no);
+        if (memchr(line, 0, (size_t)n)) {
+            leave_out(b, name, "NUL byte in the line");
+            continue;
+        }
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
+        add_text(b, name, line);
+    }
+    if (ferror(f)) leave_out(b, path, "read error");
+    free(line);
+    if (!is_stdin) fclose(f);
+}
+
+/* A whole file as one text (as a text folder's samples are read). */
+static void read_file(batcher *b, const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return leave_out(b, path, strerror(errno));
+    char *buf = NULL;
+    size_t n = 0, cap = 0, got = 1;
+    int no_memory = 0;
+    while (got) {
+        if (n + 1 >= cap) {
+            char *nb = realloc(buf, cap = cap ? cap * 2 : 4096);
+            if (!nb) {
+                no_memory = 1;
+                break;
+            }
+            buf = nb;
+        }
+        n += (got = fread(buf + n, 1, cap - n - 1, f));
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad || no_memory)
+        leave_out(b, path, bad ? "read error" : "out of memory");
+    else if (buf[n] = 0, strlen(buf) != n)
+        leave_out(b, path, "NUL byte in the file");
+    else
+        add_text(b, path, buf);
+    free(buf);
+}
+
+/* Every row of the CSV/TSV's text column; the rows it cannot read are named first. */
+static void read_csv(batcher *b, const char *path, const char *column) {
+    graft_text_list *l;
+    if (graft_text_list_open_csv(b->ctx, path, column, &l) != GRAFT_OK) {
+        cli_error(b->cmd, "%s", graft_last_error(b->ctx));
+        b->failed = 1;
+        return;
+    }
+    char name[4200];
+    for (int64_t i = 0; i < graft_text_list_skipped_count(l); i++) {
+        int64_t line;
+        const char *why;
+        graft_text_list_skipped(l, i, &line, &why);
+        snprintf(name, sizeof name, "%s:%lld", path, (long long)line);
+        leave_out(b, name, why);
+    }
+    for (int64_t i = 0; !b->failed && i < graft_text_list_count(l); i++) {
+        snprintf(name, sizeof name, "%s:%lld", path, (long long)graft_text_list_line(l, i));
+        add_text(b, name, graft_text_list_text(l, i));
+    }
+    graft_text_list_free(l);
+}
+
+static void run_items(batcher *b, const item_list *items, const char *column) {
+    int literal = 0;
+    char name[32];
+    for (size_t i = 0; i < items->n && !b->failed; i++) {
+        const item *it = &items->v[i];
+        if (it->kind == ITEM_FILE)
+            read_file(b, it->value);
+        else if (it->kind == ITEM_CSV)
+            read_csv(b, it->value, column);
+        else if (it->kind == ITEM_LINES)
+            read_lines(b, it->value);
+        else {
+            snprintf(name, sizeof name, "text:%d", ++literal);
+            add_text(b, name, it->value);
+        }
+    }
+    flush(b);
+}
+
+int text_predict(const char *cmd, graft_ctx *ctx, graft_model *m, const text_model *tm,
+                 const text_predict_args *a, text_emit_fn emit, void *user) {
+    item_list items = {0};
+    int rc = collect(cmd, a, &items);
+    batcher b = {cmd,  ctx,  m, tm, {NULL}, NULL, 0, (int)a->batch, tm->data.max_len,
+                 emit, user, 0, 0};
+    size_t cells = (size_t)b.cap * (size_t)b.len;
+    int have = rc == 0 && (b.names = malloc((size_t)b.cap * sizeof *b.names)) != NULL;
+    for (int r = 0; have && r < TEXT_ROLES; r++)
+        have = (b.rows[r] = malloc(cells * sizeof *b.rows[r])) != NULL;
+    if (rc == 0 && !have) rc = 1, cli_error(cmd, "out of memory");
+    if (rc == 0) {
+        run_items(&b, &items, a->text_column);
+        rc = b.failed || b.left_out ? 1 : 0;
+    }
+    for (int r = 0; r < TEXT_ROLES; r++) free(b.rows[r]);
+    free(b.names);
+    items_free(&items);
+    return rc;
+}
