@@ -196,6 +196,8 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     run_suite asan_prune_channels $A/tests/test_prune_channels "$GEN" build/test-logs/prune_channels-asan mobilenet_tiny
     run_suite asan_prune_schedule $A/tests/test_prune_schedule "$GEN" models/digits_cnn.onnx --quick
     run_suite asan_prune_heads $A/tests/test_prune_heads "$GEN" build/test-logs
+    # After a failed set-up (no generated models) the model tests fail cleanly, never crash.
+    run_suite asan_missing_fixtures tests/test_missing_fixtures.sh $A
     run_suite asan_trainer $A/tests/test_trainer tests/data/trainer_fixtures.txt
     run_suite asan_fit $A/tests/test_fit "$GEN"
     run_suite asan_dataset $A/tests/test_dataset build/test-logs/images "$GEN/bad/valid_small.onnx"
