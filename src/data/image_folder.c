@@ -18,7 +18,7 @@
 typedef struct image_folder {
     char *root;
     graft_image_options o;
-    char input_name[64];
+    char input_name[256];
     char **paths;
     int64_t n_paths;
 } image_folder;
