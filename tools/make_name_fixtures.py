@@ -10,6 +10,7 @@ GEN (weights unchanged, only names and input plumbing) writes into OUT_DIR:
   img_collide2.onnx  input 'probabilities', output 'features', a backbone tensor 'logits' and one
                      'features/cls', a backbone weight 'head.0.weight'
   img_nhwc.onnx      input 'x' in NHWC (N, 64, 64, 3), a Transpose to the model's NCHW
+  img_long.onnx      input and output names of over 600 characters
   txt3_<tag>.onnx    bert_tiny_decomposed with its 3 inputs renamed (and reordered):
                      tag torch: input.1 / input.3 / input.5 (the TorchScript exporter's names)
                      tag dotted: input_ids.1 / attention_mask.1 / token_type_ids.1
@@ -31,6 +32,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 IMAGE_INPUTS = ["x", "input", "input.1", "pixel_values", "images", "0"]
+LONG_NAME = "pixel_values/" + "long" * 150  # 612 characters, a '/' in it
 
 
 def rename(graph, old, new):
@@ -104,6 +106,10 @@ def image_models(gen, out):
     g.node.insert(0, helper.make_node("Transpose", ["x"], ["x_nchw"], perm=[0, 3, 1, 2]))
     g.input[0].CopyFrom(helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 64, 64, 3]))
     save(m, os.path.join(out, "img_nhwc.onnx"))
+    m = image_base(gen)
+    rename(m.graph, "input", LONG_NAME)
+    rename(m.graph, "logits", LONG_NAME + "/logits")
+    save(m, os.path.join(out, "img_long.onnx"))
 
 
 def fold_type_ids(g):
