@@ -21,6 +21,8 @@ GEN (weights unchanged, only names and input plumbing) writes into OUT_DIR:
   txt1_x.onnx        ids only (the mask folded to ones), input named 'x'
   txt3_collide.onnx  inputs 'features' / 'logits' / 'probabilities' (ids, mask, type ids),
                      outputs 'head/gemm' and 'features/mean'
+  bad_position_ids.onnx  the 3 inputs and position_ids (4 inputs: an error naming them)
+  bad_unknown.onnx   ids 'tokens', mask, and 'extra' whose shape only is used (no role)
   roles.txt          for every txt*.onnx: "FILE ids=NAME,mask=NAME[,type_ids=NAME]" (the roles
                      in the order graft records them)
 Every model passes onnx.checker and keeps its value names unique. Needs numpy and onnx."""
@@ -188,8 +190,35 @@ def text_models(gen, out):
         {"ids": "features", "mask": "logits", "type_ids": "probabilities"},
         ["ids", "mask", "type_ids"],
         outputs={"last_hidden_state": "head/gemm", "pooler_output": "features/mean"}))
+    bad_text_models(gen, out)
     with open(os.path.join(out, "roles.txt"), "w") as f:
         f.writelines(lines)
+
+
+def bad_text_models(gen, out):
+    """Inputs graft cannot feed: position ids as a 4th input; an input the graph only asks the
+    shape of, under a name that says nothing."""
+    m = onnx.load(os.path.join(gen, "bert_tiny_decomposed.onnx"))
+    g = m.graph
+    del g.value_info[:]
+    pos = next(n for n in g.node if n.op_type == "Gather" and
+               n.input[0] == "embeddings.position_embeddings.weight")
+    rename(g, pos.input[1], "position_ids")
+    slicer = next(n for n in g.node if "position_ids" in n.output)
+    g.node.remove(slicer)
+    g.input.append(helper.make_tensor_value_info("position_ids", TensorProto.INT64,
+                                                 ["batch", "sequence"]))
+    onnx.checker.check_model(m)
+    onnx.save(m, os.path.join(out, "bad_position_ids.onnx"))
+    m = onnx.load(os.path.join(gen, "bert_tiny_decomposed.onnx"))
+    g = m.graph
+    del g.value_info[:]
+    fold_type_ids(g)
+    rename(g, "input_ids", "tokens")
+    shape = next(n for n in g.node if n.op_type == "Shape" and n.input[0] == "tokens")
+    shape.input[0] = "extra"
+    g.input.append(helper.make_tensor_value_info("extra", TensorProto.INT64, ["batch", "sequence"]))
+    save(m, os.path.join(out, "bad_unknown.onnx"))
 
 
 def main():

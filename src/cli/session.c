@@ -77,10 +77,12 @@ int session_check_vocab(session *s, const finetune_opts *o) {
     int64_t rows = 0;
     const char *table = NULL;
     const char *names[GRAFT_TEXT_INPUT_COUNT];
-    if (!o->vocab || graft_model_text_inputs(s->model, names) != GRAFT_OK ||
-        graft_model_embedding_rows(s->model, names[GRAFT_TEXT_INPUT_IDS], &rows, &table) !=
-            GRAFT_OK)
-        return 0; /* not text (the data set says why later), or no embedding table to check */
+    if (!o->vocab) return 0;
+    if (graft_model_text_inputs(s->model, names) != GRAFT_OK)
+        return session_fail(s, "the model's inputs"); /* before any work: no role for one */
+    if (graft_model_embedding_rows(s->model, names[GRAFT_TEXT_INPUT_IDS], &rows, &table) !=
+        GRAFT_OK)
+        return 0; /* no embedding table to check against */
     graft_tokenizer *tok;
     if (graft_tokenizer_load(s->ctx, o->vocab, o->cased, &tok) != GRAFT_OK)
         return session_fail(s, o->vocab);
