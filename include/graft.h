@@ -192,6 +192,24 @@ GRAFT_API graft_status graft_model_auto_cut(const graft_model *model, const char
 GRAFT_API graft_status graft_model_embedding_rows(const graft_model *model, const char *input,
                                                   int64_t *rows, const char **table_name);
 
+/* The inputs a text model (BERT family) takes, in the order of graft's text data sets. */
+typedef enum graft_text_input {
+    GRAFT_TEXT_INPUT_IDS = 0,      /* token ids */
+    GRAFT_TEXT_INPUT_MASK = 1,     /* attention mask (1: a token, 0: padding) */
+    GRAFT_TEXT_INPUT_TYPE_IDS = 2, /* token type (segment) ids */
+    GRAFT_TEXT_INPUT_COUNT
+} graft_text_input;
+/* Which of the model's inputs takes each of them, told from the graph whatever the names: the
+ * input that indexes the largest embedding table (a Gather of a constant 2-D table, through
+ * Cast/Reshape/Unsqueeze/...) takes the ids, one indexing a smaller table the type ids, one that
+ * only feeds arithmetic (the mask's Cast/Sub/Mul into the attention scores) the mask; the names
+ * (`*mask*`, `*type*`/`*segment*`, `*ids*`/`*input*`) decide only where the graph does not.
+ * names[GRAFT_TEXT_INPUT_*] get the input's name (living as long as the model) or NULL where
+ * the model has no such input. GRAFT_E_INVALID_ARGUMENT, naming the inputs, when a role cannot
+ * be decided (an input that could take none or two, no ids input, more than 3 inputs). */
+GRAFT_API graft_status graft_model_text_inputs(const graft_model *model,
+                                               const char *names[GRAFT_TEXT_INPUT_COUNT]);
+
 /* How an encoder's (batch, sequence, hidden) state becomes one vector per sample. */
 typedef enum graft_pooling {
     GRAFT_POOLING_AUTO = 0,   /* CNN cut: none; encoder cut: CLS */
@@ -572,6 +590,13 @@ GRAFT_API graft_status graft_dataset_split(graft_dataset *ds, double val_fractio
  * `like` lacks is an error. */
 GRAFT_API graft_status graft_dataset_open_like(const graft_dataset *like, const char *path,
                                                graft_dataset **out);
+/* Name the batches' inputs as a model takes them: names[k] for input k (n: as many as the data
+ * set makes: an image data set makes 1, the images; a text data set 3, in GRAFT_TEXT_INPUT_*
+ * order: ids, mask, type ids, see graft_model_text_inputs), NULL to leave input k out (a model
+ * without type ids). Shared by the data set's views (graft_dataset_split) and copied by
+ * graft_dataset_open_like; applies to sources made after the call. */
+GRAFT_API graft_status graft_dataset_set_input_names(graft_dataset *ds, const char *const *names,
+                                                     int n);
 /* Batch buffers from the caller's allocator (e.g. pinned host memory for GPU transfers) instead
  * of malloc; applies to sources made after the call. NULL functions restore malloc/free. */
 GRAFT_API graft_status graft_dataset_set_allocator(graft_dataset *ds,

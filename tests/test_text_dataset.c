@@ -222,6 +222,41 @@ static void unlabelled_csv(graft_ctx *ctx) {
           "status %d: %s", st, graft_last_error(ctx));
 }
 
+/* graft_dataset_set_input_names: the model's names on the batches, a left-out input gone (the
+ * mask still measures pad_to_longest), split views sharing them; bad name lists refused. */
+static void input_names(graft_ctx *ctx, const char *vocab) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/text/basic.csv", data_dir);
+    graft_text_options o = GRAFT_TEXT_OPTIONS_INIT;
+    o.vocab_path = vocab, o.max_len = MAX_LEN, o.pad_to_longest = 1;
+    graft_dataset *ds = NULL, *train = NULL, *val = NULL;
+    if (graft_dataset_open_text(ctx, path, &o, &ds) != GRAFT_OK) {
+        CHECK("text_input_names", 0, "%s", graft_last_error(ctx));
+        return;
+    }
+    const char *two[3] = {"input.3", NULL, "input.1"}, *dup[3] = {"a", "b", "a"};
+    const char *none[3] = {NULL, NULL, NULL};
+    CHECK("text_input_names_refused",
+          graft_dataset_set_input_names(ds, two, 2) != GRAFT_OK &&
+              graft_dataset_set_input_names(ds, dup, 3) != GRAFT_OK &&
+              graft_dataset_set_input_names(ds, none, 3) != GRAFT_OK,
+          "%s", "a bad name list was taken");
+    graft_status st = graft_dataset_set_input_names(ds, two, 3);
+    if (st == GRAFT_OK) st = graft_dataset_split(ds, 0.25, 1, &train, &val);
+    graft_batch_source src;
+    if (st == GRAFT_OK) st = graft_dataset_source(val, 1, 2, 0, &src);
+    graft_named_tensor in[3] = {{0}};
+    graft_tensor labels;
+    unsigned char kept[64];
+    if (st == GRAFT_OK) st = src.read(src.user, 0, 1, in, &labels, kept);
+    int ok = st == GRAFT_OK && src.n_inputs == 2 && !strcmp(in[0].name, "input.3") &&
+             !strcmp(in[1].name, "input.1") && in[0].tensor.dims[1] < MAX_LEN &&
+             in[0].tensor.dims[1] == in[1].tensor.dims[1];
+    CHECK("text_input_names", ok, "status %d: %s, %d inputs", st, graft_last_error(ctx),
+          st == GRAFT_OK ? src.n_inputs : -1);
+    graft_dataset_free(train), graft_dataset_free(val), graft_dataset_free(ds);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) data_dir = argv[1];
     char vocab[1024];
@@ -233,6 +268,7 @@ int main(int argc, char **argv) {
     longest(ctx, vocab);
     vocab_in_memory(ctx, vocab);
     unlabelled_csv(ctx);
+    input_names(ctx, vocab);
     graft_text_options o = GRAFT_TEXT_OPTIONS_INIT;
     graft_dataset *ds = NULL;
     o.vocab_path = "/nonexistent/vocab.txt";

@@ -144,6 +144,7 @@ if setup_build build/release --buildtype=release; then
     run_suite cli_tools tests/test_cli_tools.sh $R/graft "$GEN"
     run_suite cli_help tests/test_cli_help.sh $R/graft
     run_suite cli_images tests/test_cli_images.sh $R/graft "$GEN"
+    run_suite cli_names tests/test_cli_names.sh $R/graft "$GEN"
     rm -rf build/test-logs/runlog build/test-logs/runlog-interrupted
     run_suite run_log $R/tests/test_run_log build/test-logs/runlog
     run_suite tensorboard python3 tools/check_tensorboard.py build/test-logs/runlog \
@@ -221,6 +222,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     run_suite asan_cli_tools tests/test_cli_tools.sh $A/graft "$GEN"
     run_suite asan_cli_help tests/test_cli_help.sh $A/graft
     run_suite asan_cli_images tests/test_cli_images.sh $A/graft "$GEN"
+    run_suite asan_cli_names tests/test_cli_names.sh $A/graft "$GEN"
     rm -rf build/test-logs/runlog-asan build/test-logs/runlog-asan-interrupted
     run_suite asan_run_log $A/tests/test_run_log build/test-logs/runlog-asan
     run_suite asan_wordpiece $A/tests/test_wordpiece tests/data/tokenizer

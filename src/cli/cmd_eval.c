@@ -233,8 +233,7 @@ static int run_all(evaluation *e, const eval_args *a) {
         int64_t got = 0;
         for (int64_t i = 0; i < count; i++) got += kept[i] != 0;
         if (!got) continue;
-        int n_in = e->is_text ? text_model_bind(&e->text, inputs, src.n_inputs) : src.n_inputs;
-        if (graft_model_run(e->model, inputs, n_in) != GRAFT_OK) {
+        if (graft_model_run(e->model, inputs, src.n_inputs) != GRAFT_OK) {
             cli_error(CMD, "%s", graft_last_error(e->ctx));
             rc = -1;
         } else
@@ -367,7 +366,8 @@ static int open_text(evaluation *e, const eval_args *a) {
     if (text_model_open(CMD, e->ctx, e->model, &a->text, &e->text) != 0) return -1;
     graft_text_options t = e->text.data;
     t.text_column = a->text_column, t.label_column = a->label_column;
-    if (graft_dataset_open_text(e->ctx, a->data, &t, &e->ds) != GRAFT_OK)
+    if (graft_dataset_open_text(e->ctx, a->data, &t, &e->ds) != GRAFT_OK ||
+        graft_dataset_set_input_names(e->ds, e->text.input, TEXT_ROLES) != GRAFT_OK)
         return cli_error(CMD, "%s", graft_last_error(e->ctx)), -1;
     return 0;
 }

@@ -18,6 +18,21 @@ static int usage_error(const char *msg, const char *arg) {
     return 2;
 }
 
+/* An output's file name: the name with / : \\ as _, and a name too long for a file system (over
+ * 200 bytes) cut to 183 bytes and ended with ~ and a 64-bit FNV-1a hash of the whole name, so
+ * that outputs never share a file. */
+static void file_name_of(const char *output, char *out, size_t size) {
+    snprintf(out, size, "%s", output);
+    if (strlen(output) > 200) {
+        uint64_t h = 0xcbf29ce484222325ull;
+        for (const unsigned char *c = (const unsigned char *)output; *c; c++)
+            h = (h ^ *c) * 0x100000001b3ull;
+        snprintf(out + 183, size - 183, "~%016llx", (unsigned long long)h);
+    }
+    for (char *c = out; *c; c++)
+        if (*c == '/' || *c == ':' || *c == '\\') *c = '_';
+}
+
 static int write_outputs(graft_ctx *ctx, const graft_model *m, const char *dir) {
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "graft run: cannot create '%s': %s\n", dir, strerror(errno));
@@ -31,11 +46,8 @@ static int write_outputs(graft_ctx *ctx, const graft_model *m, const char *dir) 
             fprintf(stderr, "graft run: %s\n", graft_last_error(ctx));
             return 1;
         }
-        char path[4096], err[512];
-        char name[256];
-        snprintf(name, sizeof name, "%s", info.name);
-        for (char *c = name; *c; c++)
-            if (*c == '/' || *c == ':' || *c == '\\') *c = '_';
+        char path[4096], err[512], name[256];
+        file_name_of(info.name, name, sizeof name);
         snprintf(path, sizeof path, "%s/%s.npy", dir, name);
         if (npy_write(path, t, err, sizeof err) != 0) {
             fprintf(stderr, "graft run: %s\n", err);
@@ -67,7 +79,8 @@ static const cli_command run_command = {
                 "graft run bert.onnx --input input_ids=ids.npy --input attention_mask=mask.npy "
                 "--output-dir out --device=cuda:0 --precision=fp16",
     .writes = "DIR/<output name>.npy for each output of the model (characters / : \\ in the "
-              "name become _); nothing on stdout.",
+              "name become _; a name over 200 bytes is cut to 183 and ends in ~ and 16 hex digits "
+              "of its hash); nothing on stdout.",
     .exit_status = "0 on success, 1 when an input cannot be read or the model fails, 2 for bad "
                    "usage.",
 };

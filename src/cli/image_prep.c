@@ -129,6 +129,9 @@ int image_prep_resolve(image_prep *p, graft_ctx *ctx, const graft_model *m,
         return fail(p, "%s, but input '%s' takes %lld channel%s", what, v.name, (long long)ch,
                     ch == 1 ? "" : "s");
     }
+    if (strlen(v.name) >= sizeof p->input_name)
+        return fail(p, "input name of %zu bytes: graft takes at most %zu", strlen(v.name),
+                    sizeof p->input_name - 1);
     snprintf(p->input_name, sizeof p->input_name, "%s", v.name);
     p->o.input_name = p->input_name;
     p->o.dtype = v.dtype;

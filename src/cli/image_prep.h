@@ -23,7 +23,7 @@ typedef enum { PREP_DEFAULT, PREP_INPUT_SHAPE, PREP_METADATA, PREP_OPTION } prep
 typedef struct image_prep {
     graft_image_options o; /* resolved; o.input_name points at input_name (do not copy p) */
     prep_source from[PREP_FIELDS];
-    char input_name[128];
+    char input_name[1024];
     int64_t sample;  /* elements of one preprocessed image */
     char error[512]; /* why resolving failed */
 } image_prep;

@@ -76,8 +76,13 @@ int session_open_data(session *s, finetune_opts *o) {
 int session_check_vocab(session *s, const finetune_opts *o) {
     int64_t rows = 0;
     const char *table = NULL;
-    if (!o->vocab || graft_model_embedding_rows(s->model, "input_ids", &rows, &table) != GRAFT_OK)
-        return 0; /* not text, or no embedding table to check against */
+    const char *names[GRAFT_TEXT_INPUT_COUNT];
+    if (!o->vocab) return 0;
+    if (graft_model_text_inputs(s->model, names) != GRAFT_OK)
+        return session_fail(s, "the model's inputs"); /* before any work: no role for one */
+    if (graft_model_embedding_rows(s->model, names[GRAFT_TEXT_INPUT_IDS], &rows, &table) !=
+        GRAFT_OK)
+        return 0; /* no embedding table to check against */
     graft_tokenizer *tok;
     if (graft_tokenizer_load(s->ctx, o->vocab, o->cased, &tok) != GRAFT_OK)
         return session_fail(s, o->vocab);
@@ -138,8 +143,20 @@ int session_make_trainer(session *s, finetune_opts *o) {
     return 0;
 }
 
+/* Text: feed the ids, mask and type ids to the inputs that take them, whatever their names, and
+ * leave out what the model does not take. */
+static graft_status bind_text_inputs(session *s) {
+    const char *names[GRAFT_TEXT_INPUT_COUNT];
+    graft_status st = graft_model_text_inputs(s->model, names);
+    if (st == GRAFT_OK) st = graft_dataset_set_input_names(s->train, names, GRAFT_TEXT_INPUT_COUNT);
+    if (st == GRAFT_OK && s->val)
+        st = graft_dataset_set_input_names(s->val, names, GRAFT_TEXT_INPUT_COUNT);
+    return st;
+}
+
 int session_fit(session *s, const finetune_opts *o) {
     graft_batch_source train, val;
+    if (o->vocab && bind_text_inputs(s) != GRAFT_OK) return session_fail(s, "the model's inputs");
     graft_status st = graft_dataset_source(s->train, o->threads, 2, o->train.seed, &train);
     if (st == GRAFT_OK && s->val) st = graft_dataset_source(s->val, o->threads, 2, 0, &val);
     if (st == GRAFT_OK) st = graft_trainer_fit_source(s->trainer, &train, s->val ? &val : NULL);

@@ -2,7 +2,6 @@
  * export, read by predict and eval. */
 #include "text_model.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,18 +23,6 @@ int text_model_detect(const graft_model *m) {
             return 0;
     }
     return n > 0;
-}
-
-/* The role an input's name suggests (BERT's usual names), or -1. */
-static int role_of_name(const char *name) {
-    char low[256];
-    size_t i = 0;
-    for (; name[i] && i + 1 < sizeof low; i++) low[i] = (char)tolower((unsigned char)name[i]);
-    low[i] = 0;
-    if (strstr(low, "mask")) return TEXT_MASK;
-    if (strstr(low, "type") || strstr(low, "segment")) return TEXT_TYPE_IDS;
-    if (strstr(low, "ids") || strstr(low, "input")) return TEXT_IDS;
-    return -1;
 }
 
 static int model_has_input(const graft_model *m, const char *name, size_t len) {
@@ -73,26 +60,25 @@ static int roles_from_metadata(const char *cmd, const graft_model *m, const char
     return 0;
 }
 
-/* Which input takes the ids, the mask and the type ids: the metadata, else the names. Every input
- * needs a role and the ids one. */
-static int assign_roles(const char *cmd, const graft_model *m, text_model *tm) {
+/* Which input takes the ids, the mask and the type ids: the metadata, else what the graph does
+ * with each (graft_model_text_inputs). */
+static int assign_roles(const char *cmd, graft_ctx *ctx, const graft_model *m, text_model *tm) {
     const char *v = cli_metadata(m, "graft.text.inputs");
-    if (v && roles_from_metadata(cmd, m, v, tm)) return 1;
-    for (int i = 0; i < graft_model_input_count(m); i++) {
-        graft_value_info info;
-        graft_model_input_info(m, i, &info);
-        int known = 0;
-        for (int r = 0; r < TEXT_ROLES; r++)
-            known |= tm->input[r] && !strcmp(tm->input[r], info.name);
-        if (known) continue;
-        int r = v ? -1 : role_of_name(info.name);
-        if (r < 0 || tm->input[r])
-            return cli_error(cmd,
-                             "cannot tell whether input '%s' takes token ids, the attention mask "
-                             "or type ids (the model has no metadata graft.text.inputs)",
-                             info.name),
-                   1;
-        tm->input[r] = info.name;
+    if (v) {
+        if (roles_from_metadata(cmd, m, v, tm)) return 1;
+        for (int i = 0; i < graft_model_input_count(m); i++) {
+            graft_value_info info;
+            graft_model_input_info(m, i, &info);
+            int known = 0;
+            for (int r = 0; r < TEXT_ROLES; r++)
+                known |= tm->input[r] && !strcmp(tm->input[r], info.name);
+            if (!known)
+                return cli_error(cmd, "metadata graft.text.inputs = '%s' gives input '%s' no role",
+                                 v, info.name),
+                       1;
+        }
+    } else if (graft_model_text_inputs(m, tm->input) != GRAFT_OK) {
+        return cli_error(cmd, "%s", graft_last_error(ctx)), 1;
     }
     if (!tm->input[TEXT_IDS]) return cli_error(cmd, "the model has no input for the token ids"), 1;
     return 0;
@@ -153,7 +139,7 @@ int text_model_open(const char *cmd, graft_ctx *ctx, const graft_model *m, const
     long cased = o->cased;
     if (!o->cased && metadata_int(cmd, m, "graft.text.cased", 0, 1, &cased)) return 1;
     tm->data.cased = (int)cased;
-    if (assign_roles(cmd, m, tm) || settle_max_len(cmd, m, o, tm)) return 1;
+    if (assign_roles(cmd, ctx, m, tm) || settle_max_len(cmd, m, o, tm)) return 1;
     graft_status st;
     if (o->vocab) {
         tm->data.vocab_path = o->vocab;
@@ -176,17 +162,6 @@ int text_model_open(const char *cmd, graft_ctx *ctx, const graft_model *m, const
 void text_model_close(text_model *tm) {
     graft_tokenizer_free(tm->tok);
     tm->tok = NULL;
-}
-
-int text_model_bind(const text_model *tm, graft_named_tensor *inputs, int n) {
-    int kept = 0;
-    for (int k = 0; k < n; k++) {
-        int r = role_of_name(inputs[k].name);
-        if (r < 0 || !tm->input[r]) continue;
-        inputs[kept] = inputs[k];
-        inputs[kept++].name = tm->input[r];
-    }
-    return kept;
 }
 
 static char *read_all(const char *path, size_t *size) {
@@ -212,9 +187,10 @@ static char *read_all(const char *path, size_t *size) {
 }
 
 /* "ids=input_ids,mask=attention_mask,type_ids=token_type_ids" for the model's inputs. */
-static int inputs_entry(const char *cmd, const graft_model *m, char *out, size_t size) {
+static int inputs_entry(const char *cmd, graft_ctx *ctx, const graft_model *m, char *out,
+                        size_t size) {
     text_model roles = {0};
-    if (assign_roles(cmd, m, &roles)) return 1;
+    if (assign_roles(cmd, ctx, m, &roles)) return 1;
     size_t at = 0;
     for (int r = 0; r < TEXT_ROLES; r++)
         if (roles.input[r])
@@ -234,7 +210,7 @@ int text_model_record(const char *cmd, graft_ctx *ctx, graft_model *m, const fin
         at += (size_t)snprintf(special + at, sizeof special - at, "%s%s=%lld", k ? "," : "",
                                SPECIALS[k], (long long)graft_tokenizer_token_id(tok, SPECIALS[k]));
     graft_tokenizer_free(tok);
-    if (inputs_entry(cmd, m, inputs, sizeof inputs)) return 1;
+    if (inputs_entry(cmd, ctx, m, inputs, sizeof inputs)) return 1;
     size_t size;
     char *vocab = read_all(o->vocab, &size);
     if (!vocab) return cli_error(cmd, "cannot read '%s': %s", o->vocab, strerror(errno)), 1;

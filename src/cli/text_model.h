@@ -10,7 +10,12 @@
 #include "graft.h"
 
 /* The three arrays BERT takes, in the order the text data set feeds them. */
-enum { TEXT_IDS = 0, TEXT_MASK = 1, TEXT_TYPE_IDS = 2, TEXT_ROLES = 3 };
+enum {
+    TEXT_IDS = GRAFT_TEXT_INPUT_IDS,
+    TEXT_MASK = GRAFT_TEXT_INPUT_MASK,
+    TEXT_TYPE_IDS = GRAFT_TEXT_INPUT_TYPE_IDS,
+    TEXT_ROLES = GRAFT_TEXT_INPUT_COUNT
+};
 
 /* What the command line says; unset fields come from the model. */
 typedef struct text_overrides {
@@ -35,10 +40,6 @@ int text_model_detect(const graft_model *m);
 int text_model_open(const char *cmd, graft_ctx *ctx, const graft_model *m, const text_overrides *o,
                     text_model *out);
 void text_model_close(text_model *tm);
-
-/* Rename the text data set's inputs (input_ids, attention_mask, token_type_ids) to the model's,
- * dropping those it does not take; returns the new count. */
-int text_model_bind(const text_model *tm, graft_named_tensor *inputs, int n);
 
 /* Record the run's tokenizer settings and the vocabulary itself in the model's metadata, so that
  * the export is all predict and eval need. Returns 0, or 1 after printing the error. */

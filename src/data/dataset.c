@@ -219,7 +219,37 @@ graft_status graft_dataset_open_like(const graft_dataset *like, const char *path
                                      graft_dataset **out) {
     if (!like || !path || !out) return GRAFT_E_INVALID_ARGUMENT;
     err_clear(&like->ctx->err);
-    return like->sh->kind->open_like(like, path, out);
+    TRY(like->sh->kind->open_like(like, path, out));
+    dataset_shared *to = (*out)->sh;
+    memcpy(to->input_names, like->sh->input_names, sizeof to->input_names);
+    memcpy(to->input_left_out, like->sh->input_left_out, sizeof to->input_left_out);
+    return GRAFT_OK;
+}
+
+graft_status graft_dataset_set_input_names(graft_dataset *ds, const char *const *names, int n) {
+    if (!ds || (n > 0 && !names)) return GRAFT_E_INVALID_ARGUMENT;
+    graft_err *e = &ds->ctx->err;
+    err_clear(e);
+    dataset_shared *sh = ds->sh;
+    if (n != sh->n_inputs)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "the data set makes %d input%s, %d names given",
+                       sh->n_inputs, sh->n_inputs == 1 ? "" : "s", n);
+    int fed = 0;
+    for (int k = 0; k < n; k++) {
+        if (names[k] && (!names[k][0] || strlen(names[k]) >= sizeof sh->input_names[k]))
+            return err_set(e, GRAFT_E_INVALID_ARGUMENT, "input name %d is empty or too long", k);
+        for (int j = 0; j < k; j++)
+            if (names[k] && names[j] && strcmp(names[k], names[j]) == 0)
+                return err_set(e, GRAFT_E_INVALID_ARGUMENT, "input name '%s' given twice",
+                               names[k]);
+        fed += names[k] != NULL;
+    }
+    if (!fed) return err_set(e, GRAFT_E_INVALID_ARGUMENT, "every input left out");
+    for (int k = 0; k < n; k++) {
+        sh->input_left_out[k] = names[k] == NULL;
+        if (names[k]) snprintf(sh->input_names[k], sizeof sh->input_names[k], "%s", names[k]);
+    }
+    return GRAFT_OK;
 }
 
 graft_status graft_dataset_source(graft_dataset *ds, int threads, int prefetch, uint64_t seed,
@@ -232,7 +262,9 @@ graft_status graft_dataset_source(graft_dataset *ds, int threads, int prefetch, 
     ds->pl = NULL;
     TRY(pipeline_create(&ds->pl, ds, threads, prefetch, seed, e));
     if (!ds->identity[0]) view_identity(ds);
-    *out = (graft_batch_source){ds->n, ds->sh->n_inputs, pipeline_read, ds->pl, ds->identity};
+    int fed = 0;
+    for (int k = 0; k < ds->sh->n_inputs; k++) fed += !ds->sh->input_left_out[k];
+    *out = (graft_batch_source){ds->n, fed, pipeline_read, ds->pl, ds->identity};
     return GRAFT_OK;
 }
 

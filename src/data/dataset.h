@@ -38,7 +38,9 @@ typedef struct dataset_shared {
     int n_classes;
     char **class_names;
     int n_inputs;
-    char input_names[DATASET_MAX_INPUTS][64];
+    char input_names[DATASET_MAX_INPUTS][1024];
+    bool input_left_out[DATASET_MAX_INPUTS]; /* made but not delivered
+                                                (graft_dataset_set_input_names) */
     graft_dtype input_dtype[DATASET_MAX_INPUTS];
     int input_ndim[DATASET_MAX_INPUTS]; /* per sample, without the batch dim */
     int64_t input_dims[DATASET_MAX_INPUTS][GRAFT_MAX_DIMS];

@@ -18,7 +18,7 @@
 typedef struct image_folder {
     char *root;
     graft_image_options o;
-    char input_name[64];
+    char input_name[1024];
     char **paths;
     int64_t n_paths;
 } image_folder;
@@ -250,11 +250,15 @@ static graft_status open_with(graft_ctx *ctx, const char *root, const graft_imag
     if (st == GRAFT_OK) {
         f->o = *o;
         if (!f->o.max_pixels) f->o.max_pixels = DEFAULT_MAX_PIXELS;
-        snprintf(f->input_name, sizeof f->input_name, "%s",
-                 o->input_name ? o->input_name : "input");
+        const char *name = o->input_name ? o->input_name : "input";
+        if (strlen(name) >= sizeof f->input_name)
+            st = err_set(e, GRAFT_E_INVALID_ARGUMENT, "input name of %zu bytes: at most %zu",
+                         strlen(name), sizeof f->input_name - 1);
+        snprintf(f->input_name, sizeof f->input_name, "%s", name);
         f->root = strdup(root);
-        st = f->root ? scan(f, &w, classes, n_classes, allow_missing, &labels, e)
-                     : err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+        st = st != GRAFT_OK ? st
+             : f->root      ? scan(f, &w, classes, n_classes, allow_missing, &labels, e)
+                            : err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
     }
     int64_t *items = st == GRAFT_OK ? malloc(sizeof(int64_t) * (size_t)(f->n_paths + 1)) : NULL;
     if (st == GRAFT_OK && !items) st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");

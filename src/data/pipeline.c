@@ -243,15 +243,16 @@ graft_status pipeline_read(void *user, int64_t start, int64_t count, graft_named
         pthread_mutex_unlock(&p->lock);
     }
     dataset_shared *sh = ds->sh;
-    for (int k = 0; k < sh->n_inputs; k++) {
-        inputs[k].name = sh->input_names[k];
-        inputs[k].tensor.dtype = sh->input_dtype[k];
-        inputs[k].tensor.ndim = sh->input_ndim[k] + 1;
-        inputs[k].tensor.dims[0] = b->got;
-        for (int d = 0; d < sh->input_ndim[k]; d++)
-            inputs[k].tensor.dims[d + 1] = sh->input_dims[k][d];
-        if (b->length) inputs[k].tensor.dims[1] = b->length;
-        inputs[k].tensor.data = b->inputs[k];
+    for (int k = 0, out = 0; k < sh->n_inputs; k++) {
+        if (sh->input_left_out[k]) continue;
+        graft_named_tensor *in = &inputs[out++];
+        in->name = sh->input_names[k];
+        in->tensor.dtype = sh->input_dtype[k];
+        in->tensor.ndim = sh->input_ndim[k] + 1;
+        in->tensor.dims[0] = b->got;
+        for (int d = 0; d < sh->input_ndim[k]; d++) in->tensor.dims[d + 1] = sh->input_dims[k][d];
+        if (b->length) in->tensor.dims[1] = b->length;
+        in->tensor.data = b->inputs[k];
     }
     *labels = (graft_tensor){sh->label_dtype,
                              sh->label_width == 1 && sh->label_dtype == GRAFT_DTYPE_I64 ? 1 : 2,

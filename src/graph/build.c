@@ -6,11 +6,15 @@
 #include <string.h>
 
 graft_status graph_add_value(ir_graph *g, const char *name, int *out, graft_err *e) {
-    char unique[256];
-    snprintf(unique, sizeof unique, "%s", name);
-    for (int i = 1; ir_find_value(g, unique) >= 0; i++)
-        snprintf(unique, sizeof unique, "%s_%d", name, i);
-    return ir_add_value(g, unique, out, e);
+    /* Sized for the whole name and any suffix: a truncated name could never become unique. */
+    size_t size = strlen(name) + 16;
+    char *unique = malloc(size);
+    if (!unique) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory naming '%s'", name);
+    snprintf(unique, size, "%s", name);
+    for (int i = 1; ir_find_value(g, unique) >= 0; i++) snprintf(unique, size, "%s_%d", name, i);
+    graft_status st = ir_add_value(g, unique, out, e);
+    free(unique);
+    return st;
 }
 
 graft_status graph_add_const(ir_graph *g, const char *name, tensor *data, int *out, graft_err *e) {

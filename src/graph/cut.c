@@ -6,6 +6,7 @@
 
 #include "build.h"
 #include "model.h"
+#include "text_inputs.h"
 
 #define CUT_OPSET 13 /* opset of the nodes the cut adds (axes as inputs) */
 
@@ -32,25 +33,25 @@ static graft_status add_node(ir_graph *g, const char *op, const int *ins, int n_
     return graph_add_node(g, op, CUT_OPSET, ins, n_in, name, attr, attr_value, out, e);
 }
 
-static int find_mask_input(const ir_graph *g) {
-    for (int i = 0; i < g->n_inputs; i++) {
-        const ir_value *v = &g->values[g->inputs[i]];
-        if (v->ndim == 2 &&
-            (v->dtype == GRAFT_DTYPE_I64 || v->dtype == GRAFT_DTYPE_I32 ||
-             v->dtype == GRAFT_DTYPE_F32) &&
-            strstr(v->name, "mask"))
-            return g->inputs[i];
-    }
-    return -1;
+/* The attention-mask input (the one the graph uses as a mask, whatever its name), or -1. */
+static int find_mask_input(const ir_graph *g, graft_err *e) {
+    int roles[GRAFT_TEXT_INPUT_COUNT];
+    if (graph_text_inputs(g, roles, e) != GRAFT_OK) return -1;
+    int mask = roles[GRAFT_TEXT_INPUT_MASK];
+    if (mask >= 0 && g->values[mask].ndim != 2) mask = -1;
+    if (mask < 0)
+        err_set(e, GRAFT_E_NOT_FOUND,
+                "mean pooling needs an attention-mask input (2-D: batch, sequence); the model "
+                "takes only token ids ('%s')%s",
+                g->values[roles[GRAFT_TEXT_INPUT_IDS]].name,
+                roles[GRAFT_TEXT_INPUT_TYPE_IDS] >= 0 ? " and type ids" : "");
+    return mask;
 }
 
 /* features = sum_s(h * m) / max(sum_s(m), 1e-9), m the attention mask as float (B, S, 1). */
 static graft_status add_mean_pooling(ir_graph *g, int hidden, int *out, graft_err *e) {
-    int mask = find_mask_input(g);
-    if (mask < 0)
-        return err_set(e, GRAFT_E_NOT_FOUND,
-                       "mean pooling needs an attention-mask input (2-D, named '*mask*'); the "
-                       "model has none");
+    int mask = find_mask_input(g, e);
+    if (mask < 0) return e ? e->status : GRAFT_E_NOT_FOUND;
     int mf, axes2, m3, hm, axes1, sum, count, eps, denom;
     TRY(add_node(g, "Cast", &mask, 1, "features/mask_f32", "to", GRAFT_DTYPE_F32, &mf, e));
     TRY(add_const_i64(g, "features/axes_2", 1, 2, &axes2, e));
@@ -118,7 +119,7 @@ static graft_status cut_graph(graft_model *m, const char *cut, graft_pooling poo
                        "cut point '%s' is a model %s; cut at a tensor the backbone computes", name,
                        g->values[v].is_const ? "constant" : "input");
     if (pooling == GRAFT_POOLING_AUTO)
-        pooling = encoder || (g->values[v].ndim == 3 && find_mask_input(g) >= 0)
+        pooling = encoder || (g->values[v].ndim == 3 && find_mask_input(g, NULL) >= 0)
                       ? GRAFT_POOLING_CLS
                       : GRAFT_POOLING_NONE;
     int pooled, features;

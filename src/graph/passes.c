@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "build.h"
 #include "graph.h"
 
 /* Evaluate a node whose inputs are all constant with its reference kernel; the outputs become
@@ -144,9 +145,9 @@ static graft_status fold_one_bn(ir_graph *g, ir_node *conv, ir_node *bn, graft_e
     char name[512];
     int wv, bv;
     snprintf(name, sizeof name, "%s.bn_folded_weight", conv->name);
-    TRY(ir_add_value(g, name, &wv, e));
+    TRY(graph_add_value(g, name, &wv, e));
     snprintf(name, sizeof name, "%s.bn_folded_bias", conv->name);
-    TRY(ir_add_value(g, name, &bv, e));
+    TRY(graph_add_value(g, name, &bv, e));
     ir_value *nw = &g->values[wv], *nb = &g->values[bv];
     w = &g->values[conv->inputs[1]].data; /* values may have moved */
     TRY(tensor_clone(&nw->data, w, e));

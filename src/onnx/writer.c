@@ -47,13 +47,20 @@ static bool name_taken(const writer *w, const char *name) {
 }
 
 char *w_unique_name(writer *w, const char *base) {
-    char name[512];
-    snprintf(name, sizeof name, "%s", base);
-    for (int i = 1; name_taken(w, name); i++) snprintf(name, sizeof name, "%s_%d", base, i);
+    /* Sized for the whole base and any suffix: a truncated name could never become unique. */
+    size_t size = strlen(base) + 16;
+    char *name = malloc(size);
+    if (!name) {
+        err_set(w->e, GRAFT_E_OUT_OF_MEMORY, "out of memory writing the model");
+        return NULL;
+    }
+    snprintf(name, size, "%s", base);
+    for (int i = 1; name_taken(w, name); i++) snprintf(name, size, "%s_%d", base, i);
     if (w->n_new == w->cap_new) {
         size_t cap = w->cap_new ? w->cap_new * 2 : 64;
         char **grown = realloc(w->new_names, cap * sizeof *grown);
         if (!grown) {
+            free(name);
             err_set(w->e, GRAFT_E_OUT_OF_MEMORY, "out of memory writing the model");
             return NULL;
         }
@@ -61,6 +68,7 @@ char *w_unique_name(writer *w, const char *base) {
         w->cap_new = cap;
     }
     char *c = w_strdup(w, name);
+    free(name);
     if (c) w->new_names[w->n_new++] = c;
     return c;
 }
@@ -148,8 +156,12 @@ static graft_status attr_proto(writer *w, const ir_attr *a, Onnx__AttributeProto
     ap->has_type = 1;
     ap->type = (Onnx__AttributeProto__AttributeType)a->type;
     switch (a->type) {
-    case IR_ATTR_FLOAT: ap->has_f = 1, ap->f = a->f; break;
-    case IR_ATTR_INT: ap->has_i = 1, ap->i = a->i; break;
+    case IR_ATTR_FLOAT:
+        ap->has_f = 1, ap->f = a->f;
+        break;
+    case IR_ATTR_INT:
+        ap->has_i = 1, ap->i = a->i;
+        break;
     case IR_ATTR_STRING:
         ap->has_s = 1;
         ap->s.len = strlen(a->s);
@@ -159,8 +171,12 @@ static graft_status attr_proto(writer *w, const ir_attr *a, Onnx__AttributeProto
         ap->t = tensor_proto(w, NULL, &a->t, false);
         if (!ap->t) return w->e->status;
         break;
-    case IR_ATTR_FLOATS: ap->n_floats = (size_t)a->n, ap->floats = a->floats; break;
-    case IR_ATTR_INTS: ap->n_ints = (size_t)a->n, ap->ints = a->ints; break;
+    case IR_ATTR_FLOATS:
+        ap->n_floats = (size_t)a->n, ap->floats = a->floats;
+        break;
+    case IR_ATTR_INTS:
+        ap->n_ints = (size_t)a->n, ap->ints = a->ints;
+        break;
     case IR_ATTR_STRINGS:
         ap->n_strings = (size_t)a->n;
         ap->strings = w_alloc(w, sizeof(ProtobufCBinaryData) * (size_t)(a->n + 1));
@@ -201,14 +217,16 @@ static graft_status node_proto(writer *w, const ir_node *n) {
     np->output = outs;
     for (int k = 0; k < n->n_out; k++) outs[k] = (char *)value_name(w, n->outputs[k], false);
     np->attribute = attrs;
-    for (int k = 0; k < n->n_attrs; k++) TRY(attr_proto(w, &n->attrs[k], &attrs[np->n_attribute++]));
+    for (int k = 0; k < n->n_attrs; k++)
+        TRY(attr_proto(w, &n->attrs[k], &attrs[np->n_attribute++]));
     if (n->domain[0] == '\0' && n->opset < w->opset) {
         graft_status st = w_upgrade_node(w, n, np);
         if (st != GRAFT_OK)
             return err_prefix(w->e, "node '%s' (%s) from opset %d to %lld", n->name, n->op_type,
                               n->opset, (long long)w->opset);
     }
-    if (w->n_nodes == w->cap_nodes) return err_set(w->e, GRAFT_E_INTERNAL, "writer: too many nodes");
+    if (w->n_nodes == w->cap_nodes)
+        return err_set(w->e, GRAFT_E_INTERNAL, "writer: too many nodes");
     w->nodes[w->n_nodes++] = np;
     return GRAFT_OK;
 }
