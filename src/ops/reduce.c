@@ -165,11 +165,13 @@ static bool axes_from_input(const ir_node *node) {
     return node->opset >= since;
 }
 
-/* ReduceMax and ReduceMin also take 8-bit integers (opset 12 on); the others the sum types. */
+/* ReduceMax and ReduceMin also take 8-bit integers (opset 12 on) and bool (opset 20 on); the
+ * others the sum types. */
 static unsigned reduce_dtypes(const ir_node *node) {
     bool minmax =
         strcmp(node->op_type, "ReduceMax") == 0 || strcmp(node->op_type, "ReduceMin") == 0;
-    return minmax ? SUM_TYPES | DT(I8) | DT(U8) : SUM_TYPES;
+    if (!minmax) return SUM_TYPES;
+    return SUM_TYPES | DT(I8) | DT(U8) | (node->opset >= 20 ? DT(BOOL) : 0u);
 }
 
 /* Read the axes list from the attribute or the input; *count = -1 when not known yet. */

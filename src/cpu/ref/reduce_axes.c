@@ -144,6 +144,7 @@ static double reduce_floats(const tensor *x, int64_t base, odometer it, int64_t 
 
 /* The smallest (or largest) value of an integer dtype, as the bits load_int gives. */
 static uint64_t int_limit(graft_dtype dt, bool largest) {
+    if (dt == GRAFT_DTYPE_BOOL) return largest ? 1 : 0;
     int bits = (int)graft_dtype_size(dt) * 8;
     uint64_t all = bits >= 64 ? ~0ull : (1ull << bits) - 1;
     if (is_unsigned(dt)) return largest ? all : 0;
@@ -275,7 +276,8 @@ static graft_status run_reduce(const op_call *c, reduce_kind kind) {
     tensor *y = c->out[0];
     reduce_axes ax;
     TRY(reduce_call_axes(c, &ax));
-    if (!dtype_is_float(x->dtype) && !dtype_is_int(x->dtype))
+    bool bool_minmax = x->dtype == GRAFT_DTYPE_BOOL && (kind == REDUCE_MAX || kind == REDUCE_MIN);
+    if (!dtype_is_float(x->dtype) && !dtype_is_int(x->dtype) && !bool_minmax)
         return op_error(c->node, c->err, GRAFT_E_DTYPE, "input dtype %s is not numeric",
                         graft_dtype_name(x->dtype));
     /* With noop_with_empty_axes nothing is reduced: every element is its own group. */
