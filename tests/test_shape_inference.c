@@ -350,6 +350,75 @@ static void test_kernels(void) {
     tensor_release(&out);
 }
 
+/* The kernel of t on ins whose values inference does not see (as for graph inputs), so that
+ * the kernel's own index checks run. */
+static graft_status run_unseen(test_node *t, const tensor *const *ins, int n_in, graft_err *e) {
+    value_info vi[3], vo;
+    for (int i = 0; i < n_in; i++) vi[i] = shaped(ins[i]->dtype, ins[i]->ndim, ins[i]->dims);
+    TRY(op_find(t->node.op_type)->infer(&t->node, vi, n_in, &vo, 1, e));
+    tensor out;
+    TRY(tensor_make(&out, vo.dtype, vo.ndim, vo.dims, e));
+    tensor *outs[1] = {&out};
+    op_call call = {&t->node, ins, n_in, outs, 1, e};
+    graft_status s = op_find(t->node.op_type)->reference(&call);
+    tensor_release(&out);
+    return s;
+}
+
+/* An out-of-range index is an error naming the node, the value and the axis size, at load when
+ * the indices are constant and in the kernel otherwise. */
+static void test_index_errors(void) {
+    float data[6] = {0, 1, 2, 3, 4, 5};
+    tensor x = wrap(GRAFT_DTYPE_F32, 2, (int64_t[]){2, 3}, data);
+    int64_t ge_idx[2] = {0, 3}; /* 3 is outside axis 1 (size 3) */
+    tensor tge = wrap(GRAFT_DTYPE_I64, 2, (int64_t[]){1, 2}, ge_idx);
+    test_node t;
+    graft_err e = {0};
+    node_init(&t, "GatherElements", 13);
+    set_int(&t, "axis", 1);
+    graft_status s = run_unseen(&t, (const tensor *[]){&x, &tge}, 2, &e);
+    CHECK("gatherelements_index_error",
+          s == GRAFT_E_INVALID_ARGUMENT && strstr(e.msg, "'test'") && strstr(e.msg, "index 3") &&
+              strstr(e.msg, "axis 1 of size 3"),
+          "status %d: %s", s, e.msg);
+    int64_t nd_idx[2] = {1, -4}; /* (1, -4): -4 is outside axis 1 */
+    tensor tnd = wrap(GRAFT_DTYPE_I64, 2, (int64_t[]){1, 2}, nd_idx);
+    node_init(&t, "GatherND", 13);
+    s = run_unseen(&t, (const tensor *[]){&x, &tnd}, 2, &e);
+    CHECK("gathernd_index_error",
+          s == GRAFT_E_INVALID_ARGUMENT && strstr(e.msg, "index -4") &&
+              strstr(e.msg, "axis 1 of size 3"),
+          "status %d: %s", s, e.msg);
+    int64_t sc_idx[1] = {2}; /* row 2 of a 2-row tensor */
+    tensor tsc = wrap(GRAFT_DTYPE_I64, 2, (int64_t[]){1, 1}, sc_idx);
+    tensor upd = wrap(GRAFT_DTYPE_F32, 2, (int64_t[]){1, 3}, data);
+    node_init(&t, "ScatterND", 13);
+    s = run_unseen(&t, (const tensor *[]){&x, &tsc, &upd}, 3, &e);
+    CHECK("scatternd_index_error",
+          s == GRAFT_E_INVALID_ARGUMENT && strstr(e.msg, "index 2") &&
+              strstr(e.msg, "axis 0 of size 2"),
+          "status %d: %s", s, e.msg);
+    /* Constant indices: the load (inference) already refuses them. */
+    value_info vi[2] = {shaped(GRAFT_DTYPE_F32, 2, x.dims), shaped(GRAFT_DTYPE_I64, 2, tnd.dims)},
+               vo;
+    vi[1].value = &tnd;
+    node_init(&t, "GatherND", 13);
+    s = op_find("GatherND")->infer(&t.node, vi, 2, &vo, 1, &e);
+    CHECK("gathernd_constant_index_error_at_load",
+          s == GRAFT_E_INVALID_ARGUMENT && strstr(e.msg, "index -4"), "status %d: %s", s, e.msg);
+    /* Tile with unknown repeats keeps the rank; known ones multiply the dims. */
+    int64_t reps[2] = {3, 2};
+    tensor treps = wrap(GRAFT_DTYPE_I64, 1, (int64_t[]){2}, reps);
+    vi[1] = shaped(GRAFT_DTYPE_I64, 1, treps.dims);
+    vi[0].dims[0] = -1;
+    node_init(&t, "Tile", 13);
+    s = op_find("Tile")->infer(&t.node, vi, 2, &vo, 1, &e);
+    CHECK("tile_unknown_repeats", s == GRAFT_OK && vo.ndim == 2 && vo.dims[1] == -1, "%s", e.msg);
+    vi[1].value = &treps;
+    s = op_find("Tile")->infer(&t.node, vi, 2, &vo, 1, &e);
+    CHECK("tile_symbolic_dim", s == GRAFT_OK && vo.dims[0] == -1 && vo.dims[1] == 6, "%s", e.msg);
+}
+
 int main(void) {
     test_reshape();
     test_concat_flatten_transpose();
@@ -359,5 +428,6 @@ int main(void) {
     test_split_expand_pad();
     test_generators();
     test_kernels();
+    test_index_errors();
     return test_failures ? 1 : 0;
 }

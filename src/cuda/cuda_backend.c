@@ -171,8 +171,9 @@ static graft_status be_synchronize(void *impl, graft_err *e) {
     if (bad.raised) {
         CUDA_TRY(e, cudaMemset(be->bad_index, 0, sizeof bad), "clearing the GPU's error flags");
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
-                       "Gather index %lld is out of range for an axis of %lld (found on the GPU; "
-                       "the CPU also names the node: run with the device cpu to see it)",
+                       "a Gather, GatherElements, GatherND or ScatterND index, %lld, is out of "
+                       "range for an axis of %lld (found on the GPU; the CPU also names the "
+                       "node: run with the device cpu to see it)",
                        (long long)bad.index, (long long)bad.axis_dim);
     }
     return GRAFT_OK;

@@ -1,5 +1,6 @@
-/* cuda_reduce.c: CUDA kernels of the reduce family and of BatchNormalization (inference) and
- * GlobalAveragePool: attributes and shape splitting on the host, launches from reduce_launch.h. */
+/* cuda_reduce.c: CUDA kernels of the reduce family (Softmax, LayerNormalization, Reduce*, TopK,
+ * ArgMax, CumSum) and of BatchNormalization (inference) and GlobalAveragePool: attributes and shape
+ * splitting on the host, launches from reduce_launch.h. */
 #include <string.h>
 
 #include "../ops/reduce.h"
@@ -125,7 +126,7 @@ static graft_status k_layernorm(cuda_backend *be, const op_call *c, void **state
                     "layer normalization kernel");
 }
 
-/* ---- ReduceSum, ReduceMean, GlobalAveragePool ----------------------------------------------- */
+/* ---- the Reduce* ops, TopK, GlobalAveragePool ----------------------------------------------- */
 
 /* Sum (or mean) of x viewed as (outer, n, inner) over n, split into pieces when there are too
  * few outputs to fill the GPU. */
@@ -163,14 +164,30 @@ static bool reduce_split(const tensor *x, const reduce_axes *ax, axis_split *s) 
     return true;
 }
 
-static graft_status run_reduce(cuda_backend *be, const op_call *c, bool *handled, bool mean) {
+_Static_assert((int)REDUCE_LOG_SUM_EXP == CUDA_REDUCE_LOG_SUM_EXP &&
+                   (int)REDUCE_MAX == CUDA_REDUCE_MAX && (int)REDUCE_L1 == CUDA_REDUCE_L1,
+               "reduce_launch.h numbers the kinds as src/ops/reduce.h does");
+
+/* What the GPU covers: the numeric dtypes, except L2, LogSum and LogSumExp of integers (their
+ * float result truncated) and empty reductions, which the CPU reference does. */
+static bool reduce_covered(reduce_kind kind, graft_dtype dt, int64_t n_red) {
+    if (!is_numeric_dt(dt)) return false;
+    bool in_double = kind == REDUCE_L2 || kind == REDUCE_LOG_SUM || kind == REDUCE_LOG_SUM_EXP;
+    if (in_double && !is_float_dt(dt)) return false;
+    return n_red > 0 || kind == REDUCE_SUM || kind == REDUCE_MEAN;
+}
+
+static graft_status run_reduce(cuda_backend *be, const op_call *c, bool *handled) {
     const tensor *x = c->in[0];
     tensor *y = c->out[0];
+    reduce_kind kind = REDUCE_SUM;
+    reduce_kind_of(c->node->op_type, &kind);
+    bool mean = kind == REDUCE_MEAN, sum_like = kind == REDUCE_SUM || mean;
     reduce_axes ax;
     TRY(reduce_call_axes(c, &ax));
     *handled = ax.known && is_numeric_dt(x->dtype);
     if (!*handled) return GRAFT_OK;
-    if (ax.noop) {
+    if (ax.noop && reduce_kind_keeps_single(kind)) {
         TRY(op_check_output(c, 0, x->dtype, tensor_numel(x)));
         return copy_tensor(be, c, y, x);
     }
@@ -182,7 +199,8 @@ static graft_status run_reduce(cuda_backend *be, const op_call *c, bool *handled
             n_out *= x->dims[i];
     }
     TRY(op_check_output(c, 0, x->dtype, n_out));
-    if (n_out == 0) return GRAFT_OK;
+    *handled = reduce_covered(kind, x->dtype, n_red);
+    if (!*handled || n_out == 0) return GRAFT_OK;
     if (n_red == 0) {
         /* Sums over nothing are 0; a float mean of nothing is NaN (0 / 0). */
         if (mean && is_float_dt(y->dtype))
@@ -190,23 +208,51 @@ static graft_status run_reduce(cuda_backend *be, const op_call *c, bool *handled
         return zero_tensor(be, c, y);
     }
     /* Only size-1 dims reduced: the values stay, in the same order. */
-    if (n_red == 1) return copy_tensor(be, c, y, x);
+    if (n_red == 1 && reduce_kind_keeps_single(kind)) return copy_tensor(be, c, y, x);
     axis_split s;
     if (!reduce_split(x, &ax, &s)) {
         *handled = false;
         return GRAFT_OK;
     }
-    return sum_over(be, c, x, y, s, mean);
+    if (sum_like) return sum_over(be, c, x, y, s, mean);
+    return launched(
+        c,
+        cuda_reduce_kind(x->data, y->data, s.outer, s.n, s.inner, (int)kind, x->dtype, be->stream),
+        "reduction kernel");
 }
 
-static graft_status k_reduce_mean(cuda_backend *be, const op_call *c, void **state, bool *handled) {
+static graft_status k_reduce(cuda_backend *be, const op_call *c, void **state, bool *handled) {
     (void)state;
-    return run_reduce(be, c, handled, true);
+    return run_reduce(be, c, handled);
 }
 
-static graft_status k_reduce_sum(cuda_backend *be, const op_call *c, void **state, bool *handled) {
+/* Columns longer than this, or more work than TOPK_MAX_WORK element comparisons, go to the CPU
+ * (the kernel compares every pair of a column). */
+#define TOPK_MAX_N 8192
+#define TOPK_MAX_WORK ((int64_t)1 << 34)
+
+static graft_status k_topk(cuda_backend *be, const op_call *c, void **state, bool *handled) {
     (void)state;
-    return run_reduce(be, c, handled, false);
+    const tensor *x = c->in[0];
+    if (!x || x->ndim < 1) return op_error(c->node, c->err, GRAFT_E_SHAPE, "X must have rank >= 1");
+    int axis;
+    int64_t k;
+    TRY(topk_params(c->node, x->ndim, c->n_in > 1 ? c->in[1] : NULL, &axis, &k, c->err));
+    axis_split s = axis_split_dims(x->ndim, x->dims, axis, true);
+    if (k > s.n)
+        return op_error(c->node, c->err, GRAFT_E_INVALID_ARGUMENT,
+                        "k is %lld, more than the %lld elements of axis %d", (long long)k,
+                        (long long)s.n, axis);
+    TRY(op_check_output(c, 0, x->dtype, s.outer * k * s.inner));
+    TRY(op_check_output(c, 1, GRAFT_DTYPE_I64, s.outer * k * s.inner));
+    *handled = is_numeric_dt(x->dtype) && s.n <= TOPK_MAX_N &&
+               s.outer * s.inner * s.n <= TOPK_MAX_WORK / (s.n > 0 ? s.n : 1);
+    if (!*handled) return GRAFT_OK;
+    bool largest = attr_i(c->node, "largest", 1) != 0;
+    return launched(c,
+                    cuda_topk(x->data, c->out[0]->data, c->out[1]->data, s.outer, s.n, s.inner, k,
+                              largest, x->dtype, be->stream),
+                    "TopK kernel");
 }
 
 /* NCHW (or any N, C, spatial...): the mean of each (n, c) plane; NHWC when the plan keeps X
@@ -336,8 +382,17 @@ const cuda_kernel cuda_reduce_kernels[] = {
     {"Softmax", k_softmax, NULL},
     {"LogSoftmax", k_log_softmax, NULL},
     {"LayerNormalization", k_layernorm, NULL},
-    {"ReduceMean", k_reduce_mean, NULL},
-    {"ReduceSum", k_reduce_sum, NULL},
+    {"ReduceMean", k_reduce, NULL},
+    {"ReduceSum", k_reduce, NULL},
+    {"ReduceMax", k_reduce, NULL},
+    {"ReduceMin", k_reduce, NULL},
+    {"ReduceProd", k_reduce, NULL},
+    {"ReduceL1", k_reduce, NULL},
+    {"ReduceL2", k_reduce, NULL},
+    {"ReduceSumSquare", k_reduce, NULL},
+    {"ReduceLogSum", k_reduce, NULL},
+    {"ReduceLogSumExp", k_reduce, NULL},
+    {"TopK", k_topk, NULL},
     {"ArgMax", k_argmax, NULL},
     {"CumSum", k_cumsum, NULL},
     {"BatchNormalization", k_batchnorm, NULL},

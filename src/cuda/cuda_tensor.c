@@ -244,5 +244,10 @@ const cuda_kernel cuda_tensor_kernels[] = {
     {"ConstantOfShape", cuda_tensor_constant_of_shape, NULL},
     {"Range", cuda_tensor_range_kernel, NULL},
     {"Pad", cuda_tensor_pad_kernel, NULL},
+    {"GatherElements", cuda_tensor_gather_elements, NULL},
+    {"GatherND", cuda_tensor_gather_nd, NULL},
+    {"ScatterND", cuda_tensor_scatter_nd, NULL},
+    {"Tile", cuda_tensor_tile, NULL},
+    {"Trilu", cuda_tensor_trilu, NULL},
     {NULL, NULL, NULL},
 };

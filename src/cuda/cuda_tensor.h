@@ -18,4 +18,13 @@ graft_status cuda_tensor_range_kernel(cuda_backend *be, const op_call *c, void *
 graft_status cuda_tensor_pad_kernel(cuda_backend *be, const op_call *c, void **state,
                                     bool *handled);
 
+/* Kernels in cuda_tensor_index.c. */
+graft_status cuda_tensor_gather_elements(cuda_backend *be, const op_call *c, void **state,
+                                         bool *handled);
+graft_status cuda_tensor_gather_nd(cuda_backend *be, const op_call *c, void **state, bool *handled);
+graft_status cuda_tensor_scatter_nd(cuda_backend *be, const op_call *c, void **state,
+                                    bool *handled);
+graft_status cuda_tensor_tile(cuda_backend *be, const op_call *c, void **state, bool *handled);
+graft_status cuda_tensor_trilu(cuda_backend *be, const op_call *c, void **state, bool *handled);
+
 #endif

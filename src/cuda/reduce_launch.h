@@ -58,6 +58,33 @@ cudaError_t cuda_argmax(const void *x, int64_t *y, int64_t outer, int64_t n, int
 cudaError_t cuda_cumsum(const void *x, void *y, int64_t outer, int64_t n, int64_t inner,
                         bool exclusive, bool reverse, graft_dtype dt, cudaStream_t stream);
 
+/* The Reduce* kinds, numbered as src/ops/reduce.h's reduce_kind. */
+enum {
+    CUDA_REDUCE_SUM,
+    CUDA_REDUCE_MEAN,
+    CUDA_REDUCE_MAX,
+    CUDA_REDUCE_MIN,
+    CUDA_REDUCE_PROD,
+    CUDA_REDUCE_L1,
+    CUDA_REDUCE_L2,
+    CUDA_REDUCE_SUM_SQUARE,
+    CUDA_REDUCE_LOG_SUM,
+    CUDA_REDUCE_LOG_SUM_EXP,
+};
+
+/* y[o, i] = the reduction of kind `kind` of x[o, :, i] over n >= 1 elements, accumulated in f64
+ * for float dtypes (F32, F16, BF16) and in 64-bit wrapping integers for I32 and I64 (whose
+ * kinds are Sum, Mean, Max, Min, Prod, L1 and SumSquare; the others give
+ * cudaErrorInvalidValue). NaN propagates through Max and Min. */
+cudaError_t cuda_reduce_kind(const void *x, void *y, int64_t outer, int64_t n, int64_t inner,
+                             int kind, graft_dtype dt, cudaStream_t stream);
+
+/* TopK along n: values (dt) and indices of the k largest (or smallest) of each x[o, :, i], in
+ * order, ties by index; NaN above every number. dt is a float dtype, I32 or I64. Work grows as
+ * outer * inner * n * n (each element counts the ones that beat it). */
+cudaError_t cuda_topk(const void *x, void *values, int64_t *indices, int64_t outer, int64_t n,
+                      int64_t inner, int64_t k, bool largest, graft_dtype dt, cudaStream_t stream);
+
 /* BatchNormalization folded per group: scale_out = scale / sqrt(var + eps) and
  * shift_out = bias - mean * scale_out, computed in f64. Each parameter may be F32, F16, BF16 or
  * F64 (pdt[0..3]: scale, bias, mean, var), count values each. */

@@ -104,13 +104,32 @@ bool op_input_on_host(const char *op, int k) {
         const char *op;
         unsigned mask; /* bit k: input k */
     } table[] = {
-        {"Reshape", 1u << 1},   {"Expand", 1u << 1},
-        {"Slice", 0x1eu},       {"ConstantOfShape", 1u << 0},
-        {"Range", 0x7u},        {"Pad", 0xeu},
-        {"Unsqueeze", 1u << 1}, {"Squeeze", 1u << 1},
-        {"Split", 1u << 1},     {"ReduceMean", 1u << 1},
-        {"ReduceSum", 1u << 1}, {"CumSum", 1u << 1},
-        {"Clip", 0x6u},         {"Dropout", 0x6u},
+        {"Reshape", 1u << 1},
+        {"Expand", 1u << 1},
+        {"Slice", 0x1eu},
+        {"ConstantOfShape", 1u << 0},
+        {"Range", 0x7u},
+        {"Pad", 0xeu},
+        {"Unsqueeze", 1u << 1},
+        {"Squeeze", 1u << 1},
+        {"Split", 1u << 1},
+        {"ReduceMean", 1u << 1},
+        {"ReduceSum", 1u << 1},
+        {"CumSum", 1u << 1},
+        {"Clip", 0x6u},
+        {"Dropout", 0x6u},
+        /* the reductions, TopK's K, Tile's repeats and Trilu's diagonal */
+        {"ReduceMax", 1u << 1},
+        {"ReduceMin", 1u << 1},
+        {"ReduceProd", 1u << 1},
+        {"ReduceL1", 1u << 1},
+        {"ReduceL2", 1u << 1},
+        {"ReduceSumSquare", 1u << 1},
+        {"ReduceLogSum", 1u << 1},
+        {"ReduceLogSumExp", 1u << 1},
+        {"TopK", 1u << 1},
+        {"Tile", 1u << 1},
+        {"Trilu", 1u << 1},
     };
     if (k < 0 || k >= 32) return false;
     for (size_t i = 0; i < sizeof table / sizeof *table; i++)

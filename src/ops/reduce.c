@@ -1,5 +1,5 @@
 /* reduce.c: shape inference and attribute checks of Softmax, LogSoftmax, LayerNormalization,
- * ReduceMean, ReduceSum, ArgMax and CumSum. */
+ * the Reduce* ops, ArgMax, CumSum and TopK. */
 #include <string.h>
 
 #include "reduce.h"
@@ -157,12 +157,21 @@ graft_status op_infer_LayerNormalization(const ir_node *node, const value_info *
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* ReduceMean, ReduceSum                                                                        */
+/* The Reduce* ops                                                                              */
 
-/* ReduceSum takes its axes as an input from opset 13, ReduceMean from opset 18. */
+/* ReduceSum takes its axes as an input from opset 13, the other Reduce* ops from opset 18. */
 static bool axes_from_input(const ir_node *node) {
     int since = strcmp(node->op_type, "ReduceSum") == 0 ? 13 : 18;
     return node->opset >= since;
+}
+
+/* ReduceMax and ReduceMin also take 8-bit integers (opset 12 on) and bool (opset 20 on); the
+ * others the sum types. */
+static unsigned reduce_dtypes(const ir_node *node) {
+    bool minmax =
+        strcmp(node->op_type, "ReduceMax") == 0 || strcmp(node->op_type, "ReduceMin") == 0;
+    if (!minmax) return SUM_TYPES;
+    return SUM_TYPES | DT(I8) | DT(U8) | (node->opset >= 20 ? DT(BOOL) : 0u);
 }
 
 /* Read the axes list from the attribute or the input; *count = -1 when not known yet. */
@@ -238,7 +247,7 @@ static graft_status infer_reduce(const ir_node *node, const value_info *in, int 
                                  value_info *out, int n_out, graft_err *e) {
     bool from_input = axes_from_input(node);
     TRY(op_check_arity(node, n_in, 1, from_input ? 2 : 1, n_out, 1, 1, e));
-    TRY(check_dtype(node, "input", in[0].dtype, SUM_TYPES, e));
+    TRY(check_dtype(node, "input", in[0].dtype, reduce_dtypes(node), e));
     bool axes_present = n_in > 1 && in[1].present;
     if (axes_present) TRY(check_dtype(node, "axes", in[1].dtype, INDEX_TYPES, e));
     if (axes_present && in[1].ndim > 1)
@@ -275,15 +284,46 @@ static graft_status infer_reduce(const ir_node *node, const value_info *in, int 
     return GRAFT_OK;
 }
 
-graft_status op_infer_ReduceMean(const ir_node *node, const value_info *in, int n_in,
-                                 value_info *out, int n_out, graft_err *e) {
-    return infer_reduce(node, in, n_in, out, n_out, e);
+bool reduce_kind_of(const char *op_type, reduce_kind *kind) {
+    static const struct {
+        const char *op;
+        reduce_kind kind;
+    } kinds[] = {
+        {"ReduceSum", REDUCE_SUM},        {"ReduceMean", REDUCE_MEAN},
+        {"ReduceMax", REDUCE_MAX},        {"ReduceMin", REDUCE_MIN},
+        {"ReduceProd", REDUCE_PROD},      {"ReduceL1", REDUCE_L1},
+        {"ReduceL2", REDUCE_L2},          {"ReduceSumSquare", REDUCE_SUM_SQUARE},
+        {"ReduceLogSum", REDUCE_LOG_SUM}, {"ReduceLogSumExp", REDUCE_LOG_SUM_EXP},
+    };
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+        if (strcmp(kinds[i].op, op_type) == 0) {
+            *kind = kinds[i].kind;
+            return true;
+        }
+    return false;
 }
 
-graft_status op_infer_ReduceSum(const ir_node *node, const value_info *in, int n_in,
-                                value_info *out, int n_out, graft_err *e) {
-    return infer_reduce(node, in, n_in, out, n_out, e);
+bool reduce_kind_keeps_single(reduce_kind kind) {
+    return kind == REDUCE_SUM || kind == REDUCE_MEAN || kind == REDUCE_MAX || kind == REDUCE_MIN ||
+           kind == REDUCE_PROD;
 }
+
+#define REDUCE_INFER(name)                                                                         \
+    graft_status op_infer_##name(const ir_node *node, const value_info *in, int n_in,              \
+                                 value_info *out, int n_out, graft_err *e) {                       \
+        return infer_reduce(node, in, n_in, out, n_out, e);                                        \
+    }
+REDUCE_INFER(ReduceMean)
+REDUCE_INFER(ReduceSum)
+REDUCE_INFER(ReduceMax)
+REDUCE_INFER(ReduceMin)
+REDUCE_INFER(ReduceProd)
+REDUCE_INFER(ReduceL1)
+REDUCE_INFER(ReduceL2)
+REDUCE_INFER(ReduceSumSquare)
+REDUCE_INFER(ReduceLogSum)
+REDUCE_INFER(ReduceLogSumExp)
+#undef REDUCE_INFER
 
 /* ------------------------------------------------------------------------------------------ */
 /* ArgMax, CumSum                                                                               */
@@ -333,5 +373,53 @@ graft_status op_infer_CumSum(const ir_node *node, const value_info *in, int n_in
         TRY(op_axis(node, v, in[0].ndim, &axis, e));
     }
     op_same(&out[0], &in[0]);
+    return GRAFT_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* TopK                                                                                         */
+
+graft_status topk_params(const ir_node *node, int rank, const tensor *k_input, int *axis,
+                         int64_t *k, graft_err *e) {
+    TRY(op_axis(node, attr_i(node, "axis", -1), rank, axis, e));
+    if (node->opset < 10) {
+        *k = attr_i(node, "k", -1);
+    } else {
+        *k = -1;
+        if (k_input && (tensor_numel(k_input) != 1 || op_read_ints(k_input, k, 1) != 1))
+            return op_error(node, e, GRAFT_E_SHAPE, "K must be a single int64");
+    }
+    if ((node->opset < 10 || k_input) && *k < 0)
+        return op_error(node, e, GRAFT_E_INVALID_ARGUMENT, "k is %lld, expected >= 0",
+                        (long long)*k);
+    return GRAFT_OK;
+}
+
+graft_status op_infer_TopK(const ir_node *node, const value_info *in, int n_in, value_info *out,
+                           int n_out, graft_err *e) {
+    bool k_input = node->opset >= 10;
+    TRY(op_check_arity(node, n_in, k_input ? 2 : 1, k_input ? 2 : 1, n_out, 2, 2, e));
+    TRY(check_dtype(node, "X", in[0].dtype, ARGMAX_TYPES, e));
+    if (k_input) TRY(check_dtype(node, "K", in[1].dtype, INDEX_TYPES, e));
+    bool flag;
+    TRY(flag_attr(node, "largest", 1, &flag, e));
+    TRY(flag_attr(node, "sorted", 1, &flag, e));
+    const value_info *x = &in[0];
+    if (x->ndim < 0) {
+        op_unknown(&out[0], x->dtype);
+        op_unknown(&out[1], GRAFT_DTYPE_I64);
+        return GRAFT_OK;
+    }
+    int axis;
+    int64_t k;
+    TRY(topk_params(node, x->ndim, k_input ? in[1].value : NULL, &axis, &k, e));
+    if (k >= 0 && x->dims[axis] >= 0 && k > x->dims[axis])
+        return op_error(node, e, GRAFT_E_INVALID_ARGUMENT,
+                        "k is %lld, more than the %lld elements of axis %d", (long long)k,
+                        (long long)x->dims[axis], axis);
+    op_same(&out[0], x);
+    out[0].dims[axis] = k;
+    op_same(&out[1], &out[0]);
+    out[1].dtype = GRAFT_DTYPE_I64;
     return GRAFT_OK;
 }
