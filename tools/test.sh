@@ -73,7 +73,7 @@ if setup_build build/release --buildtype=release; then
     # The per-op conformance table, as the foundation issue asks the test command to print.
     sed -n '/^op  /,/^conformance:/p' "$LOGS/conformance.log"
     run_suite conformance_reference $R/tests/conformance --reference --known tests/known_failures.txt
-    for t in $R/tests/test_nn_kernels $R/tests/test_shape_inference; do
+    for t in $R/tests/test_nn_kernels $R/tests/test_shape_inference $R/tests/test_elementwise; do
         [ -x "$t" ] && run_suite "$(basename "$t")" "$t"
     done
     run_suite parity $R/tests/test_parity "$GEN" resnet18 resnet50 bert_base bert_tiny_decomposed mobilenet_tiny
@@ -209,7 +209,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     run_suite asan_transforms $A/tests/test_transforms tests/data/transforms/fixtures.bin
     run_suite asan_conformance $A/tests/conformance --reference --known tests/known_failures.txt
     run_suite asan_parity $A/tests/test_parity "$GEN" bert_tiny_decomposed mobilenet_tiny
-    for t in $A/tests/test_shape_inference; do
+    for t in $A/tests/test_shape_inference $A/tests/test_elementwise; do
         [ -x "$t" ] && run_suite "asan_$(basename "$t")" "$t"
     done
     run_suite asan_cli tests/test_cli.sh $A/graft "$GEN"
