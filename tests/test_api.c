@@ -3,6 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <math.h>
+
+#include "onnx.pb-c.h"
 #include "../src/cli/npy.h"
 #include "../src/graph/model.h"
 #include "../src/onnx/onnx_io.h"
@@ -163,6 +166,124 @@ static void bert_shape_chains_folded(graft_ctx *ctx, const char *gen) {
     graft_model_free(m);
 }
 
+/* A serialized model of one node `op` (float input x of 5 elements, output y) importing the
+ * default domain at `opset`. The caller frees *size bytes at the returned pointer. */
+static void *one_node_model(const char *op, int64_t opset, size_t *size) {
+    Onnx__TensorShapeProto__Dimension dim = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT;
+    dim.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+    dim.dim_value = 5;
+    Onnx__TensorShapeProto__Dimension *dims[1] = {&dim};
+    Onnx__TensorShapeProto shape = ONNX__TENSOR_SHAPE_PROTO__INIT;
+    shape.n_dim = 1;
+    shape.dim = dims;
+    Onnx__TypeProto__Tensor tt = ONNX__TYPE_PROTO__TENSOR__INIT;
+    tt.has_elem_type = 1;
+    tt.elem_type = GRAFT_DTYPE_F32; /* graft's dtype codes are ONNX's element types */
+    tt.shape = &shape;
+    Onnx__TypeProto type = ONNX__TYPE_PROTO__INIT;
+    type.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+    type.tensor_type = &tt;
+    Onnx__ValueInfoProto in = ONNX__VALUE_INFO_PROTO__INIT, out = ONNX__VALUE_INFO_PROTO__INIT;
+    in.name = "x";
+    in.type = &type;
+    out.name = "y";
+    out.type = &type;
+    Onnx__ValueInfoProto *ins[1] = {&in}, *outs[1] = {&out};
+    char *node_in[1] = {"x"}, *node_out[1] = {"y"};
+    Onnx__NodeProto node = ONNX__NODE_PROTO__INIT;
+    node.n_input = node.n_output = 1;
+    node.input = node_in;
+    node.output = node_out;
+    node.name = "act_node";
+    node.op_type = (char *)op;
+    Onnx__NodeProto *nodes[1] = {&node};
+    Onnx__GraphProto graph = ONNX__GRAPH_PROTO__INIT;
+    graph.name = "one_node";
+    graph.n_node = graph.n_input = graph.n_output = 1;
+    graph.node = nodes;
+    graph.input = ins;
+    graph.output = outs;
+    Onnx__OperatorSetIdProto set = ONNX__OPERATOR_SET_ID_PROTO__INIT;
+    set.domain = "";
+    set.has_version = 1;
+    set.version = opset;
+    Onnx__OperatorSetIdProto *sets[1] = {&set};
+    Onnx__ModelProto model = ONNX__MODEL_PROTO__INIT;
+    model.has_ir_version = 1;
+    model.ir_version = 8;
+    model.n_opset_import = 1;
+    model.opset_import = sets;
+    model.graph = &graph;
+    *size = onnx__model_proto__get_packed_size(&model);
+    void *buf = malloc(*size);
+    if (buf) onnx__model_proto__pack(&model, buf);
+    return buf;
+}
+
+/* An op outside ONNX's opset range for it is refused at load, naming the node, op and opset. */
+static void opset_out_of_range(graft_ctx *ctx) {
+    static const struct {
+        const char *op;
+        int64_t opset;
+        const char *opset_text;
+    } cs[] = {{"HardSwish", 13, "opset 13"},
+              {"Mish", 17, "opset 17"},
+              {"Celu", 11, "opset 11"},
+              {"GreaterOrEqual", 11, "opset 11"},
+              {"Relu", 22, "opset 22"}};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        size_t size;
+        void *buf = one_node_model(cs[i].op, cs[i].opset, &size);
+        graft_model *m = (graft_model *)0x1;
+        graft_status st = graft_model_load_memory(ctx, buf, size, NULL, &m);
+        const char *msg = graft_last_error(ctx);
+        char name[96];
+        snprintf(name, sizeof name, "opset_out_of_range_%s_%lld", cs[i].op, (long long)cs[i].opset);
+        CHECK(name,
+              st == GRAFT_E_UNSUPPORTED && m == NULL && strstr(msg, "act_node") &&
+                  strstr(msg, cs[i].op) && strstr(msg, cs[i].opset_text),
+              "status %d; message: %s", st, msg);
+        printf("  message: %s\n", msg);
+        free(buf);
+    }
+}
+
+/* Inside the range the same models load and run: HardSwish 14 and Mish 18 (which ONNX 1.12's
+ * node tests lack) against their formulas in double. */
+static void opset_in_range_runs(graft_ctx *ctx) {
+    static const float x[5] = {-4.0f, -1.0f, 0.0f, 1.5f, 25.0f};
+    static const struct {
+        const char *op;
+        int64_t opset;
+    } cs[] = {{"HardSwish", 14}, {"Mish", 18}};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        size_t size;
+        void *buf = one_node_model(cs[i].op, cs[i].opset, &size);
+        graft_model *m = NULL;
+        graft_named_tensor in = {"x", {GRAFT_DTYPE_F32, 1, {5}, (void *)x}};
+        const graft_tensor *y = NULL;
+        graft_status st = graft_model_load_memory(ctx, buf, size, NULL, &m);
+        if (st == GRAFT_OK) st = graft_model_run(m, &in, 1);
+        if (st == GRAFT_OK) st = graft_model_output(m, 0, &y);
+        double worst = 0.0;
+        for (int k = 0; st == GRAFT_OK && k < 5; k++) {
+            double v = x[k], want;
+            if (cs[i].op[0] == 'H')
+                want = v * fmin(1.0, fmax(0.0, v / 6.0 + 0.5));
+            else
+                want = v * tanh(log1p(exp(v)));
+            double err = fabs(((const float *)y->data)[k] - want) / fmax(1.0, fabs(want));
+            worst = fmax(worst, err);
+        }
+        char name[64];
+        snprintf(name, sizeof name, "opset_in_range_%s_%lld", cs[i].op, (long long)cs[i].opset);
+        CHECK(name, st == GRAFT_OK && worst < 1e-6, "status %d (%s), worst error %g", st,
+              graft_last_error(ctx), worst);
+        graft_model_free(m);
+        free(buf);
+    }
+}
+
 int main(int argc, char **argv) {
     dir = argc > 1 ? argv[1] : "tests/data/gen/bad";
     const char *gen = argc > 2 ? argv[2] : "tests/data/gen";
@@ -181,6 +302,8 @@ int main(int argc, char **argv) {
     expect_load_error(ctx, "missing_external.onnx", GRAFT_E_IO, "external data", NULL);
     run_errors(ctx);
     load_from_memory(ctx);
+    opset_out_of_range(ctx);
+    opset_in_range_runs(ctx);
     resnet_passes_and_planner(ctx, gen);
     bert_shape_chains_folded(ctx, gen);
     graft_ctx_free(ctx);

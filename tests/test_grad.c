@@ -319,6 +319,57 @@ static void test_unary(void) {
     }
 }
 
+/* The activations of fine-tuned MobileNetV3 / EfficientNet / ELU blocks, with attributes that
+ * differ from the defaults where the op has them (scale 4 reaches HardSwish's and HardSigmoid's
+ * saturated ends). */
+static void test_exporter_activations(void) {
+    static const struct {
+        const char *name, *op;
+        int opset;
+        const char *attr1, *attr2;
+        float v1, v2;
+    } cs[] = {
+        {"grad_hardsigmoid", "HardSigmoid", 6, NULL, NULL, 0, 0},
+        {"grad_hardsigmoid_attrs", "HardSigmoid", 6, "alpha", "beta", 0.3f, 0.4f},
+        {"grad_hardswish", "HardSwish", 14, NULL, NULL, 0, 0},
+        {"grad_elu", "Elu", 6, NULL, NULL, 0, 0},
+        {"grad_elu_alpha", "Elu", 6, "alpha", NULL, 0.5f, 0},
+        {"grad_softplus", "Softplus", 1, NULL, NULL, 0, 0},
+    };
+    for (size_t t = 0; t < sizeof cs / sizeof cs[0]; t++) {
+        test_node tn;
+        node_init(&tn, cs[t].op, cs[t].opset);
+        if (cs[t].attr1) set_float(&tn, cs[t].attr1, cs[t].v1);
+        if (cs[t].attr2) set_float(&tn, cs[t].attr2, cs[t].v2);
+        tensor in[1] = {{0}};
+        int64_t dims[2] = {6, 7};
+        rand_tensor(&in[0], 2, dims, 4.0);
+        run_and_free(cs[t].name, &tn, in, 1, 1, NULL);
+    }
+}
+
+/* PRelu with the slopes exporters write: per channel (C, 1, 1), one shared, one per element. */
+static void test_prelu(void) {
+    static const struct {
+        const char *name;
+        int ns;
+        int64_t s[3];
+    } cs[] = {
+        {"grad_prelu_channel", 3, {3, 1, 1}},
+        {"grad_prelu_shared", 1, {1}},
+        {"grad_prelu_same", 3, {3, 2, 4}},
+    };
+    for (size_t t = 0; t < sizeof cs / sizeof cs[0]; t++) {
+        test_node tn;
+        node_init(&tn, "PRelu", 16);
+        tensor in[2] = {{0}};
+        int64_t xd[4] = {2, 3, 2, 4};
+        rand_tensor(&in[0], 4, xd, 2.0);
+        rand_tensor(&in[1], cs[t].ns, cs[t].s, 0.5);
+        run_and_free(cs[t].name, &tn, in, 2, 1, NULL);
+    }
+}
+
 /* Training-mode Dropout forward with a fixed mask (the reference kernel runs inference only). */
 static uint64_t dropout_seed;
 
@@ -599,6 +650,8 @@ int main(int argc, char **argv) {
     test_matmul();
     test_add();
     test_unary();
+    test_exporter_activations();
+    test_prelu();
     test_dropout();
     test_layernorm();
     test_softmax();

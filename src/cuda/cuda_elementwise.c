@@ -67,7 +67,7 @@ static graft_status run_unary(cuda_backend *be, const op_call *c, ew_unary_op op
 }
 
 static graft_status run_simple(cuda_backend *be, const op_call *c, ew_unary_op op, bool *handled) {
-    ew_unary_params p = {0.0, -INFINITY, INFINITY, false, false, 0, 0};
+    ew_unary_params p = {0.0, -INFINITY, INFINITY, false, false, 0, 0, 0.0};
     return run_unary(be, c, op, &p, handled);
 }
 
@@ -87,11 +87,73 @@ SIMPLE_KERNEL(Reciprocal, EW_RECIPROCAL)
 SIMPLE_KERNEL(Exp, EW_EXP)
 SIMPLE_KERNEL(Log, EW_LOG)
 SIMPLE_KERNEL(Abs, EW_ABS)
+SIMPLE_KERNEL(Sign, EW_SIGN)
+SIMPLE_KERNEL(Floor, EW_FLOOR)
+SIMPLE_KERNEL(Ceil, EW_CEIL)
+SIMPLE_KERNEL(Round, EW_ROUND)
+SIMPLE_KERNEL(HardSwish, EW_HARD_SWISH)
+SIMPLE_KERNEL(Softplus, EW_SOFTPLUS)
+SIMPLE_KERNEL(Softsign, EW_SOFTSIGN)
+SIMPLE_KERNEL(Mish, EW_MISH)
 #undef SIMPLE_KERNEL
+
+/* Activations with ONNX's attribute defaults; beta carries HardSigmoid's beta or Selu's gamma,
+ * as in the CPU reference. */
+#define ACTIVATION_KERNEL(NAME, OP, ALPHA, BETA_NAME, BETA)                                        \
+    static graft_status k_##NAME(cuda_backend *be, const op_call *c, void **state,                 \
+                                 bool *handled) {                                                  \
+        (void)state;                                                                               \
+        const char *beta_name = BETA_NAME;                                                         \
+        ew_unary_params p = {attr_f(c->node, "alpha", ALPHA),                                      \
+                             -INFINITY,                                                            \
+                             INFINITY,                                                             \
+                             false,                                                                \
+                             false,                                                                \
+                             0,                                                                    \
+                             0,                                                                    \
+                             beta_name ? attr_f(c->node, beta_name, BETA) : 0.0};                  \
+        return run_unary(be, c, OP, &p, handled);                                                  \
+    }
+ACTIVATION_KERNEL(HardSigmoid, EW_HARD_SIGMOID, 0.2f, "beta", 0.5f)
+ACTIVATION_KERNEL(Elu, EW_ELU, 1.0f, NULL, 0.0f)
+ACTIVATION_KERNEL(Selu, EW_SELU, 1.67326319217681884765625f, "gamma", 1.05070102214813232421875f)
+ACTIVATION_KERNEL(Celu, EW_CELU, 1.0f, NULL, 0.0f)
+ACTIVATION_KERNEL(ThresholdedRelu, EW_THRESHOLDED_RELU, 1.0f, NULL, 0.0f)
+#undef ACTIVATION_KERNEL
+
+/* IsNaN, IsInf: float in, bool out; IsInf's detect_negative / detect_positive pick the mode. */
+static graft_status run_float_test(cuda_backend *be, const op_call *c, int mode, bool *handled) {
+    const tensor *x = c->in[0];
+    tensor *y = c->out[0];
+    *handled = false;
+    if (!x || y->dtype != GRAFT_DTYPE_BOOL || tensor_numel(x) != tensor_numel(y)) return GRAFT_OK;
+    if (mode < 0) { /* IsInf detecting neither: all false */
+        if (tensor_numel(y) > 0)
+            CUDA_TRY(c->err, cudaMemsetAsync(y->data, 0, (size_t)tensor_numel(y), be->stream),
+                     "filling IsInf's output");
+        *handled = true;
+        return GRAFT_OK;
+    }
+    return launched(ew_float_test(mode, x->dtype, x->data, y->data, tensor_numel(x), be->stream),
+                    handled, c->err, "launching IsNaN / IsInf");
+}
+
+static graft_status k_IsNaN(cuda_backend *be, const op_call *c, void **state, bool *handled) {
+    (void)state;
+    return run_float_test(be, c, 0, handled);
+}
+
+static graft_status k_IsInf(cuda_backend *be, const op_call *c, void **state, bool *handled) {
+    (void)state;
+    bool neg = attr_i(c->node, "detect_negative", 1) != 0;
+    bool pos = attr_i(c->node, "detect_positive", 1) != 0;
+    return run_float_test(be, c, neg && pos ? 1 : pos ? 2 : neg ? 3 : -1, handled);
+}
 
 static graft_status k_LeakyRelu(cuda_backend *be, const op_call *c, void **state, bool *handled) {
     (void)state;
-    ew_unary_params p = {attr_f(c->node, "alpha", 0.01f), -INFINITY, INFINITY, false, false, 0, 0};
+    ew_unary_params p = {
+        attr_f(c->node, "alpha", 0.01f), -INFINITY, INFINITY, false, false, 0, 0, 0.0};
     return run_unary(be, c, EW_LEAKY_RELU, &p, handled);
 }
 
@@ -118,7 +180,7 @@ static graft_status clip_bound(const op_call *c, int index, const tensor **bound
 
 static graft_status k_Clip(cuda_backend *be, const op_call *c, void **state, bool *handled) {
     (void)state;
-    ew_unary_params p = {0.0, -INFINITY, INFINITY, false, false, 0, 0};
+    ew_unary_params p = {0.0, -INFINITY, INFINITY, false, false, 0, 0, 0.0};
     *handled = false;
     if (!c->in[0]) return GRAFT_OK;
     if (dtype_is_float(c->in[0]->dtype) && c->node->opset < 11) {
@@ -209,7 +271,7 @@ static graft_status run_binary(cuda_backend *be, const op_call *c, ew_binary_op 
     if (c->n_in < 2 || !c->in[0] || !c->in[1]) return GRAFT_OK;
     const tensor *a = c->in[0], *b = c->in[1];
     tensor *y = c->out[0];
-    bool cmp = op == EW_EQUAL || op == EW_LESS || op == EW_GREATER;
+    bool cmp = ew_binary_is_bool(op);
     if (a->dtype != b->dtype || y->dtype != (cmp ? GRAFT_DTYPE_BOOL : a->dtype)) return GRAFT_OK;
     ew_plan plan;
     TRY(plan_make(c, c->in, 2, y, &plan));
@@ -230,7 +292,23 @@ BINARY_KERNEL(Div, EW_DIV)
 BINARY_KERNEL(Equal, EW_EQUAL)
 BINARY_KERNEL(Less, EW_LESS)
 BINARY_KERNEL(Greater, EW_GREATER)
+BINARY_KERNEL(GreaterOrEqual, EW_GREATER_EQUAL)
+BINARY_KERNEL(LessOrEqual, EW_LESS_EQUAL)
+BINARY_KERNEL(And, EW_AND)
+BINARY_KERNEL(Or, EW_OR)
+BINARY_KERNEL(Xor, EW_XOR)
+BINARY_KERNEL(PRelu, EW_PRELU)
 #undef BINARY_KERNEL
+
+/* Mod: fmod = 1 on floats here; integer Mod goes to the CPU, which reports a zero divisor. */
+static graft_status k_Mod(cuda_backend *be, const op_call *c, void **state, bool *handled) {
+    (void)state;
+    *handled = false;
+    if (c->n_in < 2 || !c->in[0] || !dtype_is_float(c->in[0]->dtype) ||
+        attr_i(c->node, "fmod", 0) != 1)
+        return GRAFT_OK;
+    return run_binary(be, c, EW_FMOD, handled);
+}
 
 static graft_status k_Pow(cuda_backend *be, const op_call *c, void **state, bool *handled) {
     (void)state;
@@ -327,6 +405,28 @@ const cuda_kernel cuda_elementwise_kernels[] = {
     {"Min", k_Min, NULL},
     {"Max", k_Max, NULL},
     {"Where", k_Where, NULL},
+    {"GreaterOrEqual", k_GreaterOrEqual, NULL},
+    {"LessOrEqual", k_LessOrEqual, NULL},
+    {"And", k_And, NULL},
+    {"Or", k_Or, NULL},
+    {"Xor", k_Xor, NULL},
+    {"Mod", k_Mod, NULL},
+    {"PRelu", k_PRelu, NULL},
+    {"IsNaN", k_IsNaN, NULL},
+    {"IsInf", k_IsInf, NULL},
+    {"Sign", k_Sign, NULL},
+    {"Floor", k_Floor, NULL},
+    {"Ceil", k_Ceil, NULL},
+    {"Round", k_Round, NULL},
+    {"HardSigmoid", k_HardSigmoid, NULL},
+    {"HardSwish", k_HardSwish, NULL},
+    {"Softplus", k_Softplus, NULL},
+    {"Softsign", k_Softsign, NULL},
+    {"Mish", k_Mish, NULL},
+    {"Elu", k_Elu, NULL},
+    {"Selu", k_Selu, NULL},
+    {"Celu", k_Celu, NULL},
+    {"ThresholdedRelu", k_ThresholdedRelu, NULL},
     {NULL, NULL, NULL},
 };
 

@@ -1,5 +1,5 @@
 // elementwise_binary.cu: CUDA kernels of the broadcasting element-wise ops (Add, Sub, Mul, Div,
-// Min, Max, Pow, Equal, Less, Greater, Where) and their launchers.
+// Min, Max, Pow, PRelu, Mod, the comparisons, And, Or, Xor, Where) and their launchers.
 #include <math.h>
 #include <stdint.h>
 
@@ -24,6 +24,9 @@ template <int OP, class T> struct arith {
             // Min / Max propagate NaN from either side, like numpy's minimum / maximum.
             if constexpr (OP == EW_MIN) return store<T>((x < w || x != x) ? x : w);
             if constexpr (OP == EW_MAX) return store<T>((x > w || x != x) ? x : w);
+            if constexpr (OP == EW_PRELU) return store<T>(x < 0 ? x * w : x);
+            // C's remainder, exact in f32 for the 16-bit types (rounded once on store).
+            if constexpr (OP == EW_FMOD) return store<T>(fmod(x, w));
             if constexpr (OP == EW_POW) {
                 if constexpr (std::is_same<T, float>::value) {
                     return w == 2.0f ? x * x : powf(x, w);
@@ -40,6 +43,7 @@ template <int OP, class T> struct arith {
             if constexpr (OP == EW_MUL) return (T)(x * w);
             if constexpr (OP == EW_MIN) return a < b ? a : b;
             if constexpr (OP == EW_MAX) return a > b ? a : b;
+            if constexpr (OP == EW_PRELU) return a < (T)0 ? (T)(x * w) : a;
             return a;
         }
     }
@@ -55,7 +59,19 @@ template <int OP, class T, bool IS_BOOL = false> struct compare {
         }
         if constexpr (OP == EW_EQUAL) return x == w;
         if constexpr (OP == EW_LESS) return x < w;
+        if constexpr (OP == EW_GREATER_EQUAL) return x >= w;
+        if constexpr (OP == EW_LESS_EQUAL) return x <= w;
         return x > w;
+    }
+};
+
+// And, Or, Xor on bool bytes (any non-zero byte is true).
+template <int OP> struct logical {
+    __device__ __forceinline__ uint8_t operator()(uint8_t a, uint8_t b) const {
+        const uint8_t x = a != 0, w = b != 0;
+        if constexpr (OP == EW_AND) return x & w;
+        if constexpr (OP == EW_OR) return x | w;
+        return x ^ w;
     }
 };
 
@@ -78,6 +94,8 @@ cudaError_t arith_op(ew_binary_op op, const void *a, const void *b, void *y, con
         return run2<arith<EW_MIN, T>, T, T>({}, a, b, y, p, s);
     case EW_MAX:
         return run2<arith<EW_MAX, T>, T, T>({}, a, b, y, p, s);
+    case EW_PRELU:
+        return run2<arith<EW_PRELU, T>, T, T>({}, a, b, y, p, s);
     default:
         break;
     }
@@ -86,6 +104,7 @@ cudaError_t arith_op(ew_binary_op op, const void *a, const void *b, void *y, con
         // can report it.
         if (op == EW_DIV) return run2<arith<EW_DIV, T>, T, T>({}, a, b, y, p, s);
         if (op == EW_POW) return run2<arith<EW_POW, T>, T, T>({}, a, b, y, p, s);
+        if (op == EW_FMOD) return run2<arith<EW_FMOD, T>, T, T>({}, a, b, y, p, s);
     }
     return cudaErrorNotSupported;
 }
@@ -100,6 +119,10 @@ cudaError_t compare_op(ew_binary_op op, const void *a, const void *b, void *y, c
         return run2<compare<EW_LESS, T, IS_BOOL>, T, uint8_t>({}, a, b, y, p, s);
     case EW_GREATER:
         return run2<compare<EW_GREATER, T, IS_BOOL>, T, uint8_t>({}, a, b, y, p, s);
+    case EW_GREATER_EQUAL:
+        return run2<compare<EW_GREATER_EQUAL, T, IS_BOOL>, T, uint8_t>({}, a, b, y, p, s);
+    case EW_LESS_EQUAL:
+        return run2<compare<EW_LESS_EQUAL, T, IS_BOOL>, T, uint8_t>({}, a, b, y, p, s);
     default:
         return cudaErrorNotSupported;
     }
@@ -220,7 +243,13 @@ using namespace ew;
 extern "C" cudaError_t ew_binary(ew_binary_op op, graft_dtype dt, const void *a, const void *b,
                                  void *y, const ew_plan *plan, cudaStream_t stream) {
     const ew_plan &p = *plan;
-    if (op == EW_EQUAL || op == EW_LESS || op == EW_GREATER) {
+    if (op == EW_AND || op == EW_OR || op == EW_XOR) {
+        if (dt != GRAFT_DTYPE_BOOL) return cudaErrorNotSupported;
+        if (op == EW_AND) return run2<logical<EW_AND>, uint8_t, uint8_t>({}, a, b, y, p, stream);
+        if (op == EW_OR) return run2<logical<EW_OR>, uint8_t, uint8_t>({}, a, b, y, p, stream);
+        return run2<logical<EW_XOR>, uint8_t, uint8_t>({}, a, b, y, p, stream);
+    }
+    if (ew_binary_is_bool(op)) {
         switch (dt) {
         case GRAFT_DTYPE_F32:
             return compare_op<float>(op, a, b, y, p, stream);

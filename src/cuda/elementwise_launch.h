@@ -45,23 +45,42 @@ typedef enum ew_unary_op {
     EW_EXP,
     EW_LOG,
     EW_ABS,
+    EW_SIGN,
+    EW_FLOOR,
+    EW_CEIL,
+    EW_ROUND,
+    EW_HARD_SIGMOID,
+    EW_HARD_SWISH,
+    EW_SOFTPLUS,
+    EW_SOFTSIGN,
+    EW_MISH,
+    EW_ELU,
+    EW_SELU,
+    EW_CELU,
+    EW_THRESHOLDED_RELU,
     EW_UNARY_COUNT
 } ew_unary_op;
 
 typedef struct ew_unary_params {
-    double alpha;          /* LeakyRelu */
+    double alpha;          /* LeakyRelu, HardSigmoid, Elu, Selu, Celu, ThresholdedRelu */
     double lo, hi;         /* Clip on float dtypes (-inf / +inf when absent) */
     bool has_ilo, has_ihi; /* Clip on integer dtypes: bounds given (else the dtype's limits) */
     int64_t ilo, ihi;      /* their values, as scalar_load_int reads them */
+    double beta;           /* HardSigmoid's beta, Selu's gamma */
 } ew_unary_params;
 
 /* y = op(x) over n contiguous elements. Floats: F32, F16, BF16, F64 for every op. Integers:
- * Relu, Neg, Abs, Clip on I8, I16, I32, I64; Abs, Clip on U8. */
+ * Relu, Neg, Abs, Sign, Clip on I8, I16, I32, I64; Abs, Sign, Clip on U8. */
 cudaError_t ew_unary(ew_unary_op op, graft_dtype dt, const void *x, void *y, int64_t n,
                      const ew_unary_params *p, cudaStream_t stream);
 
 /* Logical Not over n bool elements (any non-zero byte is true). */
 cudaError_t ew_not(const void *x, void *y, int64_t n, cudaStream_t stream);
+
+/* IsNaN (mode 0) or IsInf (mode 1: both infinities, 2: +inf only, 3: -inf only) of n float
+ * elements (F32, F16, BF16, F64) into bool. */
+cudaError_t ew_float_test(int mode, graft_dtype dt, const void *x, void *y, int64_t n,
+                          cudaStream_t stream);
 
 /* ONNX Cast of n elements between F32, F16, BF16, F64, I64, I32, I8, U8 and BOOL (from != to),
  * exactly as the CPU reference: float to integer truncates toward zero (saturating to int64,
@@ -81,12 +100,26 @@ typedef enum ew_binary_op {
     EW_EQUAL,
     EW_LESS,
     EW_GREATER,
+    EW_GREATER_EQUAL,
+    EW_LESS_EQUAL,
+    EW_AND, /* And, Or, Xor: BOOL only */
+    EW_OR,
+    EW_XOR,
+    EW_PRELU, /* b is the slope, broadcast to a's shape */
+    EW_FMOD,  /* Mod with fmod = 1, floats only: integer Mod is left to the CPU like Div */
     EW_BINARY_COUNT
 } ew_binary_op;
 
-/* y = a op b over a two-input plan; a and b have dtype dt. Arithmetic, Min and Max: F32, F16,
- * BF16, F64, I32, I64 (integer arithmetic wraps; no integer Div), y has dtype dt. Comparisons:
- * those and I8, U8, BOOL, y is bool. y may be a itself (in-place, as variadic Min/Max do). */
+/* True for the ops whose output is bool. */
+static inline bool ew_binary_is_bool(ew_binary_op op) {
+    return op == EW_EQUAL || op == EW_LESS || op == EW_GREATER || op == EW_GREATER_EQUAL ||
+           op == EW_LESS_EQUAL || op == EW_AND || op == EW_OR || op == EW_XOR;
+}
+
+/* y = a op b over a two-input plan; a and b have dtype dt. Arithmetic, Min, Max and PRelu: F32,
+ * F16, BF16, F64, I32, I64 (integer arithmetic wraps; no integer Div or Mod), y has dtype dt.
+ * Comparisons: those and I8, U8, BOOL, y is bool. y may be a itself (in-place, as variadic
+ * Min/Max do). */
 cudaError_t ew_binary(ew_binary_op op, graft_dtype dt, const void *a, const void *b, void *y,
                       const ew_plan *plan, cudaStream_t stream);
 

@@ -355,3 +355,114 @@ graft_status op_infer_Where(const ir_node *node, const value_info *in, int n_in,
     op_unknown(&out[0], dtype);
     return broadcast_inputs(node, in, 0, 3, &out[0], e);
 }
+
+/* ---- the ops exporters add around activations, masks and position buckets ------------------ */
+
+BROADCAST_OP(GreaterOrEqual, ACCEPT_ANY, GRAFT_DTYPE_BOOL)
+BROADCAST_OP(LessOrEqual, ACCEPT_ANY, GRAFT_DTYPE_BOOL)
+BROADCAST_OP(And, ACCEPT_BOOL, GRAFT_DTYPE_BOOL)
+BROADCAST_OP(Or, ACCEPT_BOOL, GRAFT_DTYPE_BOOL)
+BROADCAST_OP(Xor, ACCEPT_BOOL, GRAFT_DTYPE_BOOL)
+
+UNARY_OP(Sign, ACCEPT_NUMERIC)
+UNARY_OP(Floor, ACCEPT_FLOAT)
+UNARY_OP(Ceil, ACCEPT_FLOAT)
+UNARY_OP(Round, ACCEPT_FLOAT)
+UNARY_OP(HardSwish, ACCEPT_FLOAT)
+UNARY_OP(Softplus, ACCEPT_FLOAT)
+UNARY_OP(Softsign, ACCEPT_FLOAT)
+UNARY_OP(Mish, ACCEPT_FLOAT)
+
+/* Mod: fmod 0 is the floored remainder (Python's %, sign of the divisor), defined for integers
+ * only; fmod 1 is C's fmod (sign of the dividend). */
+graft_status op_infer_Mod(const ir_node *node, const value_info *in, int n_in, value_info *out,
+                          int n_out, graft_err *e) {
+    int64_t fmod_attr = attr_i(node, "fmod", 0);
+    if (fmod_attr != 0 && fmod_attr != 1)
+        return op_error(node, e, GRAFT_E_INVALID_ARGUMENT, "fmod is %lld; it must be 0 or 1",
+                        (long long)fmod_attr);
+    TRY(infer_broadcasting(node, in, n_in, out, n_out, 2, 2, ACCEPT_NUMERIC, GRAFT_DTYPE_UNDEFINED,
+                           e));
+    if (fmod_attr == 0 && dtype_class(out[0].dtype) == ACCEPT_FLOAT)
+        return op_error(node, e, GRAFT_E_INVALID_ARGUMENT,
+                        "fmod is 0 on %s inputs; ONNX requires fmod = 1 for floating point",
+                        graft_dtype_name(out[0].dtype));
+    return GRAFT_OK;
+}
+
+/* PRelu: the slope broadcasts to X (unidirectionally), so the output has X's shape. */
+graft_status op_infer_PRelu(const ir_node *node, const value_info *in, int n_in, value_info *out,
+                            int n_out, graft_err *e) {
+    unsigned accept = node->opset >= 9 ? ACCEPT_NUMERIC : ACCEPT_FLOAT;
+    TRY(infer_broadcasting(node, in, n_in, out, n_out, 2, 2, accept, GRAFT_DTYPE_UNDEFINED, e));
+    if (in[0].ndim < 0 || out[0].ndim < 0) return GRAFT_OK;
+    bool fits = out[0].ndim == in[0].ndim;
+    for (int d = 0; fits && d < in[0].ndim; d++)
+        fits = in[0].dims[d] < 0 || out[0].dims[d] < 0 || in[0].dims[d] == out[0].dims[d];
+    if (!fits) {
+        char xs[256], ss[256];
+        return op_error(node, e, GRAFT_E_SHAPE, "the slope's shape %s does not broadcast to X's %s",
+                        shape_str(ss, sizeof ss, in[1].ndim, in[1].dims),
+                        shape_str(xs, sizeof xs, in[0].ndim, in[0].dims));
+    }
+    op_same(&out[0], &in[0]);
+    return GRAFT_OK;
+}
+
+/* IsNaN, IsInf: float in, bool out of the same shape. */
+static graft_status infer_float_test(const ir_node *node, const value_info *in, int n_in,
+                                     value_info *out, int n_out, graft_err *e) {
+    TRY(infer_unary(node, in, n_in, out, n_out, ACCEPT_FLOAT, e));
+    out[0].dtype = GRAFT_DTYPE_BOOL;
+    return GRAFT_OK;
+}
+
+graft_status op_infer_IsNaN(const ir_node *node, const value_info *in, int n_in, value_info *out,
+                            int n_out, graft_err *e) {
+    return infer_float_test(node, in, n_in, out, n_out, e);
+}
+
+graft_status op_infer_IsInf(const ir_node *node, const value_info *in, int n_in, value_info *out,
+                            int n_out, graft_err *e) {
+    return infer_float_test(node, in, n_in, out, n_out, e);
+}
+
+/* A float activation whose listed attributes (with their defaults) must be finite. */
+static graft_status infer_activation(const ir_node *node, const value_info *in, int n_in,
+                                     value_info *out, int n_out, const char *const *names,
+                                     const float *defaults, int n_attrs, graft_err *e) {
+    for (int i = 0; i < n_attrs; i++) {
+        float v = attr_f(node, names[i], defaults[i]);
+        if (!isfinite(v))
+            return op_error(node, e, GRAFT_E_INVALID_ARGUMENT, "%s %g is not finite", names[i],
+                            (double)v);
+    }
+    return infer_unary(node, in, n_in, out, n_out, ACCEPT_FLOAT, e);
+}
+
+/* ACTIVATION_OP(name, attribute names..., defaults...): the ONNX defaults of each op. */
+#define ACTIVATION_OP(name, NAMES, DEFAULTS)                                                       \
+    graft_status op_infer_##name(const ir_node *node, const value_info *in, int n_in,              \
+                                 value_info *out, int n_out, graft_err *e) {                       \
+        static const char *const names[] = NAMES;                                                  \
+        static const float defaults[] = DEFAULTS;                                                  \
+        return infer_activation(node, in, n_in, out, n_out, names, defaults,                       \
+                                (int)(sizeof defaults / sizeof defaults[0]), e);                   \
+    }
+#define LIST(...)                                                                                  \
+    { __VA_ARGS__ }
+
+ACTIVATION_OP(HardSigmoid, LIST("alpha", "beta"), LIST(0.2f, 0.5f))
+ACTIVATION_OP(Elu, LIST("alpha"), LIST(1.0f))
+ACTIVATION_OP(Selu, LIST("alpha", "gamma"),
+              LIST(1.67326319217681884765625f, 1.05070102214813232421875f))
+ACTIVATION_OP(ThresholdedRelu, LIST("alpha"), LIST(1.0f))
+
+graft_status op_infer_Celu(const ir_node *node, const value_info *in, int n_in, value_info *out,
+                           int n_out, graft_err *e) {
+    float alpha = attr_f(node, "alpha", 1.0f);
+    if (!isfinite(alpha) || alpha == 0.0f)
+        return op_error(node, e, GRAFT_E_INVALID_ARGUMENT,
+                        "alpha %g must be finite and non-zero (Celu divides by it)", (double)alpha);
+    return infer_unary(node, in, n_in, out, n_out, ACCEPT_FLOAT, e);
+}

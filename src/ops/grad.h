@@ -1,5 +1,6 @@
-/* grad.h: backward rules of the ops a trainable head uses (Gemm, MatMul, Add, activations,
- * Dropout, LayerNormalization, Softmax), in f32 and f64, checked by finite differences. */
+/* grad.h: backward rules of the ops a trainable head uses (Gemm, MatMul, Add, activations incl.
+ * the fine-tuned blocks' HardSwish, HardSigmoid, Elu, Softplus, PRelu, Dropout,
+ * LayerNormalization, Softmax), in f32 and f64, checked by finite differences. */
 #ifndef GRAFT_TRAIN_GRAD_H
 #define GRAFT_TRAIN_GRAD_H
 
@@ -33,7 +34,8 @@ grad_fn grad_find(const char *op_type);
  *   from input 1 (or the `ratio` attribute before opset 12, default 0.5). Otherwise dX = dY.
  * - Softmax uses out[0] (the forward's probabilities); axis semantics follow the node's opset.
  * - LayerNormalization recomputes mean and 1/std from X (the optional outputs are not needed).
- * - Relu's gradient at exactly 0 is 0, as in PyTorch. */
+ * - Relu's gradient at exactly 0 is 0, as in PyTorch.
+ * - PRelu's slope broadcasts to X; its gradient is summed back to the slope's shape. */
 graft_status grad_Gemm(const grad_call *c);
 graft_status grad_MatMul(const grad_call *c);
 graft_status grad_Add(const grad_call *c);
@@ -41,6 +43,11 @@ graft_status grad_Relu(const grad_call *c);
 graft_status grad_Gelu(const grad_call *c);
 graft_status grad_Tanh(const grad_call *c);
 graft_status grad_Sigmoid(const grad_call *c);
+graft_status grad_HardSigmoid(const grad_call *c);
+graft_status grad_HardSwish(const grad_call *c);
+graft_status grad_Elu(const grad_call *c);
+graft_status grad_Softplus(const grad_call *c);
+graft_status grad_PRelu(const grad_call *c);
 graft_status grad_Dropout(const grad_call *c);
 graft_status grad_LayerNormalization(const grad_call *c);
 graft_status grad_Softmax(const grad_call *c);

@@ -1,5 +1,6 @@
 /* grad_rules.c: the backward-rule registry, the helpers the rules share, and the elementwise
- * rules (Add with broadcasting, Relu, Gelu, Tanh, Sigmoid, Dropout). */
+ * rules (Add with broadcasting, Relu, Gelu, Tanh, Sigmoid, HardSigmoid, HardSwish, Elu,
+ * Softplus, PRelu, Dropout). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,11 +166,37 @@ graft_status grad_Add(const grad_call *c) {
 
 /* ---- unary activations ---------------------------------------------------------------------- */
 
-typedef enum unary_kind { UK_RELU, UK_GELU, UK_GELU_TANH, UK_TANH, UK_SIGMOID } unary_kind;
+typedef enum unary_kind {
+    UK_RELU,
+    UK_GELU,
+    UK_GELU_TANH,
+    UK_TANH,
+    UK_SIGMOID,
+    UK_HARD_SIGMOID,
+    UK_HARD_SWISH,
+    UK_ELU,
+    UK_SOFTPLUS
+} unary_kind;
 
-/* dy/dx of the activation at x. */
-static double unary_slope(unary_kind k, double x) {
+static double sigmoid(double x) {
+    return x >= 0.0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
+}
+
+/* dy/dx of the activation at x; alpha, beta: HardSigmoid's, Elu's alpha. At the kinks the
+ * slopes are PyTorch's: HardSwish takes x / 3 + 1/2 on [-3, 3], Elu alpha e^x for x <= 0, and
+ * HardSigmoid 0 where it saturates exactly. */
+static double unary_slope(unary_kind k, double x, double alpha, double beta) {
     switch (k) {
+    case UK_HARD_SIGMOID: {
+        double t = alpha * x + beta;
+        return t > 0.0 && t < 1.0 ? alpha : 0.0;
+    }
+    case UK_HARD_SWISH:
+        return x < -3.0 ? 0.0 : x > 3.0 ? 1.0 : x / 3.0 + 0.5;
+    case UK_ELU:
+        return x > 0.0 ? 1.0 : alpha * exp(x);
+    case UK_SOFTPLUS:
+        return sigmoid(x);
     case UK_RELU:
         return x > 0.0 ? 1.0 : 0.0;
     case UK_GELU: {
@@ -187,14 +214,14 @@ static double unary_slope(unary_kind k, double x) {
         return 1.0 - t * t;
     }
     case UK_SIGMOID: {
-        double s = x >= 0.0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
+        double s = sigmoid(x);
         return s * (1.0 - s);
     }
     }
     return 0.0;
 }
 
-static graft_status run_unary(const grad_call *c, unary_kind k) {
+static graft_status run_unary_with(const grad_call *c, unary_kind k, double alpha, double beta) {
     TRY(gr_check(c, 1, 0));
     tensor *dx = gr_din(c, 0);
     if (!dx) return GRAFT_OK;
@@ -204,8 +231,12 @@ static graft_status run_unary(const grad_call *c, unary_kind k) {
                         "backward: output gradient and input differ in size");
     int64_t n = tensor_numel(x);
     for (int64_t i = 0; i < n; i++)
-        gr_set(dx, i, dy ? gr_get(dy, i) * unary_slope(k, gr_get(x, i)) : 0.0);
+        gr_set(dx, i, dy ? gr_get(dy, i) * unary_slope(k, gr_get(x, i), alpha, beta) : 0.0);
     return GRAFT_OK;
+}
+
+static graft_status run_unary(const grad_call *c, unary_kind k) {
+    return run_unary_with(c, k, 0.0, 0.0);
 }
 
 graft_status grad_Relu(const grad_call *c) {
@@ -226,6 +257,59 @@ graft_status grad_Tanh(const grad_call *c) {
 
 graft_status grad_Sigmoid(const grad_call *c) {
     return run_unary(c, UK_SIGMOID);
+}
+
+graft_status grad_HardSigmoid(const grad_call *c) {
+    return run_unary_with(c, UK_HARD_SIGMOID, attr_f(c->node, "alpha", 0.2f),
+                          attr_f(c->node, "beta", 0.5f));
+}
+
+graft_status grad_HardSwish(const grad_call *c) {
+    return run_unary(c, UK_HARD_SWISH);
+}
+
+graft_status grad_Elu(const grad_call *c) {
+    return run_unary_with(c, UK_ELU, attr_f(c->node, "alpha", 1.0f), 0.0);
+}
+
+graft_status grad_Softplus(const grad_call *c) {
+    return run_unary(c, UK_SOFTPLUS);
+}
+
+/* ---- PRelu ---------------------------------------------------------------------------------- */
+
+/* y = x < 0 ? slope x : x with the slope broadcast to X: dX = dY (x < 0 ? slope : 1), and
+ * dSlope sums dY x over the elements where x < 0 that share each slope entry. */
+graft_status grad_PRelu(const grad_call *c) {
+    TRY(gr_check(c, 2, 0));
+    const tensor *x = c->in[0], *slope = c->in[1], *dy = gr_dout(c, 0);
+    tensor *dx = gr_din(c, 0), *ds = gr_din(c, 1);
+    int64_t n = tensor_numel(x);
+    int64_t *map = malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    double *g = gr_zeros(n);
+    if (!map || !g) {
+        free(map);
+        free(g);
+        return gr_oom(c);
+    }
+    if (!gr_bcast_map(map, x->ndim, x->dims, slope->ndim, slope->dims)) {
+        free(map);
+        free(g);
+        char a[128], b[128];
+        return op_error(c->node, c->err, GRAFT_E_SHAPE,
+                        "backward: the slope's shape %s does not broadcast to X's %s",
+                        shape_str(a, sizeof a, slope->ndim, slope->dims),
+                        shape_str(b, sizeof b, x->ndim, x->dims));
+    }
+    for (int64_t i = 0; i < n; i++) {
+        double xi = gr_get(x, i), gi = dy ? gr_get(dy, i) : 0.0;
+        if (dx) gr_set(dx, i, xi < 0.0 ? gi * gr_get(slope, map[i]) : gi);
+        g[i] = xi < 0.0 ? gi * xi : 0.0;
+    }
+    graft_status st = ds ? gr_reduce_to(c, ds, g, x->ndim, x->dims, 1.0) : GRAFT_OK;
+    free(map);
+    free(g);
+    return st;
 }
 
 /* ---- Dropout -------------------------------------------------------------------------------- */
@@ -287,6 +371,11 @@ static const grad_entry grad_table[] = {
     {"Gelu", grad_Gelu},
     {"Tanh", grad_Tanh},
     {"Sigmoid", grad_Sigmoid},
+    {"HardSigmoid", grad_HardSigmoid},
+    {"HardSwish", grad_HardSwish},
+    {"Elu", grad_Elu},
+    {"Softplus", grad_Softplus},
+    {"PRelu", grad_PRelu},
     {"Dropout", grad_Dropout},
     {"LayerNormalization", grad_LayerNormalization},
     {"Softmax", grad_Softmax},

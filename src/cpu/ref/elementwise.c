@@ -1,6 +1,6 @@
 /* elementwise.c: reference kernels of the unary element-wise ops (activations, math functions,
- * Clip, Not, Identity, Dropout); the broadcasting ops are in elementwise_binary.c, Cast in
- * elementwise_cast.c. */
+ * rounding, Sign, Clip, Not, IsNaN, IsInf, Identity, Dropout); the broadcasting ops are in
+ * elementwise_binary.c, Cast in elementwise_cast.c. */
 #include <string.h>
 #include <tgmath.h>
 
@@ -22,12 +22,26 @@ typedef enum unary_kind {
     UN_EXP,
     UN_LOG,
     UN_ABS,
+    UN_SIGN,
+    UN_FLOOR,
+    UN_CEIL,
+    UN_ROUND,
+    UN_HARD_SIGMOID,
+    UN_HARD_SWISH,
+    UN_SOFTPLUS,
+    UN_SOFTSIGN,
+    UN_MISH,
+    UN_ELU,
+    UN_SELU,
+    UN_CELU,
+    UN_THRESHOLDED_RELU,
 } unary_kind;
 
 typedef struct unary_args {
     unary_kind kind;
-    double alpha;  /* LeakyRelu */
+    double alpha;  /* LeakyRelu, HardSigmoid, Elu, Selu, Celu, ThresholdedRelu */
     double lo, hi; /* Clip bounds for float inputs (+-inf when absent) */
+    double beta;   /* HardSigmoid's offset, Selu's gamma */
 } unary_args;
 
 /* Elements converted per block when a 16-bit float tensor is computed in f32. */
@@ -78,9 +92,56 @@ typedef struct unary_args {
             MAP_LOOP(T, log(v))                                                                    \
         case UN_ABS:                                                                               \
             MAP_LOOP(T, fabs(v))                                                                   \
+        default:                                                                                   \
+            NAME##_more(a, x, y, n);                                                               \
         }                                                                                          \
     }
 
+/* min(1, max(0, t)) with NaN passing through, as numpy's maximum / minimum do. */
+#define CLAMP01(t) ((t) < zero ? zero : (t) > one ? one : (t))
+
+/* The activations exporters add for MobileNetV3, EfficientNet, SELU/ELU nets and the rounding
+ * ops of position buckets, in the forms ONNX writes them. Sign and Round keep NaN; Round is
+ * half to even (rint in the default rounding mode). Softplus avoids overflowing exp(x); Celu
+ * is max(0, x) + min(0, alpha (exp(x / alpha) - 1)) with the branch that is not 0 picked. */
+#define DEFINE_UNARY_FLOAT_MORE(NAME, T)                                                           \
+    static void NAME(const unary_args *a, const T *x, T *y, int64_t n) {                           \
+        const T alpha = (T)a->alpha, beta = (T)a->beta, sixth = (T)(1.0 / 6.0);                    \
+        const T zero = 0, one = 1, half = (T)0.5;                                                  \
+        switch (a->kind) {                                                                         \
+        case UN_SIGN:                                                                              \
+            MAP_LOOP(T, v > zero ? one : v < zero ? -one : v == zero ? zero : v)                   \
+        case UN_FLOOR:                                                                             \
+            MAP_LOOP(T, floor(v))                                                                  \
+        case UN_CEIL:                                                                              \
+            MAP_LOOP(T, ceil(v))                                                                   \
+        case UN_ROUND:                                                                             \
+            MAP_LOOP(T, rint(v))                                                                   \
+        case UN_HARD_SIGMOID:                                                                      \
+            MAP_LOOP(T, CLAMP01(alpha *v + beta))                                                  \
+        case UN_HARD_SWISH:                                                                        \
+            MAP_LOOP(T, v *CLAMP01(sixth *v + half))                                               \
+        case UN_SOFTPLUS:                                                                          \
+            MAP_LOOP(T, v > zero ? v + log1p(exp(-v)) : log1p(exp(v)))                             \
+        case UN_SOFTSIGN:                                                                          \
+            MAP_LOOP(T, v / (one + fabs(v)))                                                       \
+        case UN_MISH:                                                                              \
+            MAP_LOOP(T, v *tanh(v > zero ? v + log1p(exp(-v)) : log1p(exp(v))))                    \
+        case UN_ELU:                                                                               \
+            MAP_LOOP(T, v < zero ? alpha * expm1(v) : v)                                           \
+        case UN_SELU:                                                                              \
+            MAP_LOOP(T, v <= zero ? beta * alpha * expm1(v) : beta * v)                            \
+        case UN_CELU:                                                                              \
+            MAP_LOOP(T, v > zero ? v : alpha * expm1(v / alpha))                                   \
+        case UN_THRESHOLDED_RELU:                                                                  \
+            MAP_LOOP(T, v > alpha ? v : zero)                                                      \
+        default:                                                                                   \
+            break;                                                                                 \
+        }                                                                                          \
+    }
+
+DEFINE_UNARY_FLOAT_MORE(unary_f32_more, float)
+DEFINE_UNARY_FLOAT_MORE(unary_f64_more, double)
 DEFINE_UNARY_FLOAT(unary_f32, float)
 DEFINE_UNARY_FLOAT(unary_f64, double)
 
@@ -100,7 +161,7 @@ static void unary_half(const unary_args *a, const uint16_t *x, uint16_t *y, int6
     }
 }
 
-/* Integer kernels: Relu, Neg, Abs and Clip. Negation goes through uint64 so that the most
+/* Integer kernels: Relu, Neg, Abs, Sign and Clip. Negation goes through uint64 so that the most
  * negative value wraps (as two's complement hardware does) instead of overflowing. */
 #define DEFINE_UNARY_SIGNED(NAME, T)                                                               \
     static void NAME(unary_kind kind, const T *x, T *y, int64_t n, T lo, T hi) {                   \
@@ -111,6 +172,8 @@ static void unary_half(const unary_args *a, const uint16_t *x, uint16_t *y, int6
             MAP_LOOP(T, (T)(0 - (uint64_t)v))                                                      \
         case UN_ABS:                                                                               \
             MAP_LOOP(T, v < 0 ? (T)(0 - (uint64_t)v) : v)                                          \
+        case UN_SIGN:                                                                              \
+            MAP_LOOP(T, (T)((v > 0) - (v < 0)))                                                    \
         case UN_CLIP:                                                                              \
             MAP_LOOP(T, (v < lo ? lo : v) > hi ? hi : (v < lo ? lo : v))                           \
         default:                                                                                   \
@@ -123,6 +186,8 @@ static void unary_half(const unary_args *a, const uint16_t *x, uint16_t *y, int6
         switch (kind) {                                                                            \
         case UN_ABS:                                                                               \
             MAP_LOOP(T, v)                                                                         \
+        case UN_SIGN:                                                                              \
+            MAP_LOOP(T, (T)(v > 0))                                                                \
         case UN_CLIP:                                                                              \
             MAP_LOOP(T, (v < lo ? lo : v) > hi ? hi : (v < lo ? lo : v))                           \
         default:                                                                                   \
@@ -207,7 +272,7 @@ static graft_status run_unary(const op_call *c, const unary_args *a) {
 }
 
 static graft_status run_simple(const op_call *c, unary_kind kind) {
-    unary_args a = {kind, 0.0, -INFINITY, INFINITY};
+    unary_args a = {kind, 0.0, -INFINITY, INFINITY, 0.0};
     return run_unary(c, &a);
 }
 
@@ -242,8 +307,59 @@ graft_status ref_Abs(const op_call *c) {
     return run_simple(c, UN_ABS);
 }
 
+graft_status ref_Sign(const op_call *c) {
+    return run_simple(c, UN_SIGN);
+}
+graft_status ref_Floor(const op_call *c) {
+    return run_simple(c, UN_FLOOR);
+}
+graft_status ref_Ceil(const op_call *c) {
+    return run_simple(c, UN_CEIL);
+}
+graft_status ref_Round(const op_call *c) {
+    return run_simple(c, UN_ROUND);
+}
+graft_status ref_HardSwish(const op_call *c) {
+    return run_simple(c, UN_HARD_SWISH);
+}
+graft_status ref_Softplus(const op_call *c) {
+    return run_simple(c, UN_SOFTPLUS);
+}
+graft_status ref_Softsign(const op_call *c) {
+    return run_simple(c, UN_SOFTSIGN);
+}
+graft_status ref_Mish(const op_call *c) {
+    return run_simple(c, UN_MISH);
+}
+
+/* An activation with ONNX's attribute defaults; `beta` carries HardSigmoid's beta or Selu's
+ * gamma. */
+static graft_status run_activation(const op_call *c, unary_kind kind, float alpha,
+                                   const char *beta_name, float beta) {
+    unary_args a = {kind, attr_f(c->node, "alpha", alpha), -INFINITY, INFINITY,
+                    beta_name ? attr_f(c->node, beta_name, beta) : 0.0};
+    return run_unary(c, &a);
+}
+
+graft_status ref_HardSigmoid(const op_call *c) {
+    return run_activation(c, UN_HARD_SIGMOID, 0.2f, "beta", 0.5f);
+}
+graft_status ref_Elu(const op_call *c) {
+    return run_activation(c, UN_ELU, 1.0f, NULL, 0.0f);
+}
+graft_status ref_Selu(const op_call *c) {
+    return run_activation(c, UN_SELU, 1.67326319217681884765625f, "gamma",
+                          1.05070102214813232421875f);
+}
+graft_status ref_Celu(const op_call *c) {
+    return run_activation(c, UN_CELU, 1.0f, NULL, 0.0f);
+}
+graft_status ref_ThresholdedRelu(const op_call *c) {
+    return run_activation(c, UN_THRESHOLDED_RELU, 1.0f, NULL, 0.0f);
+}
+
 graft_status ref_LeakyRelu(const op_call *c) {
-    unary_args a = {UN_LEAKY_RELU, attr_f(c->node, "alpha", 0.01f), -INFINITY, INFINITY};
+    unary_args a = {UN_LEAKY_RELU, attr_f(c->node, "alpha", 0.01f), -INFINITY, INFINITY, 0.0};
     return run_unary(c, &a);
 }
 
@@ -253,7 +369,7 @@ graft_status ref_Gelu(const op_call *c) {
 }
 
 graft_status ref_Clip(const op_call *c) {
-    unary_args a = {UN_CLIP, 0.0, -INFINITY, INFINITY};
+    unary_args a = {UN_CLIP, 0.0, -INFINITY, INFINITY, 0.0};
     if (!dtype_is_float(c->in[0]->dtype)) return run_unary(c, &a);
     if (c->node->opset < 11) {
         a.lo = attr_f(c->node, "min", -INFINITY);
@@ -275,6 +391,54 @@ graft_status ref_Not(const op_call *c) {
     PARALLEL_SIMD_FOR
     for (int64_t i = 0; i < n; i++) y[i] = x[i] == 0;
     return GRAFT_OK;
+}
+
+/* IsNaN, IsInf: a float test per element into bool. */
+typedef enum float_test { TEST_NAN, TEST_POS_INF, TEST_NEG_INF, TEST_ANY_INF } float_test;
+
+static uint8_t float_test_one(float_test t, double v) {
+    switch (t) {
+    case TEST_NAN:
+        return isnan(v);
+    case TEST_POS_INF:
+        return v == INFINITY;
+    case TEST_NEG_INF:
+        return v == -INFINITY;
+    case TEST_ANY_INF:
+        return isinf(v) != 0;
+    }
+    return 0;
+}
+
+static graft_status run_float_test(const op_call *c, float_test t) {
+    const tensor *x = c->in[0];
+    tensor *y = c->out[0];
+    int64_t n = tensor_numel(x);
+    if (!dtype_is_float(x->dtype) || y->dtype != GRAFT_DTYPE_BOOL || n != tensor_numel(y))
+        return op_error(c->node, c->err, GRAFT_E_DTYPE, "no kernel for dtype %s",
+                        graft_dtype_name(x->dtype));
+    const void *src = x->data;
+    uint8_t *dst = y->data;
+    graft_dtype dt = x->dtype;
+#pragma omp parallel for if (n >= ELEMENTWISE_PARALLEL_MIN) schedule(static)
+    for (int64_t i = 0; i < n; i++) dst[i] = float_test_one(t, scalar_load_f64(src, dt, i));
+    return GRAFT_OK;
+}
+
+graft_status ref_IsNaN(const op_call *c) {
+    return run_float_test(c, TEST_NAN);
+}
+
+/* IsInf's detect_negative / detect_positive (both 1 by default) pick which infinities count. */
+graft_status ref_IsInf(const op_call *c) {
+    bool neg = attr_i(c->node, "detect_negative", 1) != 0;
+    bool pos = attr_i(c->node, "detect_positive", 1) != 0;
+    if (!neg && !pos) {
+        int64_t n = tensor_numel(c->out[0]);
+        if (n > 0) memset(c->out[0]->data, 0, (size_t)n);
+        return GRAFT_OK;
+    }
+    return run_float_test(c, neg && pos ? TEST_ANY_INF : neg ? TEST_NEG_INF : TEST_POS_INF);
 }
 
 /* Copy the input to output 0 (skipped when the executor made them share memory). */

@@ -1,5 +1,5 @@
 /* elementwise_binary.c: reference kernels of the broadcasting element-wise ops: Add, Sub, Mul,
- * Div, Pow, Min, Max, Equal, Less, Greater and Where. */
+ * Div, Pow, Min, Max, Mod, PRelu, the comparisons, And, Or, Xor and Where. */
 #include <math.h>
 #include <string.h>
 
@@ -138,6 +138,23 @@ static graft_status bcast_run(const op_call *c, const tensor *const *ins, int n_
 #define EQ(x, w, T) ((x) == (w))
 #define LT(x, w, T) ((x) < (w))
 #define GT(x, w, T) ((x) > (w))
+#define GE(x, w, T) ((x) >= (w))
+#define LE(x, w, T) ((x) <= (w))
+#define AND(x, w, T) ((x) & (w))
+#define OR(x, w, T) ((x) | (w))
+#define XOR(x, w, T) ((x) ^ (w))
+/* PRelu: x where x >= 0, else slope * x (NaN passes through). */
+#define PRELU_F(x, w, T) ((x) < 0 ? (w) * (x) : (x))
+#define PRELU_S(x, w, T) ((x) < 0 ? MUL_I(x, w, T) : (x))
+#define PRELU_U(x, w, T) ((void)(w), (x))
+/* Mod with fmod = 1: C's remainder (sign of the dividend), fmodf in f32 so f16 rounds once.
+ * Integers: fmod = 1 truncates (C's %), fmod = 0 floors (Python's %, sign of the divisor).
+ * x % -1 is 0, written out because MIN % -1 traps. Zero divisors are rejected before. */
+#define FMOD_F(x, w, T) _Generic((x), float : fmodf, default : fmod)(x, w)
+#define TMOD_S(x, w, T) ((w) == -1 ? (T)0 : (T)((x) % (w)))
+#define TMOD_U(x, w, T) ((T)((x) % (w)))
+#define FLOORED(r, w) (((r) != 0 && (((r) < 0) != ((w) < 0))) ? (r) + (w) : (r))
+#define PMOD_S(x, w, T) ((w) == -1 ? (T)0 : (T)FLOORED((T)((x) % (w)), w))
 
 FLOAT_ROWS(add, ADD_F)
 FLOAT_ROWS(sub, SUB_F)
@@ -154,6 +171,16 @@ INT_ROWS(max, MAX_I, MAX_I)
 CMP_ROWS(eq, EQ)
 CMP_ROWS(lt, LT)
 CMP_ROWS(gt, GT)
+CMP_ROWS(ge, GE)
+CMP_ROWS(le, LE)
+DEFINE_ROW(and_bool, uint8_t, uint8_t, uint8_t, BOOL_LOAD, ID, AND)
+DEFINE_ROW(or_bool, uint8_t, uint8_t, uint8_t, BOOL_LOAD, ID, OR)
+DEFINE_ROW(xor_bool, uint8_t, uint8_t, uint8_t, BOOL_LOAD, ID, XOR)
+FLOAT_ROWS(prelu, PRELU_F)
+INT_ROWS(prelu, PRELU_S, PRELU_U)
+FLOAT_ROWS(fmod, FMOD_F)
+INT_ROWS(tmod, TMOD_S, TMOD_U)
+INT_ROWS(pmod, PMOD_S, TMOD_U)
 
 #define NUMERIC_CASES(OPN)                                                                         \
     case GRAFT_DTYPE_F32:                                                                          \
@@ -181,8 +208,18 @@ CMP_ROWS(gt, GT)
     case GRAFT_DTYPE_U64:                                                                          \
         return OPN##_u64;
 
-typedef enum binary_op { BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV, BIN_MIN, BIN_MAX } binary_op;
-typedef enum compare_op { CMP_EQ, CMP_LT, CMP_GT } compare_op;
+typedef enum binary_op {
+    BIN_ADD,
+    BIN_SUB,
+    BIN_MUL,
+    BIN_DIV,
+    BIN_MIN,
+    BIN_MAX,
+    BIN_PRELU,
+    BIN_FMOD,   /* Mod, fmod = 1 */
+    BIN_FLOORED /* Mod, fmod = 0 (integers only) */
+} binary_op;
+typedef enum compare_op { CMP_EQ, CMP_LT, CMP_GT, CMP_GE, CMP_LE } compare_op;
 
 /* pick_OPN(dtype): the row kernel of OPN for dtype, NULL when there is none. */
 #define DEFINE_PICKER(OPN, BOOL_ROW)                                                               \
@@ -205,6 +242,37 @@ DEFINE_PICKER(max, NULL)
 DEFINE_PICKER(eq, eq_bool)
 DEFINE_PICKER(lt, lt_bool)
 DEFINE_PICKER(gt, gt_bool)
+DEFINE_PICKER(ge, ge_bool)
+DEFINE_PICKER(le, le_bool)
+DEFINE_PICKER(prelu, NULL)
+
+/* Mod: fmod's float rows with C's remainder for integers, or the floored integer rows. */
+static row_fn pick_mod(graft_dtype dt, bool floored) {
+    switch (dt) {
+    case GRAFT_DTYPE_F32:
+        return floored ? NULL : fmod_f32;
+    case GRAFT_DTYPE_F64:
+        return floored ? NULL : fmod_f64;
+    case GRAFT_DTYPE_F16:
+        return floored ? NULL : fmod_f16;
+    case GRAFT_DTYPE_BF16:
+        return floored ? NULL : fmod_bf16;
+#define MOD_CASE(DT, S)                                                                            \
+    case GRAFT_DTYPE_##DT:                                                                         \
+        return floored ? pmod_##S : tmod_##S;
+        MOD_CASE(I8, i8)
+        MOD_CASE(I16, i16)
+        MOD_CASE(I32, i32)
+        MOD_CASE(I64, i64)
+        MOD_CASE(U8, u8)
+        MOD_CASE(U16, u16)
+        MOD_CASE(U32, u32)
+        MOD_CASE(U64, u64)
+#undef MOD_CASE
+    default:
+        return NULL;
+    }
+}
 
 static row_fn pick_binary(binary_op op, graft_dtype dt) {
     switch (op) {
@@ -220,6 +288,12 @@ static row_fn pick_binary(binary_op op, graft_dtype dt) {
         return pick_min(dt);
     case BIN_MAX:
         return pick_max(dt);
+    case BIN_PRELU:
+        return pick_prelu(dt);
+    case BIN_FMOD:
+        return pick_mod(dt, false);
+    case BIN_FLOORED:
+        return pick_mod(dt, true);
     }
     return NULL;
 }
@@ -232,6 +306,10 @@ static row_fn pick_compare(compare_op op, graft_dtype dt) {
         return pick_lt(dt);
     case CMP_GT:
         return pick_gt(dt);
+    case CMP_GE:
+        return pick_ge(dt);
+    case CMP_LE:
+        return pick_le(dt);
     }
     return NULL;
 }
@@ -265,7 +343,8 @@ static graft_status run_binary(const op_call *c, binary_op op) {
     TRY(check_same_dtype(c, c->in[0], c->in[1]));
     row_fn fn = pick_binary(op, c->in[0]->dtype);
     if (!fn || c->out[0]->dtype != c->in[0]->dtype) return no_kernel(c, c->in[0]->dtype);
-    if (op == BIN_DIV) TRY(check_no_zero_divisor(c, c->in[1]));
+    if (op == BIN_DIV || op == BIN_FMOD || op == BIN_FLOORED)
+        TRY(check_no_zero_divisor(c, c->in[1]));
     return bcast_run(c, c->in, 2, c->out[0], fn, NULL);
 }
 
@@ -280,6 +359,13 @@ graft_status ref_Mul(const op_call *c) {
 }
 graft_status ref_Div(const op_call *c) {
     return run_binary(c, BIN_DIV);
+}
+graft_status ref_Mod(const op_call *c) {
+    return run_binary(c, attr_i(c->node, "fmod", 0) ? BIN_FMOD : BIN_FLOORED);
+}
+/* The slope broadcasts to X; inference has checked that the output keeps X's shape. */
+graft_status ref_PRelu(const op_call *c) {
+    return run_binary(c, BIN_PRELU);
 }
 
 static graft_status run_compare(const op_call *c, compare_op op) {
@@ -299,6 +385,34 @@ graft_status ref_Less(const op_call *c) {
 }
 graft_status ref_Greater(const op_call *c) {
     return run_compare(c, CMP_GT);
+}
+graft_status ref_GreaterOrEqual(const op_call *c) {
+    return run_compare(c, CMP_GE);
+}
+graft_status ref_LessOrEqual(const op_call *c) {
+    return run_compare(c, CMP_LE);
+}
+
+/* And, Or, Xor over bool (any non-zero byte is true). */
+static graft_status run_logical(const op_call *c, row_fn fn) {
+    if (c->n_in < 2 || !c->in[0] || !c->in[1])
+        return op_error(c->node, c->err, GRAFT_E_INVALID_ARGUMENT, "needs two inputs");
+    if (c->in[0]->dtype != GRAFT_DTYPE_BOOL || c->in[1]->dtype != GRAFT_DTYPE_BOOL ||
+        c->out[0]->dtype != GRAFT_DTYPE_BOOL)
+        return op_error(c->node, c->err, GRAFT_E_DTYPE, "%s takes bool tensors, got %s and %s",
+                        c->node->op_type, graft_dtype_name(c->in[0]->dtype),
+                        graft_dtype_name(c->in[1]->dtype));
+    return bcast_run(c, c->in, 2, c->out[0], fn, NULL);
+}
+
+graft_status ref_And(const op_call *c) {
+    return run_logical(c, and_bool);
+}
+graft_status ref_Or(const op_call *c) {
+    return run_logical(c, or_bool);
+}
+graft_status ref_Xor(const op_call *c) {
+    return run_logical(c, xor_bool);
 }
 
 /* Variadic Min / Max: the first pair goes into the output, which then absorbs each further input
