@@ -18,6 +18,7 @@ typedef struct {
     int json;
     text_overrides text;
     const char *text_column, *label_column;
+    int pad_max;   /* --pad max */
     int text_only; /* an option only a text model takes was given */
 } eval_args;
 
@@ -35,6 +36,8 @@ typedef struct {
     int is_text;     /* the model takes token ids: the data is text */
     text_model text; /* its tokenizer and inputs */
 } evaluation;
+
+static const char *const paddings[] = {"longest", "max", NULL};
 
 static const cli_option eval_options[] = {
     {"model", "M.onnx", NULL, NULL, NULL, "the model (required)"},
@@ -54,6 +57,9 @@ static const cli_option eval_options[] = {
     {"cased", NULL, NULL, NULL, NULL, "keep case and accents (default: as the model says)"},
     {"max-len", "N", NULL, NULL, NULL,
      "tokens per text, [CLS] and [SEP] included (default: the model's graft.text.max_len)"},
+    {"pad", "longest|max", "longest", paddings, NULL,
+     "pad each batch to its longest text, or every text to --max-len (the same results up to "
+     "float rounding; a model whose input takes a fixed length always gets max)"},
 };
 
 static const cli_command eval_command = {
@@ -93,6 +99,8 @@ static int text_option(eval_args *a, const char *name, const char *v) {
         a->text_column = v;
     else if (strcmp(name, "label-column") == 0)
         a->label_column = v;
+    else if (strcmp(name, "pad") == 0)
+        a->pad_max = strcmp(v, "max") == 0;
     else if (strcmp(name, "max-len") == 0) {
         if (cli_int(CMD, "--max-len", v, 3, 8192, &a->text.max_len)) return -1;
     } else
@@ -102,7 +110,7 @@ static int text_option(eval_args *a, const char *name, const char *v) {
 }
 
 static int parse_args(int argc, char **argv, eval_args *a) {
-    *a = (eval_args){NULL, NULL, 32, 0, 0, {NULL, 0, 0}, "text", "label", 0};
+    *a = (eval_args){NULL, NULL, 32, 0, 0, {NULL, 0, 0}, "text", "label", 0, 0};
     const cli_option *o;
     const char *v;
     cli_parser p;
@@ -367,6 +375,7 @@ static int open_text(evaluation *e, const eval_args *a) {
     if (text_model_open(CMD, e->ctx, e->model, &a->text, &e->text) != 0) return -1;
     graft_text_options t = e->text.data;
     t.text_column = a->text_column, t.label_column = a->label_column;
+    if (a->pad_max) t.pad_to_longest = 0;
     if (graft_dataset_open_text(e->ctx, a->data, &t, &e->ds) != GRAFT_OK)
         return cli_error(CMD, "%s", graft_last_error(e->ctx)), -1;
     return 0;
@@ -387,8 +396,8 @@ static int setup(evaluation *e, const eval_args *a) {
         if (open_text(e, a) != 0) return -1;
     } else if (a->text_only) {
         return cli_error(CMD,
-                         "--text-column, --label-column, --vocab, --cased and --max-len are "
-                         "for text models; %s takes images",
+                         "--text-column, --label-column, --vocab, --cased, --max-len and --pad "
+                         "are for text models; %s takes images",
                          a->model),
                -1;
     } else if (graft_dataset_open_images(e->ctx, a->data, &prep.o, &e->ds) != GRAFT_OK) {

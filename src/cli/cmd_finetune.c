@@ -81,9 +81,9 @@ static void print_summary(session *s, const run *r, const int64_t *counts, int n
 /* The command line's options, typed: flags true, numbers as numbers, paths and names as text
  * (a tensor named "191" stays a name). */
 static void log_config(run_log *log, int argc, char **argv) {
-    static const char *const text_options[] = {"model", "data",   "val",        "out",
-                                               "cut",   "cache",  "checkpoint", "report",
-                                               "vocab", "config", NULL};
+    static const char *const text_options[] = {
+        "model",  "data",  "val",    "out",         "cut",          "cache", "checkpoint",
+        "report", "vocab", "config", "text-column", "label-column", NULL};
     for (int i = 1; i < argc; i++) {
         if (strncmp(argv[i], "--", 2) != 0) continue;
         char name[64];

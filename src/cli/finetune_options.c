@@ -18,6 +18,7 @@ static const char *const precisions[] = {"fp32", "bf16", "fp16", "auto", NULL};
 static const char *const methods[] = {"magnitude", "channels", "heads", "2:4", NULL};
 static const char *const importances[] = {"l1", "l2", "bn", NULL};
 static const char *const scopes[] = {"all", "inner", NULL};
+static const char *const paddings[] = {"longest", "max", NULL};
 
 /* By topic, in the order help lists them. */
 static const cli_option options[] = {
@@ -71,6 +72,11 @@ static const cli_option options[] = {
     {"vocab", "vocab.txt", NULL, NULL, "text", "BERT vocabulary: the data is text"},
     {"cased", NULL, NULL, NULL, NULL, "keep case and accents (cased vocabularies)"},
     {"max-len", "N", "128", NULL, NULL, "tokens per text, [CLS] and [SEP] included"},
+    {"pad", "longest|max", "longest", paddings, NULL,
+     "pad each batch to its longest text, or every text to --max-len (a model whose input "
+     "takes a fixed length always gets max)"},
+    {"text-column", "NAME", "text", NULL, NULL, "the texts' column of a .csv/.tsv file"},
+    {"label-column", "NAME", "label", NULL, NULL, "the labels' column of a .csv/.tsv file"},
     {"pooling", "cls|pooler|mean", "cls", poolings, NULL,
      "how a text encoder's tokens become one vector"},
     {"prune", "METHOD", NULL, methods, "pruning",
@@ -259,6 +265,8 @@ static int apply_value(finetune_opts *o, const char *n, const char *v, int c) {
                      : !strcmp(n, "report")     ? &o->report_dir
                      : !strcmp(n, "vocab")      ? &o->vocab
                                                 : NULL;
+    if (!strcmp(n, "text-column")) s = &o->text_column;
+    if (!strcmp(n, "label-column")) s = &o->label_column;
     if (s) return (*s = v, 0);
     if (!strcmp(n, "val-split")) return parse_double(n, v, 0.0, 0.95, &o->val_split);
     if (!strcmp(n, "prune-sparsity")) return parse_double(n, v, 0.0, 0.99, &o->prune_sparsity);
@@ -270,6 +278,7 @@ static int apply_value(finetune_opts *o, const char *n, const char *v, int c) {
     if (!strcmp(n, "max-len")) return parse_int(n, v, 3, 8192, &o->max_len);
     if (!strcmp(n, "head")) return parse_head(o, v);
     if (!strcmp(n, "pooling")) return o->pooling = c + 2, 0; /* GRAFT_POOLING_CLS is 2 */
+    if (!strcmp(n, "pad")) return o->pad_max = c == 1, 0;
     if (!strcmp(n, "precision")) return snprintf(o->precision, sizeof o->precision, "%s", v), 0;
     if (!strcmp(n, "device")) {
         if (strcmp(v, "auto") && strcmp(v, "cpu") && strncmp(v, "cuda", 4))
@@ -426,6 +435,10 @@ static int check(const finetune_opts *o) {
     if (o->train.ridge_warm_start && o->head.n_hidden)
         return bad("ridge", "", "the ridge warm start needs --head linear");
     if (o->image.augment && o->vocab) return bad("augment", "", "is for images, not text");
+    if (!o->vocab && (o->text_column || o->label_column))
+        return bad(o->text_column ? "text-column" : "label-column",
+                   o->text_column ? o->text_column : o->label_column,
+                   "is for text data (with --vocab)");
     return check_prune(o);
 }
 

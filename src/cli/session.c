@@ -40,11 +40,25 @@ int session_fail(session *s, const char *what) {
     return 1;
 }
 
+/* Whether every integer input takes any length: then each batch can be padded to its longest
+ * text (a fixed (batch, N) input needs every text padded to N). */
+static bool takes_any_length(const graft_model *m) {
+    for (int i = 0; i < graft_model_input_count(m); i++) {
+        graft_value_info v;
+        if (graft_model_input_info(m, i, &v) == GRAFT_OK && v.ndim == 2 && v.dims[1] > 0)
+            return false;
+    }
+    return true;
+}
+
 int session_open_data(session *s, finetune_opts *o) {
     graft_status st;
     if (o->vocab) {
         graft_text_options t = GRAFT_TEXT_OPTIONS_INIT;
         t.vocab_path = o->vocab, t.cased = o->cased, t.max_len = o->max_len;
+        if (o->text_column) t.text_column = o->text_column;
+        if (o->label_column) t.label_column = o->label_column;
+        t.pad_to_longest = !o->pad_max && takes_any_length(s->model);
         st = graft_dataset_open_text(s->ctx, o->data, &t, &s->all);
     } else {
         /* The options given, else the model's metadata, else its input shape, else ImageNet's;
