@@ -359,12 +359,18 @@ typedef struct graft_train_options {
     graft_train_callback callback;
     void *callback_user;                     /* passed to both callbacks */
     graft_extract_callback extract_callback; /* NULL: no reports from the backbone phase */
+    /* A folder of feature caches, used when cache_path is NULL: each source's features (training
+     * and validation) in their own file, DIR/features-<16 hex digits>.cache, named from the
+     * cache key (cut model, cut, data and preprocessing) and cache_dtype, so runs with other
+     * settings keep their sets and a rerun with the same settings reuses its own. The folder
+     * must exist. NULL: none. */
+    const char *cache_dir;
 } graft_train_options;
 #define GRAFT_TRAIN_OPTIONS_INIT                                                                   \
     {                                                                                              \
         GRAFT_LOSS_CROSS_ENTROPY, 0.0f, NULL, GRAFT_OPTIMIZER_ADAMW, 1e-3, 0.9, 0.01, 0.9, 0.999,  \
             1e-8, 0, GRAFT_SCHEDULER_CONSTANT, 0, 10, 0.1, 0.0, 5, 32, 1, 0.0,                     \
-            GRAFT_PRECISION_FP32, 0, 0, 0, 1e-3, NULL, GRAFT_DTYPE_F32, NULL, NULL, NULL           \
+            GRAFT_PRECISION_FP32, 0, 0, 0, 1e-3, NULL, GRAFT_DTYPE_F32, NULL, NULL, NULL, NULL     \
     }
 
 typedef struct graft_trainer graft_trainer;

@@ -135,8 +135,8 @@ static int resume(session *s, const finetune_opts *o, run *r) {
 static int make_trainer(session *s, finetune_opts *o, run *r) {
     if (o->cache_dir && !o->no_cache) {
         mkdir(o->cache_dir, 0777);
-        snprintf(s->cache, sizeof s->cache, "%s/features.cache", o->cache_dir);
-        o->train.cache_path = s->cache;
+        snprintf(s->cache, sizeof s->cache, "%s", o->cache_dir);
+        o->train.cache_dir = s->cache; /* one file per feature set, named from its key */
     }
     if (!strcmp(o->precision, "bf16")) o->train.precision = GRAFT_PRECISION_BF16;
     if (!strcmp(o->precision, "fp16")) o->train.precision = GRAFT_PRECISION_FP16;
@@ -293,7 +293,7 @@ static int interrupted(session *s, run *r) {
     if (r->phase != PHASE_TRAIN) {
         printf("\ninterrupted before training%s: no checkpoint written",
                r->phase == PHASE_BACKBONE ? " (in the backbone phase)" : "");
-        if (s->cache[0]) printf("; the features computed so far are kept in %s", s->cache);
+        if (s->cache[0]) printf("; the features computed so far are kept in %s/", s->cache);
         if (r->o->resume) printf("; %s is as it was", r->last_path);
         printf("\n");
     } else if (!r->last_path[0]) {
