@@ -18,8 +18,9 @@ typedef struct {
     int json;
     text_overrides text;
     const char *text_column, *label_column;
-    int pad_max;   /* --pad max */
-    int text_only; /* an option only a text model takes was given */
+    int pad_max;     /* --pad max */
+    int fast_decode; /* --fast-decode */
+    int text_only;   /* an option only a text model takes was given */
 } eval_args;
 
 typedef struct {
@@ -50,6 +51,8 @@ static const cli_option eval_options[] = {
      "one JSON object instead of tables: samples, correct, accuracy, top5_accuracy (null under "
      "5 classes), classes [{name, precision, recall, f1, support}], macro {precision, recall, "
      "f1}, confusion (rows: true class, columns: predicted), skipped [{path, reason}]"},
+    {"fast-decode", NULL, NULL, NULL, "image models",
+     "decode large JPEGs at reduced size (faster, not Pillow's pixels; see graft finetune --help)"},
     {"text-column", "NAME", "text", NULL, "text models", "the texts' column of a .csv/.tsv file"},
     {"label-column", "NAME", "label", NULL, NULL, "the labels' column of a .csv/.tsv file"},
     {"vocab", "vocab.txt", NULL, NULL, NULL,
@@ -110,7 +113,7 @@ static int text_option(eval_args *a, const char *name, const char *v) {
 }
 
 static int parse_args(int argc, char **argv, eval_args *a) {
-    *a = (eval_args){NULL, NULL, 32, 0, 0, {NULL, 0, 0}, "text", "label", 0, 0};
+    *a = (eval_args){NULL, NULL, 32, 0, 0, {NULL, 0, 0}, "text", "label", 0, 0, 0};
     const cli_option *o;
     const char *v;
     cli_parser p;
@@ -121,6 +124,8 @@ static int parse_args(int argc, char **argv, eval_args *a) {
             return cli_error(CMD, "unexpected argument '%s' (see graft eval --help)", v);
         if (strcmp(o->name, "json") == 0)
             a->json = 1;
+        else if (strcmp(o->name, "fast-decode") == 0)
+            a->fast_decode = 1;
         else if (strcmp(o->name, "model") == 0)
             a->model = v;
         else if (strcmp(o->name, "data") == 0)
@@ -389,6 +394,7 @@ static int setup(evaluation *e, const eval_args *a) {
     e->is_text = text_model_detect(e->model);
     if (!e->is_text && image_prep_resolve(&prep, e->ctx, e->model, NULL, NULL) != 0)
         return cli_error(CMD, "%s", prep.error), -1;
+    if (!e->is_text) prep.o.fast_decode = a->fast_decode;
     if (cli_model_classes(CMD, e->model, &e->classes, &e->n_names) != 0 ||
         (e->n_classes = output_width(e)) < 0)
         return -1;

@@ -24,6 +24,7 @@ typedef struct {
     text_overrides text;      /* --vocab, --cased, --max-len */
     const char *text_column;  /* --text-column */
     int pad_max;              /* --pad max */
+    int fast_decode;          /* --fast-decode */
     text_source *sources;     /* for a text model: the arguments, --lines and --text in order */
     int n_sources, text_only; /* text_only: an option only a text model takes was given */
 } predict_args;
@@ -57,6 +58,8 @@ static const cli_option predict_options[] = {
      "\"probability\": P}]}"},
     {"batch", "N", "32", NULL, NULL, "images or texts per model run"},
     {"threads", "N", "0: all cores", NULL, NULL, "compute threads"},
+    {"fast-decode", NULL, NULL, NULL, "image models",
+     "decode large JPEGs at reduced size (faster, not Pillow's pixels; see graft finetune --help)"},
     {"lines", "FILE|-", NULL, NULL, "text models",
      "classify each line of FILE (- : standard input) as one text"},
     {"text", "STRING", NULL, NULL, NULL, "classify STRING (may be given several times)"},
@@ -161,6 +164,8 @@ static int parse_args(int argc, char **argv, predict_args *a, char **paths, text
             if (cli_int(CMD, "--batch", v, 1, 65536, &a->batch)) return 2;
         } else if (strcmp(n, "threads") == 0) {
             if (cli_int(CMD, "--threads", v, 0, 4096, &a->threads)) return 2;
+        } else if (strcmp(n, "fast-decode") == 0) {
+            a->fast_decode = 1;
         } else {
             a->format = cli_choice(CMD, o, v); /* FORMAT_* in the order of formats[] */
         }
@@ -392,6 +397,7 @@ static int predict_images(predictor *p, file_list *files) {
     if (collect_files(p->ctx, p->a, files, &some_skipped) != 0) return 2;
     if (image_prep_resolve(&p->prep, p->ctx, p->model, NULL, NULL) != 0)
         return cli_error(CMD, "%s", p->prep.error), 1;
+    p->prep.o.fast_decode = p->a->fast_decode;
     if (cli_model_classes(CMD, p->model, &p->classes, &p->n_classes) != 0 || check_classes(p) != 0)
         return 1;
     return predict_all(p, files) | some_skipped;

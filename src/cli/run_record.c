@@ -127,6 +127,7 @@ static int record_model(run_record *r, const finetune_opts *o) {
           put_three(r, "mean", o->image.mean) | put_three(r, "std", o->image.std);
     if (o->image.grayscale) rc |= put(r, "grayscale", "1");
     if (o->image.augment) rc |= put(r, "augment", "1");
+    if (o->image.fast_decode) rc |= put(r, "fast-decode", "1");
     return rc;
 }
 
