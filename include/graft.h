@@ -377,12 +377,18 @@ typedef struct graft_train_options {
     graft_train_callback callback;
     void *callback_user;                     /* passed to both callbacks */
     graft_extract_callback extract_callback; /* NULL: no reports from the backbone phase */
+    /* A folder of feature caches, used when cache_path is NULL: each source's features (training
+     * and validation) in their own file, DIR/features-<16 hex digits>.cache, named from the
+     * cache key (cut model, cut, data and preprocessing) and cache_dtype, so runs with other
+     * settings keep their sets and a rerun with the same settings reuses its own. The folder
+     * must exist. NULL: none. */
+    const char *cache_dir;
 } graft_train_options;
 #define GRAFT_TRAIN_OPTIONS_INIT                                                                   \
     {                                                                                              \
         GRAFT_LOSS_CROSS_ENTROPY, 0.0f, NULL, GRAFT_OPTIMIZER_ADAMW, 1e-3, 0.9, 0.01, 0.9, 0.999,  \
             1e-8, 0, GRAFT_SCHEDULER_CONSTANT, 0, 10, 0.1, 0.0, 5, 32, 1, 0.0,                     \
-            GRAFT_PRECISION_FP32, 0, 0, 0, 1e-3, NULL, GRAFT_DTYPE_F32, NULL, NULL, NULL           \
+            GRAFT_PRECISION_FP32, 0, 0, 0, 1e-3, NULL, GRAFT_DTYPE_F32, NULL, NULL, NULL, NULL     \
     }
 
 typedef struct graft_trainer graft_trainer;
@@ -465,11 +471,16 @@ typedef struct graft_image_options {
     int64_t max_pixels;     /* larger images are skipped (decompression bombs); 0: 178956970 */
     const char *input_name; /* the model input the images feed (default "input") */
     int grayscale; /* 1: one channel, PIL's convert("L"), normalised with mean[0], std[0] */
+    /* 1: decode a JPEG at 1/2, 1/4 or 1/8 of its size (libjpeg's DCT scaling) when that keeps
+     * its shorter side at least the resize target (the crop when augmenting): several times
+     * faster on large photos, but not the pixels Pillow gives (it decodes at full size, then
+     * resizes). 0 (the default): full size, as torchvision's ImageFolder with PIL. */
+    int fast_decode;
 } graft_image_options;
 /* clang-format off */
 #define GRAFT_IMAGE_OPTIONS_INIT \
     {256, 224, 0, 0.08f, 1.0f, 0.75f, 4.0f / 3.0f, {0.485f, 0.456f, 0.406f}, \
-     {0.229f, 0.224f, 0.225f}, 0, GRAFT_DTYPE_F32, 0, "input", 0}
+     {0.229f, 0.224f, 0.225f}, 0, GRAFT_DTYPE_F32, 0, "input", 0, 0}
 /* clang-format on */
 
 /* One image file as a model input: decoded, resized, center-cropped and normalised as the

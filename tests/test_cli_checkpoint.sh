@@ -154,7 +154,8 @@ if [ -f "$RN" ]; then
     if [ $rc = 130 ] && ! grep -q '^backbone: 319 samples' "$TMP/bb.txt" &&
         ! grep -q '^epoch' "$TMP/bb.txt" && grep -q 'no checkpoint written' "$TMP/bb.txt" &&
         ! grep -q 'checkpoint written to' "$TMP/bb.txt" && [ ! -e "$TMP/cb/last.safetensors" ] &&
-        [ -s "$TMP/cache/features.cache" ]; then pass ctrl_c_in_backbone_phase
+        [ "$(find "$TMP/cache" -name 'features-*.cache' -size +0 | wc -l)" = 1 ]; then
+        pass ctrl_c_in_backbone_phase
     else fail ctrl_c_in_backbone_phase "rc $rc after ${ms}ms: $(tail -2 "$TMP/bb.txt")"; fi
 else echo "SKIP ctrl_c_in_backbone_phase: $RN not generated"; fi
 

@@ -122,3 +122,35 @@ check cli_images_predict_link_to_dot $? "rc $rc: $(cat "$TMP/pred.txt" "$TMP/pre
 printf '%s\n' blue/blue0.png blue/blue1.jpg blue/blue2.png blue/blue3.jpg blue/blue4.png \
     blue/more/blue5.jpg blue/more/blue6.png blue/more/deeper/blue7.jpg | diff - "$TMP/order.txt" >/dev/null
 check cli_images_predict_order $? "$(tr '\n' ' ' <"$TMP/order.txt")"
+
+# ---- JPEG decoding: full size by default (as PIL), --fast-decode reduced: other features ----
+# 160x120 JPEGs for a 36/32 preprocessing: twice the target, so --fast-decode decodes at 1/2.
+python3 - "$TMP/big" <<'PY'
+import os, sys
+import numpy as np
+from PIL import Image
+rng = np.random.default_rng(3)
+for c, tint in (("warm", (200, 90, 40)), ("cool", (40, 90, 200))):
+    os.makedirs(os.path.join(sys.argv[1], c))
+    for i in range(4):
+        y, x = np.mgrid[0:120, 0:160]
+        img = np.stack([(x * 3 + t + i * 9 + (y // 5) * 11) % 256 for t in tint], -1)
+        img = np.clip(img + rng.integers(-20, 21, img.shape), 0, 255).astype(np.uint8)
+        Image.fromarray(img).save(os.path.join(sys.argv[1], c, "%d.jpg" % i), quality=90)
+PY
+big_run() { # OPTIONS...: the samples the backbone ran
+    "$GRAFT" finetune --model "$F/fixed32.onnx" --data "$TMP/big" --val-split 0.25 --epochs 1 \
+        --cache "$TMP/bigcache" --out "$TMP/big.onnx" "$@" >"$TMP/big.txt" 2>&1 || echo failed
+    sed -n 's/.*time *backbone [0-9.]*s (\([0-9]*\) samples run.*/\1/p' "$TMP/big.txt"
+}
+runs="$(big_run) $(big_run --fast-decode) $(big_run) $(big_run --fast-decode)"
+files=$(find "$TMP/bigcache" -name 'features-*.cache' | wc -l)
+[ "$runs" = "8 8 0 0" ] && [ "$files" = 4 ]
+check cli_images_fast_decode_own_cache $? "samples run '$runs' (want 8 8 0 0), $files files (want 4)"
+"$GRAFT" predict --model "$TMP/big.onnx" --top-k 2 --format jsonl "$TMP/big" >"$TMP/full.jsonl" \
+    2>"$TMP/fd.err" &&
+    "$GRAFT" predict --model "$TMP/big.onnx" --top-k 2 --format jsonl --fast-decode "$TMP/big" \
+        >"$TMP/fast.jsonl" 2>>"$TMP/fd.err" &&
+    "$GRAFT" eval --model "$TMP/big.onnx" --data "$TMP/big" --fast-decode >/dev/null 2>>"$TMP/fd.err" &&
+    [ "$(wc -l <"$TMP/fast.jsonl")" = 8 ] && ! cmp -s "$TMP/full.jsonl" "$TMP/fast.jsonl"
+check cli_images_predict_fast_decode $? "$(cat "$TMP/fd.err")"

@@ -152,6 +152,64 @@ then pass text_eval_tables; else fail text_eval_tables "$(head -3 "$TMP/e.txt")"
 if grep -q 'graft.text.vocab = (1000 lines' "$TMP/info.txt" && [ "$(wc -l <"$TMP/info.txt")" -lt 40 ]
 then pass text_info_vocab_summary; else fail text_info_vocab_summary "$(grep vocab "$TMP/info.txt")"; fi
 
+# A TSV whose columns are named otherwise: --text-column and --label-column, recorded in the
+# checkpoint so that graft export replays them.
+{
+    printf 'id\treview\tsentiment\n'
+    tail -n +2 "$TMP/train.csv" | awk -F, '{printf "%d\t%s\t%s\n", NR, $1, $2}'
+} >"$TMP/named.tsv"
+"$GRAFT" finetune --model "$BERT" --data "$TMP/named.tsv" --vocab "$V" --max-len 16 \
+    --text-column review --label-column sentiment --val-split 0 --epochs 2 --no-cache \
+    --checkpoint "$TMP/nck" --out "$TMP/named.onnx" >"$TMP/named.txt" 2>&1 &&
+    "$GRAFT" export --checkpoint "$TMP/nck" --out "$TMP/named_export.onnx" >>"$TMP/named.txt" 2>&1
+rc=$?
+python3 - "$TMP/nck/last.safetensors" $rc <<'PY'
+import json, struct, sys
+f = open(sys.argv[1], "rb")
+meta = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))["__metadata__"]
+want = {"graft.run.text-column": "review", "graft.run.label-column": "sentiment",
+        "graft.run.pad": "longest", "graft.classes": "3"}
+bad = {k: meta.get(k) for k, v in want.items() if meta.get(k) != v}
+ok = sys.argv[2] == "0" and not bad
+print("PASS text_columns_named" if ok else "FAIL text_columns_named: rc %s, %s" % (sys.argv[2], bad))
+PY
+[ $rc = 0 ] || tail -3 "$TMP/named.txt"
+
+# Padding: per batch (the default) and to --max-len give the same predictions and accuracy.
+"$GRAFT" predict --model "$TMP/t.onnx" --lines "$TMP/lines.txt" --format jsonl --top-k 3 \
+    --pad max >"$TMP/pmax.jsonl" 2>"$TMP/pmax.err"
+python3 - "$TMP/p.jsonl" "$TMP/pmax.jsonl" <<'PY'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+d = max(abs(x["probability"] - y["probability"]) for r, s in zip(a, b)
+        for x, y in zip(r["top"], s["top"])) if len(a) == len(b) == 5 else 1
+same = all([t["index"] for t in r["top"]] == [t["index"] for t in s["top"]] for r, s in zip(a, b))
+print("PASS text_predict_pad_max_same" if d < 1e-5 and same else
+      "FAIL text_predict_pad_max_same: max difference %g" % d)
+PY
+"$GRAFT" eval --model "$TMP/t.onnx" --data "$TMP/test.csv" --json >"$TMP/e1.json" 2>&1
+"$GRAFT" eval --model "$TMP/t.onnx" --data "$TMP/test.csv" --json --pad max >"$TMP/e2.json" 2>&1
+if [ "$(grep -v '"seconds"' "$TMP/e1.json")" = "$(grep -v '"seconds"' "$TMP/e2.json")" ] && grep -q '"samples": *10' "$TMP/e1.json"; then
+    pass text_eval_pad_max_same
+else fail text_eval_pad_max_same "$(head -c 300 "$TMP/e2.json")"; fi
+
+# One --cache folder keeps a feature set per setting: max-len 16, then 12, then 16 again (its
+# set reused: no sample through the backbone); --pad max is another set (the padding mode is in
+# the key). Each set has a training and a validation file.
+cache_run() { # NAME OPTIONS...: the samples the backbone ran, from the summary
+    local name=$1
+    shift
+    "$GRAFT" finetune --model "$BERT" --data "$TMP/train.csv" --vocab "$V" --epochs 1 \
+        --cache "$TMP/fc" --out "$TMP/fc.onnx" "$@" >"$TMP/fc_$name.txt" 2>&1 || echo failed
+    sed -n 's/.*time *backbone [0-9.]*s (\([0-9]*\) samples run.*/\1/p' "$TMP/fc_$name.txt"
+}
+runs="$(cache_run a --max-len 16) $(cache_run b --max-len 12) $(cache_run c --max-len 16)"
+runs="$runs $(cache_run d --max-len 16 --pad max) $(cache_run e --max-len 16 --pooling mean)"
+files=$(find "$TMP/fc" -name 'features-*.cache' | wc -l)
+if [ "$runs" = "23 23 0 23 23" ] && [ "$files" = 8 ]; then pass text_cache_folder_sets
+else fail text_cache_folder_sets "samples run: '$runs' (want 23 23 0 23 23), $files files (want 8)"; fi
+
 # Errors: one line on stderr naming what is wrong.
 one_error() { # NAME STATUS PATTERN COMMAND...
     local name=$1 want=$2 pat=$3
@@ -206,4 +264,10 @@ one_error text_options_on_image_model 2 'are for text models' \
     "$GRAFT" predict --model models/digits_cnn.onnx --text "$T"
 one_error text_predict_bad_max_len 2 "max-len" \
     "$GRAFT" predict --model "$TMP/t.onnx" --max-len 2 --text "$T"
+one_error text_columns_need_vocab 2 '\-\-text-column review: is for text data' \
+    "$GRAFT" finetune --model models/digits_cnn.onnx --data examples/digits/train \
+    --text-column review --out "$TMP/x.onnx"
+one_error text_pad_bad_choice 2 'pad' \
+    "$GRAFT" finetune --model "$BERT" --data "$TMP/train.csv" --vocab "$V" --pad short \
+    --out "$TMP/x.onnx"
 exit 0

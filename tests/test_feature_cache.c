@@ -279,6 +279,28 @@ static void test_invalidation(void) {
                    FEATURE_CACHE_REBUILT_SHAPE_CHANGED);
 }
 
+/* A folder of caches names each set's file from its key and storage: the same settings give the
+ * same name, any change another. */
+static void test_file_names(void) {
+    feature_cache_key keys[] = {
+        {7, "cutA", "prepA"}, {8, "cutA", "prepA"}, {7, "cutB", "prepA"}, {7, "cutA", "prepB"}};
+    char names[5][64], again[64];
+    for (int i = 0; i < 4; i++)
+        feature_cache_file_name(names[i], sizeof names[i], &keys[i], GRAFT_DTYPE_F32);
+    feature_cache_file_name(names[4], sizeof names[4], &keys[0], GRAFT_DTYPE_BF16);
+    feature_cache_file_name(again, sizeof again, &(feature_cache_key){7, "cutA", "prepA"},
+                            GRAFT_DTYPE_F32);
+    int distinct = 1;
+    for (int i = 0; i < 5; i++)
+        for (int j = i + 1; j < 5; j++) distinct &= strcmp(names[i], names[j]) != 0;
+    CHECK("file_name_per_key", distinct && !strcmp(names[0], again), "%s %s %s %s %s / %s",
+          names[0], names[1], names[2], names[3], names[4], again);
+    CHECK("file_name_form",
+          strlen(names[0]) == strlen("features-0123456789abcdef.cache") &&
+              !strncmp(names[0], "features-", 9) && !strcmp(names[0] + 25, ".cache"),
+          "%s", names[0]);
+}
+
 /* Damage a finished cache file with `damage`, reopen, expect CORRUPT, then a good rebuild. */
 static void expect_corrupt(const char *name, void (*damage)(const char *path)) {
     char path[256];
@@ -505,6 +527,7 @@ int main(void) {
     test_file_reuse(GRAFT_DTYPE_BF16, "bf16", 1.0 / 128);
     test_file_partial();
     test_invalidation();
+    test_file_names();
     expect_corrupt("corrupt_truncated", damage_truncate);
     expect_corrupt("corrupt_truncated_header", damage_truncate_header);
     expect_corrupt("corrupt_payload_byte", damage_payload_byte);

@@ -1,4 +1,5 @@
 /* test_image_decode.c: JPEG/PNG decoding against PIL's pixels, DCT scaling, EXIF, bad inputs. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,6 +134,44 @@ static void test_dct_scaling(void) {
     }
 }
 
+/* large.jpg (512x384) through graft_image_load's Resize(64) + CenterCrop(56), as pixels (mean 0,
+ * std 1: value * 255). By default it must be Pillow's full-size decode + resize (torchvision's
+ * ImageFolder); with fast_decode the 1/4 decode + resize, which differs from it. */
+static void test_large_jpeg(void) {
+    graft_ctx *ctx = NULL;
+    graft_ctx_create(NULL, &ctx);
+    for (int fast = 0; fast < 2; fast++) {
+        graft_image_options o = GRAFT_IMAGE_OPTIONS_INIT;
+        o.resize = 64, o.crop = 56, o.fast_decode = fast;
+        for (int c = 0; c < 3; c++) o.mean[c] = 0, o.std[c] = 1;
+        float chw[3 * 56 * 56];
+        graft_status st = graft_image_load(ctx, path_of("large.jpg"), &o, chw, sizeof chw);
+        image_u8 img = {56, 56, malloc(56 * 56 * 3)};
+        for (int i = 0; img.pixels && i < 56 * 56; i++)
+            for (int c = 0; c < 3; c++)
+                img.pixels[i * 3 + c] = (uint8_t)lrintf(chw[c * 56 * 56 + i] * 255.0f);
+        char why[600], other[600];
+        const char *name = fast ? "large_jpeg_fast_decode_reduced" : "large_jpeg_as_pillow";
+        int diff =
+            st == GRAFT_OK && img.pixels
+                ? compare_ref(&img, fast ? "large.jpg.fast_r64c56.npy" : "large.jpg.r64c56.npy",
+                              why, sizeof why)
+                : -1;
+        int off =
+            st == GRAFT_OK && img.pixels
+                ? compare_ref(&img, fast ? "large.jpg.r64c56.npy" : "large.jpg.fast_r64c56.npy",
+                              other, sizeof other)
+                : -1;
+        printf("  %s: %s against its reference, %s against the other\n", name, why, other);
+        /* The two references differ by far more than the tolerance, so each path is told apart. */
+        CHECK(name, diff >= 0 && diff <= TOL_JPEG && off > 4 * TOL_JPEG,
+              "status %d (%s): %s against its reference, %s against the other", st,
+              st ? graft_last_error(ctx) : "", why, other);
+        image_free(&img);
+    }
+    graft_ctx_free(ctx);
+}
+
 static void expect_error(const char *name, const char *file, int64_t max_pixels, graft_status want,
                          const char *want_text) {
     image_u8 img = {1, 1, NULL};
@@ -236,6 +275,7 @@ int main(int argc, char **argv) {
     dir = argc > 1 ? argv[1] : "tests/data/images";
     test_references();
     test_dct_scaling();
+    test_large_jpeg();
     test_bad_inputs();
     test_damage("rgb420.jpg", 0);
     test_damage("progressive.jpg", 0);

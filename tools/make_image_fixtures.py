@@ -5,8 +5,10 @@ pixels PIL decodes from each (Image.open(p).convert("RGB") then ImageOps.exif_tr
 Needs Pillow and numpy. Run from the repository root:
     python3 tools/make_image_fixtures.py [--out tests/data/images]
 Every image NAME.EXT gets NAME.EXT.npy ((height, width, 3) uint8). DCT-scaled references are
-NAME.EXT.scaleD.npy, decoded with PIL's draft() at 1/D. Bad inputs (bad_*) get no reference; the
-test checks their error instead.
+NAME.EXT.scaleD.npy, decoded with PIL's draft() at 1/D. large.jpg (512x384) gets instead the
+Resize(64) + CenterCrop(56) of its full-size decode (large.jpg.r64c56.npy: torchvision's
+ImageFolder + PIL) and of its 1/4 draft() decode (large.jpg.fast_r64c56.npy). Bad inputs (bad_*)
+get no reference; the test checks their error instead.
 """
 import argparse
 import os
@@ -67,6 +69,17 @@ def reference(path):
         return np.asarray(ImageOps.exif_transpose(im).convert("RGB"))
 
 
+def resize_crop(im, size, crop):
+    """torchvision's Resize(size) + CenterCrop(crop) on a PIL image, written out (torchvision is
+    not in the environment): the shorter side to size, the longer int(size * long / short),
+    bilinear with antialiasing; then the crop at int(round((side - crop) / 2))."""
+    w, h = im.size
+    nw, nh = (size, int(size * h / w)) if w <= h else (int(size * w / h), size)
+    im = im.resize((nw, nh), Image.BILINEAR)
+    top, left = int(round((nh - crop) / 2.0)), int(round((nw - crop) / 2.0))
+    return np.asarray(im.crop((left, top, left + crop, top + crop)))
+
+
 def save_ref(out, name, arr):
     arr = np.ascontiguousarray(arr, dtype=np.uint8)
     assert arr.ndim == 3 and arr.shape[2] == 3
@@ -119,6 +132,16 @@ def main():
             im.draft("RGB", (64 // d, 48 // d))
             assert im.size == (64 // d, 48 // d), im.size
             save_ref(out, f"scale.jpg.scale{d}.npy", np.asarray(im.convert("RGB")))
+    # A large JPEG (at least twice the resize target) through torchvision's eval transform as
+    # ImageFolder + PIL give it: decoded at full size, then Resize(64) + CenterCrop(56); and the
+    # same after a reduced-size decode (draft() at 1/4, what --fast-decode does) for comparison.
+    Image.fromarray(pattern(512, 384, 5)).save(p("large.jpg"), quality=90)
+    with Image.open(p("large.jpg")) as im:
+        save_ref(out, "large.jpg.r64c56.npy", resize_crop(im.convert("RGB"), 64, 56))
+    with Image.open(p("large.jpg")) as im:
+        im.draft("RGB", (128, 96))
+        assert im.size == (128, 96), im.size
+        save_ref(out, "large.jpg.fast_r64c56.npy", resize_crop(im.convert("RGB"), 64, 56))
     # PNG: RGB, RGBA, gray, gray+alpha, palette with tRNS, 1-bit and 4-bit, 16-bit, Adam7.
     alpha = (np.arange(40 * 30).reshape(30, 40) % 256).astype(np.uint8)
     Image.fromarray(rgb).save(p("rgb.png"))
@@ -142,6 +165,8 @@ def main():
         base, ext = os.path.splitext(name)
         if ext not in (".jpg", ".png"):
             continue
+        if base == "large":
+            continue  # its references are the resized crops above (the full image is 590 KB)
         if base == "gray16":
             save_ref(out, "gray16.png.npy", np.repeat((g16 >> 8).astype(np.uint8)[..., None], 3, 2))
             continue

@@ -134,6 +134,7 @@ if setup_build build/release --buildtype=release; then
     run_suite dataset $R/tests/test_dataset build/test-logs/images "$GEN/bad/valid_small.onnx"
     run_suite image_files $R/tests/test_image_files build/test-logs/image_files
     run_suite text_dataset $R/tests/test_text_dataset tests/data
+    run_suite text_padding $R/tests/test_text_padding "$GEN" tests/data/tokenizer/vocab.txt
     rm -rf build/test-logs/grafted && mkdir -p build/test-logs/grafted
     run_suite transfer $R/tests/test_transfer models/digits_cnn.onnx build/test-logs/digits \
         build/test-logs/grafted
@@ -216,6 +217,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     run_suite asan_dataset $A/tests/test_dataset build/test-logs/images "$GEN/bad/valid_small.onnx"
     run_suite asan_image_files $A/tests/test_image_files build/test-logs/image_files-asan
     run_suite asan_text_dataset $A/tests/test_text_dataset tests/data
+    run_suite asan_text_padding $A/tests/test_text_padding "$GEN" tests/data/tokenizer/vocab.txt
     rm -rf build/test-logs/export-asan
     run_suite asan_export $A/tests/test_export "$GEN" build/test-logs/export-asan
     run_suite asan_feature_cache $A/tests/test_feature_cache

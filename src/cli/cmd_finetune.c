@@ -81,9 +81,9 @@ static void print_summary(session *s, const run *r, const int64_t *counts, int n
 /* The command line's options, typed: flags true, numbers as numbers, paths and names as text
  * (a tensor named "191" stays a name). */
 static void log_config(run_log *log, int argc, char **argv) {
-    static const char *const text_options[] = {"model", "data",   "val",        "out",
-                                               "cut",   "cache",  "checkpoint", "report",
-                                               "vocab", "config", NULL};
+    static const char *const text_options[] = {
+        "model",  "data",  "val",    "out",         "cut",          "cache", "checkpoint",
+        "report", "vocab", "config", "text-column", "label-column", NULL};
     for (int i = 1; i < argc; i++) {
         if (strncmp(argv[i], "--", 2) != 0) continue;
         char name[64];
@@ -135,8 +135,8 @@ static int resume(session *s, const finetune_opts *o, run *r) {
 static int make_trainer(session *s, finetune_opts *o, run *r) {
     if (o->cache_dir && !o->no_cache) {
         mkdir(o->cache_dir, 0777);
-        snprintf(s->cache, sizeof s->cache, "%s/features.cache", o->cache_dir);
-        o->train.cache_path = s->cache;
+        snprintf(s->cache, sizeof s->cache, "%s", o->cache_dir);
+        o->train.cache_dir = s->cache; /* one file per feature set, named from its key */
     }
     if (!strcmp(o->precision, "bf16")) o->train.precision = GRAFT_PRECISION_BF16;
     if (!strcmp(o->precision, "fp16")) o->train.precision = GRAFT_PRECISION_FP16;
@@ -293,7 +293,7 @@ static int interrupted(session *s, run *r) {
     if (r->phase != PHASE_TRAIN) {
         printf("\ninterrupted before training%s: no checkpoint written",
                r->phase == PHASE_BACKBONE ? " (in the backbone phase)" : "");
-        if (s->cache[0]) printf("; the features computed so far are kept in %s", s->cache);
+        if (s->cache[0]) printf("; the features computed so far are kept in %s/", s->cache);
         if (r->o->resume) printf("; %s is as it was", r->last_path);
         printf("\n");
     } else if (!r->last_path[0]) {

@@ -23,6 +23,8 @@ typedef struct {
     int n_paths;
     text_overrides text;      /* --vocab, --cased, --max-len */
     const char *text_column;  /* --text-column */
+    int pad_max;              /* --pad max */
+    int fast_decode;          /* --fast-decode */
     text_source *sources;     /* for a text model: the arguments, --lines and --text in order */
     int n_sources, text_only; /* text_only: an option only a text model takes was given */
 } predict_args;
@@ -43,6 +45,7 @@ typedef struct {
 } predictor;
 
 static const char *const formats[] = {"text", "csv", "jsonl", NULL};
+static const char *const paddings[] = {"longest", "max", NULL};
 
 static const cli_option predict_options[] = {
     {"model", "M.onnx", NULL, NULL, NULL, "the model (required)"},
@@ -55,6 +58,8 @@ static const cli_option predict_options[] = {
      "\"probability\": P}]}"},
     {"batch", "N", "32", NULL, NULL, "images or texts per model run"},
     {"threads", "N", "0: all cores", NULL, NULL, "compute threads"},
+    {"fast-decode", NULL, NULL, NULL, "image models",
+     "decode large JPEGs at reduced size (faster, not Pillow's pixels; see graft finetune --help)"},
     {"lines", "FILE|-", NULL, NULL, "text models",
      "classify each line of FILE (- : standard input) as one text"},
     {"text", "STRING", NULL, NULL, NULL, "classify STRING (may be given several times)"},
@@ -64,6 +69,9 @@ static const cli_option predict_options[] = {
     {"cased", NULL, NULL, NULL, NULL, "keep case and accents (default: as the model says)"},
     {"max-len", "N", NULL, NULL, NULL,
      "tokens per text, [CLS] and [SEP] included (default: the model's graft.text.max_len)"},
+    {"pad", "longest|max", "longest", paddings, NULL,
+     "pad each batch to its longest text, or every text to --max-len (the same results up to "
+     "float rounding; a model whose input takes a fixed length always gets max)"},
 };
 
 static const cli_command predict_command = {
@@ -117,6 +125,8 @@ static int text_option(predict_args *a, const char *n, const char *v, int *bad) 
         *bad = cli_int(CMD, "--max-len", v, 3, 8192, &a->text.max_len) != 0;
     else if (!strcmp(n, "text-column"))
         a->text_column = v;
+    else if (!strcmp(n, "pad"))
+        a->pad_max = !strcmp(v, "max");
     else if (!strcmp(n, "lines") || !strcmp(n, "text"))
         a->sources[a->n_sources++] = (text_source){kind, v};
     else
@@ -127,7 +137,12 @@ static int text_option(predict_args *a, const char *n, const char *v, int *bad) 
 
 /* Returns -1 to go on, else the exit status (0 after --help). */
 static int parse_args(int argc, char **argv, predict_args *a, char **paths, text_source *sources) {
-    *a = (predict_args){NULL, 5, 32, 0, FORMAT_TEXT, paths, 0, {NULL, 0, 0}, "text", sources, 0, 0};
+    *a = (predict_args){.top_k = 5,
+                        .batch = 32,
+                        .format = FORMAT_TEXT,
+                        .paths = paths,
+                        .text_column = "text",
+                        .sources = sources};
     const cli_option *o;
     const char *v;
     cli_parser p;
@@ -149,6 +164,8 @@ static int parse_args(int argc, char **argv, predict_args *a, char **paths, text
             if (cli_int(CMD, "--batch", v, 1, 65536, &a->batch)) return 2;
         } else if (strcmp(n, "threads") == 0) {
             if (cli_int(CMD, "--threads", v, 0, 4096, &a->threads)) return 2;
+        } else if (strcmp(n, "fast-decode") == 0) {
+            a->fast_decode = 1;
         } else {
             a->format = cli_choice(CMD, o, v); /* FORMAT_* in the order of formats[] */
         }
@@ -360,7 +377,8 @@ static int predict_text(predictor *p) {
     int rc = 1;
     if (cli_model_classes(CMD, p->model, &p->classes, &p->n_classes) == 0 &&
         check_classes(p) == 0 && text_model_open(CMD, p->ctx, p->model, &p->a->text, &tm) == 0) {
-        text_predict_args ta = {p->a->sources, p->a->n_sources, p->a->text_column, p->a->batch};
+        text_predict_args ta = {p->a->sources, p->a->n_sources, p->a->text_column, p->a->batch,
+                                p->a->pad_max};
         rc = text_predict(CMD, p->ctx, p->model, &tm, &ta, print_text_batch, p);
     }
     text_model_close(&tm);
@@ -371,14 +389,15 @@ static int predict_text(predictor *p) {
 static int predict_images(predictor *p, file_list *files) {
     if (p->a->text_only)
         return cli_error(CMD,
-                         "--lines, --text, --text-column, --vocab, --cased and --max-len are "
-                         "for text models; %s takes images",
+                         "--lines, --text, --text-column, --vocab, --cased, --max-len and --pad "
+                         "are for text models; %s takes images",
                          p->a->model);
     if (!p->a->n_paths) return cli_error(CMD, "no image files or folders given");
     int some_skipped = 0;
     if (collect_files(p->ctx, p->a, files, &some_skipped) != 0) return 2;
     if (image_prep_resolve(&p->prep, p->ctx, p->model, NULL, NULL) != 0)
         return cli_error(CMD, "%s", p->prep.error), 1;
+    p->prep.o.fast_decode = p->a->fast_decode;
     if (cli_model_classes(CMD, p->model, &p->classes, &p->n_classes) != 0 || check_classes(p) != 0)
         return 1;
     return predict_all(p, files) | some_skipped;

@@ -10,6 +10,7 @@
 typedef struct finetune_opts {
     const char *model, *data, *val, *out, *cut, *cache_dir, *checkpoint_dir, *report_dir;
     const char *vocab, *config;
+    const char *text_column, *label_column; /* a CSV/TSV's columns (NULL: text, label) */
     double val_split, prune_sparsity;
     int prune, prune_method, prune_rounds, prune_importance, prune_scope;
     graft_pooling pooling;
@@ -18,6 +19,7 @@ typedef struct finetune_opts {
     graft_image_options image;
     bool image_set[6]; /* resize, crop, grayscale, mean, std given on the command line */
     int max_len, threads, softmax, resume, no_cache, cased, fp16_weights;
+    int pad_max; /* --pad max: every text padded to max_len, not to its batch's longest */
     char device[32];
     char precision[16];
     char strings[64][256]; /* storage for values read from a config file */

@@ -18,6 +18,7 @@ static const char *const precisions[] = {"fp32", "bf16", "fp16", "auto", NULL};
 static const char *const methods[] = {"magnitude", "channels", "heads", "2:4", NULL};
 static const char *const importances[] = {"l1", "l2", "bn", NULL};
 static const char *const scopes[] = {"all", "inner", NULL};
+static const char *const paddings[] = {"longest", "max", NULL};
 
 /* By topic, in the order help lists them. */
 static const cli_option options[] = {
@@ -68,9 +69,17 @@ static const cli_option options[] = {
     {"std", "R,G,B", "0.229,0.224,0.225", NULL, NULL, "normalisation std of pixel/255"},
     {"augment", NULL, NULL, NULL, NULL,
      "random-resized-crop and flip (one fixed augmented view is cached)"},
+    {"fast-decode", NULL, NULL, NULL, NULL,
+     "decode large JPEGs at 1/2, 1/4 or 1/8 size when at least twice the resize target: faster, "
+     "but not Pillow's pixels (default: full size, as torchvision with PIL)"},
     {"vocab", "vocab.txt", NULL, NULL, "text", "BERT vocabulary: the data is text"},
     {"cased", NULL, NULL, NULL, NULL, "keep case and accents (cased vocabularies)"},
     {"max-len", "N", "128", NULL, NULL, "tokens per text, [CLS] and [SEP] included"},
+    {"pad", "longest|max", "longest", paddings, NULL,
+     "pad each batch to its longest text, or every text to --max-len (a model whose input "
+     "takes a fixed length always gets max)"},
+    {"text-column", "NAME", "text", NULL, NULL, "the texts' column of a .csv/.tsv file"},
+    {"label-column", "NAME", "label", NULL, NULL, "the labels' column of a .csv/.tsv file"},
     {"pooling", "cls|pooler|mean", "cls", poolings, NULL,
      "how a text encoder's tokens become one vector"},
     {"prune", "METHOD", NULL, methods, "pruning",
@@ -259,6 +268,8 @@ static int apply_value(finetune_opts *o, const char *n, const char *v, int c) {
                      : !strcmp(n, "report")     ? &o->report_dir
                      : !strcmp(n, "vocab")      ? &o->vocab
                                                 : NULL;
+    if (!strcmp(n, "text-column")) s = &o->text_column;
+    if (!strcmp(n, "label-column")) s = &o->label_column;
     if (s) return (*s = v, 0);
     if (!strcmp(n, "val-split")) return parse_double(n, v, 0.0, 0.95, &o->val_split);
     if (!strcmp(n, "prune-sparsity")) return parse_double(n, v, 0.0, 0.99, &o->prune_sparsity);
@@ -270,6 +281,7 @@ static int apply_value(finetune_opts *o, const char *n, const char *v, int c) {
     if (!strcmp(n, "max-len")) return parse_int(n, v, 3, 8192, &o->max_len);
     if (!strcmp(n, "head")) return parse_head(o, v);
     if (!strcmp(n, "pooling")) return o->pooling = c + 2, 0; /* GRAFT_POOLING_CLS is 2 */
+    if (!strcmp(n, "pad")) return o->pad_max = c == 1, 0;
     if (!strcmp(n, "precision")) return snprintf(o->precision, sizeof o->precision, "%s", v), 0;
     if (!strcmp(n, "device")) {
         if (strcmp(v, "auto") && strcmp(v, "cpu") && strncmp(v, "cuda", 4))
@@ -296,6 +308,8 @@ static int apply_flag(finetune_opts *o, const char *n) {
         o->resume = 1;
     else if (!strcmp(n, "cased"))
         o->cased = 1;
+    else if (!strcmp(n, "fast-decode"))
+        o->image.fast_decode = 1;
     else if (!strcmp(n, "grayscale"))
         o->image.grayscale = 1, o->image_set[2] = 1;
     else if (!strcmp(n, "no-softmax"))
@@ -426,6 +440,10 @@ static int check(const finetune_opts *o) {
     if (o->train.ridge_warm_start && o->head.n_hidden)
         return bad("ridge", "", "the ridge warm start needs --head linear");
     if (o->image.augment && o->vocab) return bad("augment", "", "is for images, not text");
+    if (!o->vocab && (o->text_column || o->label_column))
+        return bad(o->text_column ? "text-column" : "label-column",
+                   o->text_column ? o->text_column : o->label_column,
+                   "is for text data (with --vocab)");
     return check_prune(o);
 }
 

@@ -117,7 +117,9 @@ static int record_model(run_record *r, const finetune_opts *o) {
     if (!o->softmax) rc |= put(r, "no-softmax", "1");
     if (o->fp16_weights) rc |= put(r, "fp16-weights", "1");
     if (o->vocab) {
-        rc |= put_path(r, "vocab", o->vocab) | put_i(r, "max-len", o->max_len);
+        rc |= put_path(r, "vocab", o->vocab) | put_i(r, "max-len", o->max_len) |
+              put(r, "pad", o->pad_max ? "max" : "longest") |
+              put(r, "text-column", o->text_column) | put(r, "label-column", o->label_column);
         if (o->cased) rc |= put(r, "cased", "1");
         return rc;
     }
@@ -125,6 +127,7 @@ static int record_model(run_record *r, const finetune_opts *o) {
           put_three(r, "mean", o->image.mean) | put_three(r, "std", o->image.std);
     if (o->image.grayscale) rc |= put(r, "grayscale", "1");
     if (o->image.augment) rc |= put(r, "augment", "1");
+    if (o->image.fast_decode) rc |= put(r, "fast-decode", "1");
     return rc;
 }
 

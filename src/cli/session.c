@@ -40,11 +40,27 @@ int session_fail(session *s, const char *what) {
     return 1;
 }
 
+/* Whether texts may be padded per batch to the longest: every integer input takes any length (a
+ * fixed (batch, N) input needs every text padded to N) and the model has an attention mask
+ * (without one it attends to the padding, so the padding would change the results). */
+static bool pads_per_batch(const graft_model *m) {
+    for (int i = 0; i < graft_model_input_count(m); i++) {
+        graft_value_info v;
+        if (graft_model_input_info(m, i, &v) == GRAFT_OK && v.ndim == 2 && v.dims[1] > 0)
+            return false;
+    }
+    const char *roles[GRAFT_TEXT_INPUT_COUNT] = {0};
+    return graft_model_text_inputs(m, roles) == GRAFT_OK && roles[GRAFT_TEXT_INPUT_MASK];
+}
+
 int session_open_data(session *s, finetune_opts *o) {
     graft_status st;
     if (o->vocab) {
         graft_text_options t = GRAFT_TEXT_OPTIONS_INIT;
         t.vocab_path = o->vocab, t.cased = o->cased, t.max_len = o->max_len;
+        if (o->text_column) t.text_column = o->text_column;
+        if (o->label_column) t.label_column = o->label_column;
+        t.pad_to_longest = !o->pad_max && pads_per_batch(s->model);
         st = graft_dataset_open_text(s->ctx, o->data, &t, &s->all);
     } else {
         /* The options given, else the model's metadata, else its input shape, else ImageNet's;

@@ -19,7 +19,7 @@ typedef struct session {
     graft_trainer *trainer;
     run_log *log;
     bool val_shares_train; /* a split: both views report the same skipped files */
-    char cache[4096];      /* the feature cache file: the trainer keeps a pointer to it */
+    char cache[4096];      /* the feature cache folder: the trainer keeps a pointer to it */
     image_prep prep;       /* images: the preprocessing and where each value came from */
     /* The classes when there is no training data (an export from a checkpoint's record). */
     const char *const *class_names;

@@ -113,7 +113,7 @@ static int metadata_int(const char *cmd, const graft_model *m, const char *key, 
 }
 
 /* max_len: the option, the metadata, the ids input's fixed length, 128; a fixed length must
- * match. */
+ * match (and then texts are padded to it, else to each batch's longest). */
 static int settle_max_len(const char *cmd, const graft_model *m, const text_overrides *o,
                           text_model *tm) {
     long len = o->max_len, fixed = -1;
@@ -129,6 +129,10 @@ static int settle_max_len(const char *cmd, const graft_model *m, const text_over
                          tm->input[TEXT_IDS], fixed),
                1;
     tm->data.max_len = (int)len;
+    /* A fixed length takes every text padded to it; without a mask input the model attends to
+     * the padding, so only one padding (max_len, as in training) gives a text the same result
+     * whatever batch it is in. */
+    tm->data.pad_to_longest = fixed < 0 && tm->input[TEXT_MASK] != NULL;
     return 0;
 }
 

@@ -26,7 +26,8 @@ typedef struct text_overrides {
 
 typedef struct text_model {
     graft_tokenizer *tok;
-    graft_text_options data;       /* for graft_dataset_open_text: the vocabulary, cased, max_len */
+    graft_text_options data;       /* for graft_dataset_open_text: the vocabulary, cased, max_len,
+                                      pad_to_longest (unless the ids input takes a fixed length) */
     const char *input[TEXT_ROLES]; /* the model's input for each role; NULL: it has none */
 } text_model;
 

@@ -35,6 +35,7 @@ typedef struct batcher {
     int64_t *rows[TEXT_ROLES]; /* (cap, len) ids, mask, type ids */
     char **names;              /* (cap,) */
     int n, cap, len;
+    int pad_to_longest, longest; /* run each batch as long as its longest text (in tokens) */
     text_emit_fn emit;
     void *user;
     int left_out, failed;
@@ -137,15 +138,26 @@ static void leave_out(batcher *b, const char *name, const char *why) {
     b->left_out = 1;
 }
 
+/* Rows of b->len tokens cut to the batch's longest text, packed in place (the padding after it
+ * is masked out, so the outputs are the same up to float rounding). Returns the new width. */
+static int shorten(batcher *b) {
+    int width = b->longest > 0 ? b->longest : 1;
+    for (int r = 0; r < TEXT_ROLES; r++)
+        for (int i = 1; i < b->n; i++)
+            memmove(b->rows[r] + (size_t)i * (size_t)width, b->rows[r] + (size_t)i * (size_t)b->len,
+                    (size_t)width * sizeof *b->rows[r]);
+    return width;
+}
+
 /* Run the model on the batch and hand the outputs on. */
 static void flush(batcher *b) {
     if (!b->n || b->failed) return;
     graft_named_tensor in[TEXT_ROLES];
-    int k = 0;
+    int k = 0, width = b->pad_to_longest ? shorten(b) : b->len;
     for (int r = 0; r < TEXT_ROLES; r++)
         if (b->tm->input[r])
             in[k++] = (graft_named_tensor){b->tm->input[r],
-                                           {GRAFT_DTYPE_I64, 2, {b->n, b->len}, b->rows[r]}};
+                                           {GRAFT_DTYPE_I64, 2, {b->n, width}, b->rows[r]}};
     if (graft_model_run(b->model, in, k) != GRAFT_OK) {
         cli_error(b->cmd, "%s", graft_last_error(b->ctx));
         b->failed = 1;
@@ -153,7 +165,7 @@ static void flush(batcher *b) {
         b->failed = 1;
     }
     for (int i = 0; i < b->n; i++) free(b->names[i]);
-    b->n = 0;
+    b->n = 0, b->longest = 0;
 }
 
 static void add_text(batcher *b, const char *name, const char *text) {
@@ -165,6 +177,7 @@ static void add_text(batcher *b, const char *name, const char *text) {
                                b->rows[TEXT_TYPE_IDS] + at, b->rows[TEXT_MASK] + at, (size_t)b->len,
                                &got) != GRAFT_OK)
         return leave_out(b, name, graft_last_error(b->ctx));
+    if ((int)got > b->longest) b->longest = (int)got;
     if (!(b->names[b->n] = strdup(name))) {
         cli_error(b->cmd, "out of memory");
         b->failed = 1;
@@ -269,8 +282,15 @@ int text_predict(const char *cmd, graft_ctx *ctx, graft_model *m, const text_mod
                  const text_predict_args *a, text_emit_fn emit, void *user) {
     item_list items = {0};
     int rc = collect(cmd, a, &items);
-    batcher b = {cmd,  ctx,  m, tm, {NULL}, NULL, 0, (int)a->batch, tm->data.max_len,
-                 emit, user, 0, 0};
+    batcher b = {.cmd = cmd,
+                 .ctx = ctx,
+                 .model = m,
+                 .tm = tm,
+                 .cap = (int)a->batch,
+                 .len = tm->data.max_len,
+                 .pad_to_longest = tm->data.pad_to_longest && !a->pad_max,
+                 .emit = emit,
+                 .user = user};
     size_t cells = (size_t)b.cap * (size_t)b.len;
     int have = rc == 0 && (b.names = malloc((size_t)b.cap * sizeof *b.names)) != NULL;
     for (int r = 0; have && r < TEXT_ROLES; r++)

@@ -23,6 +23,7 @@ typedef struct text_predict_args {
     int n_sources;
     const char *text_column; /* of a CSV/TSV */
     long batch;
+    int pad_max; /* --pad max: every text padded to max_len (else to its batch's longest) */
 } text_predict_args;
 
 /* Called after each model run on n texts (names: "FILE", "FILE:LINE", "text:N"); the model's

@@ -85,14 +85,33 @@ static graft_status check_batch(const graft_trainer *t, const graft_batch_source
     return GRAFT_OK;
 }
 
-static graft_status open_cache(graft_trainer *t, const char *path, const graft_batch_source *src,
-                               feature_cache **fc, graft_err *e) {
+/* What the source's features depend on: the cut model, its output and the data. */
+static graft_status cache_key(const graft_trainer *t, const graft_batch_source *src,
+                              feature_cache_key *key, graft_err *e) {
     if (!src->identity)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                        "the data source has no identity, so its features cannot be cached");
     const ir_graph *g = &t->model->g;
-    feature_cache_key key = {feature_cache_model_hash(g), g->values[g->outputs[0]].name,
-                             src->identity};
+    *key = (feature_cache_key){feature_cache_model_hash(g), g->values[g->outputs[0]].name,
+                               src->identity};
+    return GRAFT_OK;
+}
+
+graft_status trainer_cache_file(const graft_trainer *t, const graft_batch_source *src,
+                                const char *dir, char *path, size_t size, graft_err *e) {
+    feature_cache_key key;
+    TRY(cache_key(t, src, &key, e));
+    char name[64];
+    feature_cache_file_name(name, sizeof name, &key, t->options.cache_dtype);
+    if ((size_t)snprintf(path, size, "%s/%s", dir, name) >= size)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "the cache folder's path is too long: %s", dir);
+    return GRAFT_OK;
+}
+
+static graft_status open_cache(graft_trainer *t, const char *path, const graft_batch_source *src,
+                               feature_cache **fc, graft_err *e) {
+    feature_cache_key key;
+    TRY(cache_key(t, src, &key, e));
     feature_cache_reason why;
     TRY(feature_cache_open(fc, &why, path, &key, src->n_samples, t->dim, t->options.cache_dtype,
                            e));

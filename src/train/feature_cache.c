@@ -110,6 +110,16 @@ static uint64_t key_hash_of(uint64_t model_hash, const char *cut, const char *pr
     return hash64_final(&s);
 }
 
+void feature_cache_file_name(char *out, size_t size, const feature_cache_key *key,
+                             graft_dtype storage) {
+    hash64_state s;
+    hash64_init(&s, FC_SEED ^ 3);
+    hash64_update_u64(&s, key_hash_of(key->model_hash, key->cut ? key->cut : "",
+                                      key->preprocessing ? key->preprocessing : ""));
+    hash64_update_u64(&s, (uint64_t)storage);
+    snprintf(out, size, "features-%016llx.cache", (unsigned long long)hash64_final(&s));
+}
+
 /* Checksum of a header of `len` bytes, its own checksum field counted as zero. */
 static uint64_t header_checksum(const uint8_t *h, size_t len) {
     hash64_state s;

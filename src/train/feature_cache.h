@@ -3,6 +3,7 @@
 #define GRAFT_TRAIN_FEATURE_CACHE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../core/error.h"
@@ -46,6 +47,10 @@ typedef struct feature_cache feature_cache;
 graft_status feature_cache_open(feature_cache **out, feature_cache_reason *reason, const char *path,
                                 const feature_cache_key *key, int64_t n_samples, int64_t dim,
                                 graft_dtype storage, graft_err *e);
+/* The file name of the set a key and storage dtype make, "features-<16 hex digits>.cache" (a
+ * hash of both), for a folder of caches where each set keeps its own file. */
+void feature_cache_file_name(char *out, size_t size, const feature_cache_key *key,
+                             graft_dtype storage);
 /* Flush a file cache: payload, then checksums and a "clean" header. No-op for memory caches. */
 graft_status feature_cache_sync(feature_cache *fc, graft_err *e);
 /* Sync (for files), unmap and free. NULL is allowed. Returns the sync status. */

@@ -94,6 +94,10 @@ typedef struct tensor_source {
 graft_status tensor_source_init(tensor_source *s, const graft_named_tensor *in, int n_in,
                                 const graft_tensor *labels, graft_err *e);
 
+/* dir/features-<hash>.cache: the file of the source's feature set in a folder of caches (named
+ * from its cache key, so other models, cuts and data keep their own files). */
+graft_status trainer_cache_file(const graft_trainer *t, const graft_batch_source *src,
+                                const char *dir, char *path, size_t size, graft_err *e);
 /* Features (rows, dim) and labels of every sample src delivers (*n_rows of them), malloc'ed:
  * the frozen backbone runs once per sample, and with a cache file not at all for samples a
  * previous run stored. */

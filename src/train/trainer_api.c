@@ -122,9 +122,14 @@ graft_status graft_trainer_fit_source(graft_trainer *t, const graft_batch_source
     graft_err *e = &t->model->ctx->err;
     err_clear(e);
     if (!train) return err_set(e, GRAFT_E_INVALID_ARGUMENT, "no training data given");
-    const char *cache = t->options.cache_path;
-    char val_cache[4096];
+    const char *cache = t->options.cache_path, *dir = t->options.cache_dir;
+    char train_cache[4096], val_cache[4096];
     snprintf(val_cache, sizeof val_cache, "%s.val", cache ? cache : "");
+    if (!cache && dir) { /* each source's set in its own file, named from its key */
+        TRY(trainer_cache_file(t, train, dir, train_cache, sizeof train_cache, e));
+        if (val) TRY(trainer_cache_file(t, val, dir, val_cache, sizeof val_cache, e));
+        cache = train_cache;
+    }
     float *x = NULL, *vx = NULL;
     void *y = NULL, *vy = NULL;
     int64_t n = 0, vn = 0;
