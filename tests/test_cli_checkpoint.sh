@@ -136,7 +136,8 @@ else fail ctrl_c_resume_equals_straight "'$want' vs '$got'"; fi
 
 # Ctrl-C in the backbone phase (ResNet-18 at 224 x 224, one image a batch: seconds for the
 # digits) stops at the next batch, before the phase's end, and claims no checkpoint; the
-# features so far stay in the cache.
+# features so far stay in the cache (one file per data set: on a fast GPU the training set's may
+# be complete and the validation set's begun).
 RN=$GEN/resnet18.onnx
 if [ -f "$RN" ]; then
     : >"$TMP/bb.txt"
@@ -154,7 +155,7 @@ if [ -f "$RN" ]; then
     if [ $rc = 130 ] && ! grep -q '^backbone: 319 samples' "$TMP/bb.txt" &&
         ! grep -q '^epoch' "$TMP/bb.txt" && grep -q 'no checkpoint written' "$TMP/bb.txt" &&
         ! grep -q 'checkpoint written to' "$TMP/bb.txt" && [ ! -e "$TMP/cb/last.safetensors" ] &&
-        [ "$(find "$TMP/cache" -name 'features-*.cache' -size +0 | wc -l)" = 1 ]; then
+        [ "$(find "$TMP/cache" -name 'features-*.cache' -size +0 | wc -l)" -ge 1 ]; then
         pass ctrl_c_in_backbone_phase
     else fail ctrl_c_in_backbone_phase "rc $rc after ${ms}ms: $(tail -2 "$TMP/bb.txt")"; fi
 else echo "SKIP ctrl_c_in_backbone_phase: $RN not generated"; fi
