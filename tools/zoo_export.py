@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""tools/zoo_export.py OUT: exports the model zoo as users export it (torchvision, timm and Hugging
+Face transformers models with random weights and reduced depth where the family allows; the
+TorchScript exporter at opsets 14 and 17 and the dynamo exporter; default names untouched), and
+writes each as a skeleton: the exporter's graph with every large float tensor's data removed
+(tools/zoo_fill.py puts seeded random values back), so the zoo's graphs fit in git. Needs torch,
+torchvision, timm, transformers (the GPU machine has them); writes OUT/<name>.onnx and
+OUT/manifest.json (each model's family, exporter, inputs, and the error of an export that failed).
+"""
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+import onnx
+import torch
+
+STRIP_MIN = 64  # float tensors with at least this many elements lose their data
+
+def vision_models():
+    import torchvision.models as tv
+    from torchvision.models.vision_transformer import VisionTransformer
+    from torchvision.models.swin_transformer import SwinTransformer
+    m = {
+        "tv_resnet18": lambda: tv.resnet18(),
+        "tv_resnet50": lambda: tv.resnet50(),
+        "tv_resnext50_32x4d": lambda: tv.resnext50_32x4d(),
+        "tv_wide_resnet50_2": lambda: tv.wide_resnet50_2(),
+        "tv_mobilenet_v2": lambda: tv.mobilenet_v2(),
+        "tv_mobilenet_v3_small": lambda: tv.mobilenet_v3_small(),
+        "tv_efficientnet_b0": lambda: tv.efficientnet_b0(),
+        "tv_regnet_y_400mf": lambda: tv.regnet_y_400mf(),
+        "tv_convnext_tiny": lambda: tv.convnext_tiny(),
+        "tv_densenet121": lambda: tv.densenet121(),
+        "tv_squeezenet1_0": lambda: tv.squeezenet1_0(),
+        "tv_shufflenet_v2_x0_5": lambda: tv.shufflenet_v2_x0_5(),
+        "tv_vit_b_16_l2": lambda: VisionTransformer(image_size=224, patch_size=16, num_layers=2,
+                                                   num_heads=4, hidden_dim=64, mlp_dim=128),
+        "tv_swin_t_small": lambda: SwinTransformer(patch_size=[4, 4], embed_dim=32, depths=[2, 2],
+                                                   num_heads=[2, 4], window_size=[7, 7]),
+    }
+    try:
+        import timm
+        m.update({
+            "timm_resnet18": lambda: timm.create_model("resnet18", pretrained=False),
+            "timm_mobilenetv3_small_100": lambda: timm.create_model("mobilenetv3_small_100",
+                                                                    pretrained=False),
+            "timm_convnext_atto": lambda: timm.create_model("convnext_atto", pretrained=False),
+            "timm_vit_tiny_l2": lambda: timm.create_model("vit_tiny_patch16_224", pretrained=False,
+                                                          depth=2),
+        })
+    except ImportError:
+        pass
+    return m
+
+
+def text_models():
+    import transformers as tr
+    small = dict(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                 intermediate_size=128, max_position_embeddings=128)
+    return {
+        "hf_bert": (lambda: tr.BertModel(tr.BertConfig(**small)), 3),
+        "hf_bert_seqcls": (lambda: tr.BertForSequenceClassification(
+            tr.BertConfig(**small, num_labels=3)), 3),
+        "hf_distilbert": (lambda: tr.DistilBertModel(tr.DistilBertConfig(
+            vocab_size=1000, dim=64, n_layers=2, n_heads=4, hidden_dim=128,
+            max_position_embeddings=128)), 2),
+        "hf_roberta": (lambda: tr.RobertaModel(tr.RobertaConfig(**small, pad_token_id=1)), 2),
+        "hf_xlm_roberta": (lambda: tr.XLMRobertaModel(tr.XLMRobertaConfig(**small, pad_token_id=1)), 2),
+        "hf_albert": (lambda: tr.AlbertModel(tr.AlbertConfig(**small, embedding_size=32)), 3),
+        "hf_electra": (lambda: tr.ElectraModel(tr.ElectraConfig(**small, embedding_size=32)), 3),
+        "hf_deberta_v2": (lambda: tr.DebertaV2Model(tr.DebertaV2Config(**small)), 3),
+        "hf_mpnet": (lambda: tr.MPNetModel(tr.MPNetConfig(**small)), 2),
+    }
+
+
+def strip(model):
+    """Remove the data of large float tensors (initializers and Constant values)."""
+    stripped = 0
+    def clear(t):
+        nonlocal stripped
+        n = int(np.prod(t.dims)) if len(t.dims) else 1
+        if t.data_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16) and n >= STRIP_MIN:
+            t.ClearField("raw_data"); t.ClearField("float_data"); t.ClearField("int32_data")
+            t.ClearField("data_location"); del t.external_data[:]
+            t.doc_string = "graft-zoo: random"
+            stripped += 1
+    for t in model.graph.initializer:
+        clear(t)
+    for node in model.graph.node:
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.TENSOR:
+                clear(a.t)
+    return stripped
+
+
+def export(module, args, names, dynamic, path, how):
+    """Export as users call torch.onnx.export: a text model's inputs after the first go as
+    keyword arguments (Hugging Face models take them by name; their positions vary by version)."""
+    module.eval()
+    kwargs = None
+    if names and len(args) > 1:
+        kwargs = dict(zip(names[1:], args[1:]))
+        args = args[:1]
+    if how == "dynamo":
+        torch.onnx.export(module, args, str(path), kwargs=kwargs, input_names=names, dynamo=True)
+    else:
+        opset = int(how[2:])
+        torch.onnx.export(module, args, str(path), kwargs=kwargs, input_names=names,
+                          opset_version=opset, dynamic_axes=dynamic, dynamo=False)
+
+
+def job_table():
+    """(name, kind, make, args, input names, dynamic axes) for every zoo model."""
+    jobs = {}
+    for name, make in vision_models().items():
+        jobs[name] = ("image", make, (torch.randn(1, 3, 224, 224),), None, None)
+    for name, (make, n_in) in text_models().items():
+        ids = torch.randint(5, 1000, (2, 16))
+        mask = torch.ones(2, 16, dtype=torch.int64)
+        types = torch.zeros(2, 16, dtype=torch.int64)
+        names = ["input_ids", "attention_mask", "token_type_ids"][:n_in]
+        dyn = {k: {0: "batch", 1: "sequence"} for k in names}
+        jobs[name] = ("text", make, (ids, mask, types)[:n_in], names, dyn)
+    return jobs
+
+
+def run_job(task):
+    """Export one (model, exporter) into OUT; its manifest record."""
+    out, name, how = task
+    torch.manual_seed(0)
+    torch.set_num_threads(2)
+    kind, make, args, names, dyn = job_table()[name]
+    tag = f"{name}__{how}"
+    rec = {"name": tag, "model": name, "kind": kind, "exporter": how}
+    t0 = time.time()
+    path = Path(out) / f"{tag}.onnx"
+    try:
+        module = make()
+        dynamic = dyn
+        if kind == "image" and how != "dynamo":
+            # The exporter's own input name, then a dynamic batch under it (as users write
+            # dynamic_axes={"<that name>": {0: "batch"}}).
+            export(module, args, None, None, path, how)
+            first = onnx.load(str(path), load_external_data=False).graph.input[0].name
+            dynamic = {first: {0: "batch"}}
+        export(module, args, names, dynamic, path, how)
+        m = onnx.load(str(path))
+        rec["stripped"] = strip(m)
+        rec["opset"] = max((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")),
+                           default=0)
+        inits = {t.name for t in m.graph.initializer}
+        rec["inputs"] = [i.name for i in m.graph.input if i.name not in inits]
+        for f in Path(out).glob(f"{tag}.onnx*"):
+            f.unlink()
+        onnx.save(m, str(path))
+        rec["bytes"] = path.stat().st_size
+        rec["ok"] = True
+    except Exception as e:  # noqa: BLE001 (recorded in the manifest)
+        rec["ok"] = False
+        first_line = str(e).splitlines()[0][:300] if str(e) else ""
+        rec["error"] = f"{type(e).__name__}: {first_line}"
+        (Path(out) / f"{tag}.error.txt").write_text(traceback.format_exc()[-4000:])
+        for f in Path(out).glob(f"{tag}.onnx*"):
+            f.unlink()
+    rec["seconds"] = round(time.time() - t0, 1)
+    print(f"{tag}: {'ok' if rec['ok'] else rec['error']} ({rec['seconds']}s)", flush=True)
+    return rec
+
+
+def main():
+    import multiprocessing as mp
+    out = Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    workers = int(sys.argv[2]) if len(sys.argv) > 2 else 8
+    manifest = {"torch": torch.__version__, "onnx": onnx.__version__, "models": []}
+    for mod in ("transformers", "timm", "torchvision"):
+        try:
+            manifest[mod] = __import__(mod).__version__
+        except ImportError:
+            pass
+    tasks = [(str(out), name, how) for name in job_table() for how in ("ts14", "ts17", "dynamo")]
+    with mp.get_context("spawn").Pool(workers) as pool:
+        manifest["models"] = pool.map(run_job, tasks, chunksize=1)
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+
+
+if __name__ == "__main__":
+    main()
