@@ -1,16 +1,17 @@
 """GPU op cases for InstanceNormalization, GroupNormalization (opset 18's per-group and 21's
 per-channel scale), Resize (nearest, linear and cubic, the exporters' coordinate modes, scales
-and sizes, opsets 10-19) and Einsum (the two-operand forms transformer exports use). These ops
-have no CUDA kernel yet: they run on the host (fallback-ok). Registered into gpu_op_cases.CASES."""
+and sizes, opsets 10-19) and Einsum (the two-operand forms transformer exports use). Einsum and antialiased Resize have
+no CUDA kernel: they run on the host (fallback-ok). Registered into gpu_op_cases.CASES."""
 
 import numpy as np
 from gpu_op_cases import case
 
 HOST = ("fallback-ok",)
+GPU = ()
 
 
 def instancenorm_case(name, shape, eps=1e-5):
-    @case(name, flags=HOST)
+    @case(name, flags=GPU)
     def build(g):
         c = shape[1]
         ins = [g.input("x", "T", g.randn(*shape)), g.init("scale", "T", g.uniform(0.5, 1.5, c)),
@@ -24,7 +25,7 @@ instancenorm_case("instancenorm_small_1d", (3, 5, 40), eps=1e-3)
 
 
 def groupnorm_case(name, shape, groups, opset):
-    @case(name, flags=HOST)
+    @case(name, flags=GPU)
     def build(g):
         g.opset = opset
         n = shape[1] if opset >= 21 else groups  # opset 21: per channel; 18: per group
@@ -40,7 +41,7 @@ groupnorm_case("groupnorm_unet", (1, 64, 16, 16), 32, 21)  # a diffusion U-Net's
 
 
 def resize_case(name, shape, mode, opset=13, scales=None, sizes=None, **attrs):
-    @case(name, flags=HOST)
+    @case(name, flags=HOST if attrs.get("antialias") else GPU)
     def build(g):
         g.opset = opset
         ins = [g.input("x", "T", g.randn(*shape))]
