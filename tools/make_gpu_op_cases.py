@@ -48,10 +48,10 @@ Usage: python3 tools/make_gpu_op_cases.py --out DIR [--small] [--list]
   --small writes only the cases flagged small (fast: for CI, where the test only skips).
 The cases themselves are in tools/gpu_op_cases.py (single ops), tools/gpu_op_cases_fused.py
 (fused groups), tools/gpu_op_cases_layout.py (channels-last), tools/gpu_op_cases_tensor.py
-(reductions, TopK, indexing and tiling ops) and tools/gpu_op_cases_elementwise.py (the exporters'
-element-wise ops). A DIR whose cases.txt was written
-by the same version of this script and those files (and the same --small choice) is left as it
-is unless --force.
+(reductions, TopK, indexing and tiling ops), tools/gpu_op_cases_elementwise.py (the exporters'
+element-wise ops) and tools/gpu_op_cases_norm.py (Instance/GroupNormalization, Resize, Einsum).
+A DIR whose cases.txt was written by the same version of this script and those files (and the
+same --small choice) is left as it is unless --force.
 """
 
 import argparse
@@ -69,13 +69,15 @@ import gpu_op_cases_fused  # noqa: E402,F401  (registers the fused-group cases)
 import gpu_op_cases_layout  # noqa: E402,F401  (registers the channels-last cases)
 import gpu_op_cases_tensor  # noqa: E402,F401  (registers the reduction, TopK and indexing cases)
 import gpu_op_cases_elementwise  # noqa: E402,F401  (registers the exporters' element-wise ops)
+import gpu_op_cases_norm  # noqa: E402,F401  (registers the normalisation, Resize and Einsum cases)
 
 
 def generator_stamp(small):
     """Changes whenever this script or the catalogue does: a stale folder is then rewritten."""
     crc = 0
     for f in ("make_gpu_op_cases.py", "gpu_op_cases.py", "gpu_op_cases_fused.py",
-              "gpu_op_cases_layout.py", "gpu_op_cases_tensor.py", "gpu_op_cases_elementwise.py"):
+              "gpu_op_cases_layout.py", "gpu_op_cases_tensor.py", "gpu_op_cases_elementwise.py",
+              "gpu_op_cases_norm.py"):
         crc = zlib.crc32((Path(__file__).resolve().parent / f).read_bytes(), crc)
     return f"# generator {crc:08x} small={int(small)}"
 

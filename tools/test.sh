@@ -85,7 +85,8 @@ if setup_build build/release --buildtype=release; then
         tail -20 "$LOGS/make_onnx_node_tests.log"
         echo "FAIL make_onnx_node_tests"; failed=$((failed + 1))
     fi
-    for t in $R/tests/test_nn_kernels $R/tests/test_shape_inference $R/tests/test_elementwise; do
+    for t in $R/tests/test_nn_kernels $R/tests/test_shape_inference $R/tests/test_elementwise \
+        $R/tests/test_norm_resize; do
         [ -x "$t" ] && run_suite "$(basename "$t")" "$t"
     done
     run_suite parity $R/tests/test_parity "$GEN" resnet18 resnet50 bert_base bert_tiny_decomposed mobilenet_tiny
@@ -232,7 +233,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     [ -d "$LOGS/onnx_node_new" ] && run_suite asan_conformance_new $A/tests/conformance --reference \
         --data "$LOGS/onnx_node_new" --known tests/known_failures.txt
     run_suite asan_parity $A/tests/test_parity "$GEN" bert_tiny_decomposed mobilenet_tiny
-    for t in $A/tests/test_shape_inference $A/tests/test_elementwise; do
+    for t in $A/tests/test_shape_inference $A/tests/test_elementwise $A/tests/test_norm_resize; do
         [ -x "$t" ] && run_suite "asan_$(basename "$t")" "$t"
     done
     run_suite asan_cli tests/test_cli.sh $A/graft "$GEN"

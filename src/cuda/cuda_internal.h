@@ -66,6 +66,7 @@ extern const cuda_fusion cuda_conv_fusions[]; /* cuda_fuse_conv.c */
 extern const cuda_kernel cuda_elementwise_kernels[]; /* cuda_elementwise.c */
 extern const cuda_kernel cuda_reduce_kernels[];      /* cuda_reduce.c */
 extern const cuda_kernel cuda_tensor_kernels[];      /* cuda_tensor.c */
+extern const cuda_kernel cuda_norm_kernels[];        /* cuda_norm.c: Instance/GroupNorm, Resize */
 extern const cuda_kernel cuda_conv_kernels[];        /* cuda_conv.c: Conv, pools (cuDNN) */
 extern const cuda_kernel cuda_matmul_kernels[];      /* cuda_matmul.c: MatMul, Gemm (cuBLASLt) */
 

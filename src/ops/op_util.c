@@ -130,6 +130,8 @@ bool op_input_on_host(const char *op, int k) {
         {"TopK", 1u << 1},
         {"Tile", 1u << 1},
         {"Trilu", 1u << 1},
+        /* Resize's roi, scales and sizes */
+        {"Resize", 0xeu},
     };
     if (k < 0 || k >= 32) return false;
     for (size_t i = 0; i < sizeof table / sizeof *table; i++)
