@@ -178,7 +178,7 @@ graft_status einsum_make_plan(const ir_node *node, const value_info *in, int n, 
     for (int l = 0; l < EINSUM_MAX_LABELS; l++) p->label_dim[l] = -2; /* -2: not bound */
     p->n_operands = n;
     bool seen_once[52], used[EINSUM_MAX_LABELS];
-    int ell_rank;
+    int ell_rank = 0;
     size_t lhs_len = arrow ? (size_t)(arrow - buf) : strlen(buf);
     TRY(plan_inputs(node, in, n, buf, lhs_len, p, seen_once, &ell_rank, e));
     for (int l = 0; l < EINSUM_MAX_LABELS; l++) used[l] = p->label_dim[l] != -2;
