@@ -96,20 +96,40 @@ def strip(model):
     return stripped
 
 
+class ByName(torch.nn.Module):
+    """Calls a Hugging Face model with its inputs by name, as users wrap one for the TorchScript
+    exporter (transformers 5 changed the positions of forward's arguments, and the exporter passes
+    keyword inputs positionally)."""
+
+    def __init__(self, model, names):
+        super().__init__()
+        self.model, self.names = model, names
+
+    def forward(self, *inputs):
+        return self.model(**dict(zip(self.names, inputs)), return_dict=False)
+
+
 def export(module, args, names, dynamic, path, how):
-    """Export as users call torch.onnx.export: a text model's inputs after the first go as
-    keyword arguments (Hugging Face models take them by name; their positions vary by version)."""
+    """Export as users call torch.onnx.export: a text model's inputs by name (keyword arguments
+    for the dynamo exporter, a wrapper for the TorchScript one)."""
     module.eval()
     kwargs = None
-    if names and len(args) > 1:
-        kwargs = dict(zip(names[1:], args[1:]))
-        args = args[:1]
     if how == "dynamo":
+        if names and len(args) > 1:
+            kwargs = dict(zip(names[1:], args[1:]))
+            args = args[:1]
         torch.onnx.export(module, args, str(path), kwargs=kwargs, input_names=names, dynamo=True)
     else:
         opset = int(how[2:])
-        torch.onnx.export(module, args, str(path), kwargs=kwargs, input_names=names,
-                          opset_version=opset, dynamic_axes=dynamic, dynamo=False)
+        try:
+            torch.onnx.export(module, args, str(path), input_names=names, opset_version=opset,
+                              dynamic_axes=dynamic, dynamo=False)
+        except TypeError:
+            if not names:
+                raise
+            # What users do when the positional call fails: call the model by name.
+            torch.onnx.export(ByName(module, names).eval(), args, str(path), input_names=names,
+                              opset_version=opset, dynamic_axes=dynamic, dynamo=False)
 
 
 def job_table():
