@@ -126,7 +126,7 @@ static void print_text(graft_ctx *ctx, const graft_model *m, const char *path,
             printf("feature size not known at load)\n");
         printf("  why       %s\n", cut.why);
     } else {
-        printf("auto cut    none found: %s\n", graft_last_error(ctx));
+        printf("auto cut    none: %s\n", graft_last_error(ctx));
     }
     for (int i = 0; i < graft_model_metadata_count(m); i++) {
         const char *k, *v;
