@@ -181,10 +181,6 @@ GRAFT_API graft_status graft_model_metadata(const graft_model *model, int index,
 /* Set (or replace) a metadata_props entry; exports carry it. */
 GRAFT_API graft_status graft_model_set_metadata(graft_model *model, const char *key,
                                                 const char *value);
-/* The tensor the `auto` cut would pick: a CNN's pooled features (the input of its final
- * classifier), a BERT-family encoder's [CLS] hidden state. GRAFT_E_NOT_FOUND when neither fits. */
-GRAFT_API graft_status graft_model_auto_cut(const graft_model *model, const char **tensor_name,
-                                            const char **why);
 /* The token-embedding table that the integer input `input` (e.g. "input_ids") indexes: the
  * constant (rows, width) data of the Gather that reads it (directly or through Cast, Reshape,
  * Unsqueeze, Squeeze or Flatten). *rows gets its row count (ids must be below it) and
@@ -210,15 +206,38 @@ typedef enum graft_text_input {
 GRAFT_API graft_status graft_model_text_inputs(const graft_model *model,
                                                const char *names[GRAFT_TEXT_INPUT_COUNT]);
 
-/* How an encoder's (batch, sequence, hidden) state becomes one vector per sample. */
+/* How the cut tensor becomes one vector per sample (an encoder's tokens, a CNN's map). */
 typedef enum graft_pooling {
-    GRAFT_POOLING_AUTO = 0,   /* CNN cut: none; encoder cut: CLS */
-    GRAFT_POOLING_NONE = 1,   /* the cut tensor as it is */
-    GRAFT_POOLING_CLS = 2,    /* the first ([CLS]) token */
-    GRAFT_POOLING_POOLER = 3, /* the model's pooler output (tanh of a dense layer over [CLS]) */
-    GRAFT_POOLING_MEAN = 4,   /* mean over the tokens the attention mask marks */
-    GRAFT_POOLING_COUNT = 5
+    GRAFT_POOLING_AUTO = 0,    /* the auto cut: its rule's pooling; a named cut: CLS for a
+                                  (batch, sequence, hidden) tensor of a model with a mask, else
+                                  none */
+    GRAFT_POOLING_NONE = 1,    /* the cut tensor as it is */
+    GRAFT_POOLING_CLS = 2,     /* the first ([CLS]) token */
+    GRAFT_POOLING_POOLER = 3,  /* the model's pooler output (tanh of a dense layer over [CLS]) */
+    GRAFT_POOLING_MEAN = 4,    /* mean over the tokens the attention mask marks */
+    GRAFT_POOLING_SPATIAL = 5, /* a (N, C, H, W) map averaged over H and W, then (N, C) */
+    GRAFT_POOLING_COUNT = 6
 } graft_pooling;
+
+/* The cut `auto` takes (docs/training.md, "The auto cut", states the rules): walked back from
+ * each output through the classifier's tail (bias Add, Flatten, Reshape, Squeeze, Identity,
+ * Dropout, Cast, Softmax, LogSoftmax, Sigmoid; global average pooling and activations after a
+ * 1x1 Conv classifier), the input of the final classifier: a Gemm/MatMul with a constant weight
+ * over (N, F), or a 1x1 Conv with a constant weight (then pooled over H and W by the cut).
+ * Else the input of a Gemm/MatMul fed by global pooling; else an encoder's (batch, sequence,
+ * hidden) output, pooled to its [CLS] token. The strings live until the next call on the model. */
+typedef struct graft_auto_cut_info {
+    const char *tensor;    /* the tensor cut at */
+    const char *why;       /* which rule chose it, and the pooling the cut adds */
+    graft_pooling pooling; /* what GRAFT_POOLING_AUTO does there: NONE, CLS or SPATIAL */
+    int64_t features;      /* features per sample after that pooling; -1 when not known */
+} graft_auto_cut_info;
+/* GRAFT_E_NOT_FOUND (graft_last_error says why) when no rule fits. */
+GRAFT_API graft_status graft_model_auto_cut_info(const graft_model *model,
+                                                 graft_auto_cut_info *out);
+/* The same: the tensor's name and the why text only. */
+GRAFT_API graft_status graft_model_auto_cut(const graft_model *model, const char **tensor_name,
+                                            const char **why);
 
 /* Freeze the model at a cut point: `cut` is "auto" (graft_model_auto_cut's choice) or a tensor
  * name. Only the subgraph computing the cut tensor is kept (the rest, e.g. the old classifier, is

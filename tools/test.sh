@@ -65,6 +65,9 @@ python3 tools/make_bad_models.py --out "$GEN/bad" >"$LOGS/make_bad_models.log" 2
     { tail -20 "$LOGS/make_bad_models.log"; failed=$((failed + 1)); }
 python3 tools/make_prune_models.py --out "$GEN/prune" >"$LOGS/make_prune_models.log" 2>&1 ||
     { tail -20 "$LOGS/make_prune_models.log"; echo "FAIL make_prune_models"; failed=$((failed + 1)); }
+# The classifier heads of each model family, for the cut suite's `--cut auto` checks.
+python3 tools/make_cut_models.py --out "$LOGS/cut_models" >"$LOGS/make_cut_models.log" 2>&1 ||
+    { tail -20 "$LOGS/make_cut_models.log"; echo "FAIL make_cut_models"; failed=$((failed + 1)); }
 
 note "building build/release (oneDNN) and build/asan (ASan+UBSan, reference kernels)"
 if setup_build build/release --buildtype=release; then
@@ -124,7 +127,7 @@ if setup_build build/release --buildtype=release; then
     run_suite safetensors_py_read python3 tools/check_safetensors.py read build/test-logs/st
     run_suite ridge $R/tests/test_ridge tests/data/ridge_fixture.txt
     run_suite grad $R/tests/test_grad tests/data/loss_fixtures.json
-    run_suite cut $R/tests/test_cut "$GEN"
+    run_suite cut $R/tests/test_cut "$GEN" "$LOGS/cut_models"
     rm -rf build/test-logs/prune_masks && mkdir -p build/test-logs/prune_masks
     run_suite prune_masks $R/tests/test_prune_masks "$GEN" build/test-logs/prune_masks
     run_suite prune_masks_ort python3 tools/check_export.py build/test-logs/prune_masks
@@ -159,7 +162,7 @@ if setup_build build/release --buildtype=release; then
     run_suite text_table $R/tests/test_text_table tests/data/text
     run_suite image_decode $R/tests/test_image_decode tests/data/images
     run_suite transforms $R/tests/test_transforms tests/data/transforms/fixtures.bin
-    run_suite cli tests/test_cli.sh $R/graft "$GEN"
+    run_suite cli tests/test_cli.sh $R/graft "$GEN" "$LOGS/cut_models"
     run_suite cli_finetune tests/test_cli_finetune.sh $R/graft "$GEN"
     run_suite cli_checkpoint tests/test_cli_checkpoint.sh $R/graft "$GEN"
     run_suite cli_text tests/test_cli_text.sh $R/graft "$GEN"
@@ -219,7 +222,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     run_suite asan_safetensors $A/tests/test_safetensors build/test-logs/st
     run_suite asan_ridge $A/tests/test_ridge tests/data/ridge_fixture.txt
     run_suite asan_grad $A/tests/test_grad tests/data/loss_fixtures.json
-    run_suite asan_cut $A/tests/test_cut "$GEN"
+    run_suite asan_cut $A/tests/test_cut "$GEN" "$LOGS/cut_models"
     rm -rf build/test-logs/prune_masks-asan && mkdir -p build/test-logs/prune_masks-asan
     run_suite asan_prune_masks $A/tests/test_prune_masks "$GEN" build/test-logs/prune_masks-asan --quick
     run_suite asan_prune_channels $A/tests/test_prune_channels "$GEN" build/test-logs/prune_channels-asan mobilenet_tiny
@@ -246,7 +249,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     for t in $A/tests/test_shape_inference $A/tests/test_elementwise $A/tests/test_norm_resize; do
         [ -x "$t" ] && run_suite "asan_$(basename "$t")" "$t"
     done
-    run_suite asan_cli tests/test_cli.sh $A/graft "$GEN"
+    run_suite asan_cli tests/test_cli.sh $A/graft "$GEN" "$LOGS/cut_models"
     run_suite asan_cli_finetune tests/test_cli_finetune.sh $A/graft "$GEN"
     run_suite asan_cli_checkpoint tests/test_cli_checkpoint.sh $A/graft "$GEN"
     run_suite asan_cli_text tests/test_cli_text.sh $A/graft "$GEN"

@@ -10,7 +10,7 @@
 #include "cli_args.h"
 #include "finetune.h"
 
-static const char *const poolings[] = {"cls", "pooler", "mean", NULL};
+static const char *const poolings[] = {"cls", "pooler", "mean", "spatial", NULL};
 static const char *const activations[] = {"relu", "gelu", "tanh", NULL};
 static const char *const optimizers[] = {"sgd", "adam", "adamw", "lamb", NULL};
 static const char *const schedulers[] = {"constant", "step", "cosine", "onecycle", "plateau", NULL};
@@ -80,8 +80,11 @@ static const cli_option options[] = {
      "takes a fixed length always gets max)"},
     {"text-column", "NAME", "text", NULL, NULL, "the texts' column of a .csv/.tsv file"},
     {"label-column", "NAME", "label", NULL, NULL, "the labels' column of a .csv/.tsv file"},
-    {"pooling", "cls|pooler|mean", "cls", poolings, NULL,
-     "how a text encoder's tokens become one vector"},
+    {"pooling", "cls|pooler|mean|spatial", NULL, poolings, NULL,
+     "how the cut tensor becomes one vector: a text encoder's tokens (cls, the pooler output, "
+     "mean over the mask) or a CNN's (N, C, H, W) map (spatial: its mean over H and W); "
+     "by default what --cut auto's rule says (graft info prints it), for a named cut cls on "
+     "an encoder's hidden state"},
     {"prune", "METHOD", NULL, methods, "pruning",
      "prune the backbone first (the head is then fitted to the pruned features)"},
     {"prune-sparsity", "S", "0.5", NULL, NULL, "fraction --prune removes"},

@@ -204,7 +204,7 @@ static int inputs_entry(const char *cmd, graft_ctx *ctx, const graft_model *m, c
 }
 
 int text_model_record(const char *cmd, graft_ctx *ctx, graft_model *m, const finetune_opts *o) {
-    static const char *const poolings[] = {"cls", "none", "cls", "pooler", "mean"};
+    static const char *const poolings[] = {"cls", "none", "cls", "pooler", "mean", "spatial"};
     graft_tokenizer *tok;
     if (graft_tokenizer_load(ctx, o->vocab, o->cased, &tok) != GRAFT_OK)
         return cli_error(cmd, "%s", graft_last_error(ctx)), 1;

@@ -25,6 +25,7 @@ struct graft_model {
     int64_t original_node_count;
     graft_model_summary summary;
     bool summary_ready;
+    char auto_cut_why[512]; /* graft_model_auto_cut_info's last why text */
 };
 
 /* Create the device backend the context asks for (or settle on the CPU). */
