@@ -166,6 +166,10 @@ if setup_build build/release --buildtype=release; then
     run_suite report_html tools/check_report.sh build/test-logs/runlog
     run_suite wordpiece $R/tests/test_wordpiece tests/data/tokenizer
     run_suite tokenize_cli tests/test_tokenize_cli.sh $R/graft tests/data/tokenizer
+    # tokenizer.json (byte-level BPE, Unigram with a precompiled charsmap, WordPiece, mixes)
+    # against Hugging Face's tokenizers; the files come from tools/make_hf_tokenizers.py.
+    rm -rf build/hf-tokenizers
+    run_suite hf_tokenizers python3 tests/test_hf_tokenizers.py $R/graft build/hf-tokenizers
     run_suite cli_device tests/test_cli_device.sh $R/graft "$GEN"
     # The model zoo (models/zoo.tgz: torchvision, timm and Hugging Face exports as the exporters
     # write them, random weights): load, parity with ONNX Runtime, finetune, export;
