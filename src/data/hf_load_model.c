@@ -296,7 +296,8 @@ static graft_status read_post(loader *l, const json_t *o, int depth) {
     return hf_bad(l, "post-processor '%s' is not supported", type);
 }
 
-/* CLS/BOS and SEP/EOS: the special tokens before and after $A in the single template. */
+/* CLS/BOS and SEP/EOS: the special tokens before and after $A in the single template; PAD: the
+ * padding's pad_id, else [PAD], <pad>, <PAD>; UNK: the model's. */
 static void find_roles(hf_tokenizer *t, const json_t *root) {
     t->cls = t->sep = -1;
     bool seen_a = false;
@@ -313,7 +314,9 @@ static void find_roles(hf_tokenizer *t, const json_t *root) {
     t->pad = json_is_integer(pad) ? json_integer_value(pad) : -1;
     static const char *const pads[] = {"[PAD]", "<pad>", "<PAD>"};
     for (int k = 0; k < 3 && t->pad < 0; k++) t->pad = hf_token_id(t, pads[k], strlen(pads[k]));
-    t->unk = t->model.unk;
+    t->unk = t->model.unk; /* else the usual names (byte-level BPE has no unknown token) */
+    static const char *const unks[] = {"[UNK]", "<unk>", "<UNK>"};
+    for (int k = 0; k < 3 && t->unk < 0; k++) t->unk = hf_token_id(t, unks[k], strlen(unks[k]));
 }
 
 graft_status hf_load_post(loader *l, const json_t *root) {
