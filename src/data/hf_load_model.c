@@ -121,6 +121,8 @@ static graft_status index_ids(loader *l) {
     int64_t n = 0;
     for (size_t k = 0; k < v->n; k++)
         if (v->vals[k] + 1 > n) n = v->vals[k] + 1;
+    if ((size_t)n > 2 * v->n + 65536) /* checked before the table is allocated */
+        return hf_bad(l, "the vocabulary's ids run to %lld for %zu tokens", (long long)n - 1, v->n);
     if (!(t->id_tokens = calloc((size_t)(n ? n : 1), sizeof *t->id_tokens))) return hf_oom(l);
     t->n_ids = n;
     for (size_t k = 0; k < v->n; k++) {
@@ -189,6 +191,9 @@ static graft_status read_added(loader *l, const json_t *list) {
         a->single_word = hf_get_bool(o, "single_word", false);
         a->lstrip = hf_get_bool(o, "lstrip", false), a->rstrip = hf_get_bool(o, "rstrip", false);
         a->normalized = hf_get_bool(o, "normalized", !a->special);
+        if (a->id >= t->n_ids + 65536)
+            return hf_bad(l, "added token '%s' has id %lld, far past the vocabulary's %lld",
+                          content, (long long)a->id, (long long)t->n_ids);
         if (a->id >= t->n_ids) { /* ids past the model's vocabulary */
             char **more = realloc(t->id_tokens, (size_t)(a->id + 1) * sizeof *more);
             if (!more) return hf_oom(l);

@@ -273,50 +273,58 @@ static int byte_chars(const char *s, size_t n, hf_buf *tmp) {
     return 0;
 }
 
+/* BertPreTokenizer on one word: split at whitespace (removed), then punctuation (isolated). */
+static int bert_word(const char *s, size_t n, bool first, hf_words *out, spans *sp) {
+    hf_words mid = {0};
+    int bad = find_spans(s, n, CC_WHITESPACE, 0, NULL, sp) ||
+              emit(s, sp, HF_SPLIT_REMOVED, false, first, &mid);
+    for (size_t k = 0; k < mid.n && !bad; k++)
+        bad = find_spans(mid.text.s + mid.start[k], mid.end[k] - mid.start[k], CC_BERT_PUNCT, 0,
+                         NULL, sp) ||
+              emit(mid.text.s + mid.start[k], sp, HF_SPLIT_ISOLATED, false, mid.first[k], out);
+    hf_words_free(&mid);
+    return bad;
+}
+
+/* ByteLevel on one word: the prefix space, GPT-2's split, then bytes to GPT-2's characters (the
+ * new words rewritten at the end of out's text). */
+static int byte_level_word(const hf_pretok *p, const char *s, size_t n, bool first, hf_words *out,
+                           spans *sp, hf_buf *tmp) {
+    static const hf_pattern gpt2 = {HF_PAT_GPT2, NULL, 0};
+    hf_buf sp_text = {0};
+    if (p->add_prefix_space && s[0] != ' ') {
+        if (hf_buf_put(&sp_text, " ", 1) || hf_buf_put(&sp_text, s, n)) return -1;
+        s = sp_text.s, n = sp_text.n;
+    }
+    size_t before = out->n;
+    int bad = p->use_regex ? find_spans(s, n, CC_NONE, 0, &gpt2, sp) ||
+                                 emit(s, sp, HF_SPLIT_ISOLATED, false, first, out)
+                           : hf_words_add(out, s, n, first);
+    hf_buf_free(&sp_text);
+    for (size_t k = before; k < out->n && !bad; k++) {
+        bad = byte_chars(out->text.s + out->start[k], out->end[k] - out->start[k], tmp);
+        out->start[k] = out->text.n;
+        bad = bad || hf_buf_put(&out->text, tmp->s, tmp->n);
+        out->end[k] = out->text.n;
+    }
+    return bad;
+}
+
 /* One pre-tokenizer over every word of in, into out. */
 static int pretok_one(const hf_pretok *p, const hf_words *in, hf_words *out, spans *sp,
                       hf_buf *tmp) {
-    static const hf_pattern gpt2 = {HF_PAT_GPT2, NULL, 0}, words = {HF_PAT_WORDS, NULL, 0};
+    static const hf_pattern words = {HF_PAT_WORDS, NULL, 0};
     for (size_t w = 0; w < in->n; w++) {
         const char *s = in->text.s + in->start[w];
         size_t n = in->end[w] - in->start[w];
         bool first = in->first[w];
         switch (p->kind) {
-        case HF_PRE_BERT: {
-            hf_words mid = {0};
-            int bad = find_spans(s, n, CC_WHITESPACE, 0, NULL, sp) ||
-                      emit(s, sp, HF_SPLIT_REMOVED, false, first, &mid);
-            for (size_t k = 0; k < mid.n && !bad; k++)
-                bad = find_spans(mid.text.s + mid.start[k], mid.end[k] - mid.start[k],
-                                 CC_BERT_PUNCT, 0, NULL, sp) ||
-                      emit(mid.text.s + mid.start[k], sp, HF_SPLIT_ISOLATED, false, mid.first[k],
-                           out);
-            hf_words_free(&mid);
-            if (bad) return -1;
+        case HF_PRE_BERT:
+            if (bert_word(s, n, first, out, sp)) return -1;
             break;
-        }
-        case HF_PRE_BYTE_LEVEL: {
-            hf_buf sp_text = {0};
-            if (p->add_prefix_space && s[0] != ' ') {
-                if (hf_buf_put(&sp_text, " ", 1) || hf_buf_put(&sp_text, s, n)) return -1;
-                s = sp_text.s, n = sp_text.n;
-            }
-            size_t before = out->n;
-            int bad = p->use_regex ? find_spans(s, n, CC_NONE, 0, &gpt2, sp) ||
-                                         emit(s, sp, HF_SPLIT_ISOLATED, false, first, out)
-                                   : hf_words_add(out, s, n, first);
-            hf_buf_free(&sp_text);
-            if (bad) return -1;
-            /* bytes to GPT-2's characters: rewrite the new words at the end of out's text */
-            for (size_t k = before; k < out->n; k++) {
-                if (byte_chars(out->text.s + out->start[k], out->end[k] - out->start[k], tmp))
-                    return -1;
-                out->start[k] = out->text.n;
-                if (hf_buf_put(&out->text, tmp->s, tmp->n)) return -1;
-                out->end[k] = out->text.n;
-            }
+        case HF_PRE_BYTE_LEVEL:
+            if (byte_level_word(p, s, n, first, out, sp, tmp)) return -1;
             break;
-        }
         case HF_PRE_METASPACE: {
             if (metaspace(p, s, n, first, tmp)) return -1;
             if (p->split ? find_spans(tmp->s, tmp->n, CC_CHAR, p->replacement_cp, NULL, sp) ||
