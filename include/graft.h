@@ -521,8 +521,9 @@ GRAFT_API graft_status graft_image_options_to_model(graft_model *model,
 
 /* How text becomes token ids (BERT's inputs). */
 typedef struct graft_text_options {
-    const char *vocab_path; /* BERT vocab.txt */
-    int cased;              /* 0: lower-case and strip accents (uncased vocabularies) */
+    const char *vocab_path; /* BERT vocab.txt, or a Hugging Face tokenizer.json */
+    int cased;              /* 0: lower-case and strip accents (uncased vocab.txt; a
+                               tokenizer.json normalizes as it says) */
     int max_len;            /* truncate/pad to this many tokens, [CLS] and [SEP] included */
     const char *text_column, *text_pair_column, *label_column; /* CSV/TSV columns */
     char label_separator; /* several labels in one field (multi-label); 0: one label */
@@ -536,12 +537,18 @@ typedef struct graft_text_options {
 #define GRAFT_TEXT_OPTIONS_INIT                                                                    \
     { NULL, 0, 128, "text", NULL, "label", 0, 0, 0, NULL, 0 }
 
-/* BERT's WordPiece tokenizer over a vocab.txt, as Hugging Face's BertTokenizer (fast) encodes:
- * "[CLS] a [SEP]" or "[CLS] a [SEP] b [SEP]" (b NULL or "" for single texts), truncated to
- * max_len tokens (0: no limit; pairs cut 'longest_first'), padded to max_len when pad is set.
- * ids, type_ids and mask are caller buffers of cap entries; *len gets the length before
- * padding. Invalid UTF-8 is GRAFT_E_INVALID_ARGUMENT naming the byte offset. A loaded tokenizer
- * is read-only: threads may share it. */
+/* A tokenizer: BERT's WordPiece over a vocab.txt (cased or not), or a Hugging Face tokenizer.json
+ * (WordPiece, byte-level BPE, Unigram or WordLevel, with its normalizer, pre-tokenizer, added
+ * tokens and post-processor; `cased` does not apply: the file says how it normalizes). The file's
+ * content decides: a JSON object with a "model" member is a tokenizer.json. A component graft
+ * does not implement is GRAFT_E_INVALID_ARGUMENT naming it (see docs/data.md). Ids equal Hugging
+ * Face's: "[CLS] a [SEP]" or "[CLS] a [SEP] b [SEP]" for a vocab.txt (b NULL or "" for single
+ * texts), the post-processor's template for a tokenizer.json ("<s> a </s>" for RoBERTa);
+ * truncated to max_len tokens, special tokens included (0: no limit; pairs cut 'longest_first'),
+ * padded to max_len with the padding token when pad is set. ids, type_ids and mask are caller
+ * buffers of cap entries; *len gets the length before padding. Invalid UTF-8 is
+ * GRAFT_E_INVALID_ARGUMENT naming the byte offset. A loaded tokenizer is read-only: threads may
+ * share it. */
 typedef struct graft_tokenizer graft_tokenizer;
 GRAFT_API graft_status graft_tokenizer_load(graft_ctx *ctx, const char *vocab_path, int cased,
                                             graft_tokenizer **out);
@@ -549,7 +556,7 @@ GRAFT_API graft_status graft_tokenizer_encode(graft_ctx *ctx, const graft_tokeni
                                               const char *a, const char *b, int max_len, int pad,
                                               int64_t *ids, int64_t *type_ids, int64_t *mask,
                                               size_t cap, size_t *len);
-/* The same from a vocab.txt's bytes in memory (copied). */
+/* The same from a vocab.txt's or tokenizer.json's bytes in memory (copied). */
 GRAFT_API graft_status graft_tokenizer_load_memory(graft_ctx *ctx, const char *vocab, size_t size,
                                                    int cased, graft_tokenizer **out);
 /* The id of a token exactly as the vocabulary writes it ("[CLS]"), or -1. */
@@ -557,6 +564,20 @@ GRAFT_API int64_t graft_tokenizer_token_id(const graft_tokenizer *tok, const cha
 GRAFT_API void graft_tokenizer_free(graft_tokenizer *tok);
 /* The vocabulary's size: token ids run from 0 to this minus 1. */
 GRAFT_API int64_t graft_tokenizer_vocab_size(const graft_tokenizer *tok);
+/* The special tokens a text model is trained with, by role. */
+typedef enum graft_token_role {
+    GRAFT_TOKEN_CLS, /* starts a text: [CLS], <s> (the post-processor's first special token) */
+    GRAFT_TOKEN_SEP, /* ends one: [SEP], </s> */
+    GRAFT_TOKEN_PAD, /* fills padding: [PAD], <pad> (tokenizer.json: its padding's pad_id) */
+    GRAFT_TOKEN_UNK, /* the model's unknown token */
+    GRAFT_TOKEN_ROLE_COUNT
+} graft_token_role;
+/* The id of the token with that role, or -1 when the tokenizer has none. */
+GRAFT_API int64_t graft_tokenizer_special_id(const graft_tokenizer *tok, graft_token_role role);
+/* The text of an id as the vocabulary writes it (owned by tok), or NULL when out of range. */
+GRAFT_API const char *graft_tokenizer_token(const graft_tokenizer *tok, int64_t id);
+/* 1 when tok came from a tokenizer.json, 0 for a vocab.txt. */
+GRAFT_API int graft_tokenizer_is_json(const graft_tokenizer *tok);
 
 /* The image files under a folder, found as torchvision's ImageFolder finds them: recursively,
  * links followed, files whose names end (in any case) in .jpg .jpeg .png .ppm .bmp .pgm .tif

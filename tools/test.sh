@@ -166,6 +166,10 @@ if setup_build build/release --buildtype=release; then
     run_suite cli_finetune tests/test_cli_finetune.sh $R/graft "$GEN"
     run_suite cli_checkpoint tests/test_cli_checkpoint.sh $R/graft "$GEN"
     run_suite cli_text tests/test_cli_text.sh $R/graft "$GEN"
+    # tokenizer.json files (tools/make_hf_tokenizers.py, made afresh by the first suite that
+    # needs them): finetune/predict/eval with RoBERTa's and XLM-R's layouts.
+    rm -rf build/hf-tokenizers
+    run_suite cli_text_hf tests/test_cli_text_hf.sh $R/graft "$GEN" build/hf-tokenizers
     run_suite prune_heads $R/tests/test_prune_heads "$GEN" build/test-logs
     run_suite cli_prune tests/test_cli_prune.sh $R/graft "$GEN"
     run_suite cli_tools tests/test_cli_tools.sh $R/graft "$GEN"
@@ -179,6 +183,9 @@ if setup_build build/release --buildtype=release; then
     run_suite report_html tools/check_report.sh build/test-logs/runlog
     run_suite wordpiece $R/tests/test_wordpiece tests/data/tokenizer
     run_suite tokenize_cli tests/test_tokenize_cli.sh $R/graft tests/data/tokenizer
+    # tokenizer.json (byte-level BPE, Unigram with a precompiled charsmap, WordPiece, mixes)
+    # against Hugging Face's tokenizers on every corpus line.
+    run_suite hf_tokenizers python3 tests/test_hf_tokenizers.py $R/graft build/hf-tokenizers
     run_suite cli_device tests/test_cli_device.sh $R/graft "$GEN"
     # The model zoo (models/zoo.tgz: torchvision, timm and Hugging Face exports as the exporters
     # write them, random weights): load, parity with ONNX Runtime, finetune, export;
@@ -261,6 +268,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     run_suite asan_run_log $A/tests/test_run_log build/test-logs/runlog-asan
     run_suite asan_wordpiece $A/tests/test_wordpiece tests/data/tokenizer
     run_suite asan_tokenize_cli tests/test_tokenize_cli.sh $A/graft tests/data/tokenizer
+    run_suite asan_hf_tokenizers python3 tests/test_hf_tokenizers.py $A/graft build/hf-tokenizers
     run_suite asan_cli_device tests/test_cli_device.sh $A/graft "$GEN"
 else
     echo "FAIL build_asan"; failed=$((failed + 1))

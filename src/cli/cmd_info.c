@@ -133,7 +133,7 @@ static void print_text(graft_ctx *ctx, const graft_model *m, const char *path,
         graft_model_metadata(m, i, &k, &v);
         size_t len = strlen(v), lines = 0;
         for (const char *p = v; (p = strchr(p, '\n')) != NULL; p++) lines++;
-        if (lines) /* a vocabulary (graft.text.vocab): its size, not its text */
+        if (lines || len > 300) /* a vocabulary or tokenizer.json: its size, not its text */
             printf("metadata    %s = (%zu lines, %zu bytes)\n", k,
                    lines + (len && v[len - 1] != '\n'), len);
         else

@@ -72,8 +72,12 @@ static const cli_option options[] = {
     {"fast-decode", NULL, NULL, NULL, NULL,
      "decode large JPEGs at 1/2, 1/4 or 1/8 size when at least twice the resize target: faster, "
      "but not Pillow's pixels (default: full size, as torchvision with PIL)"},
-    {"vocab", "vocab.txt", NULL, NULL, "text", "BERT vocabulary: the data is text"},
-    {"cased", NULL, NULL, NULL, NULL, "keep case and accents (cased vocabularies)"},
+    {"vocab", "FILE", NULL, NULL, "text",
+     "the tokenizer: BERT's vocab.txt or a Hugging Face tokenizer.json (WordPiece, byte-level "
+     "BPE, Unigram: RoBERTa, XLM-R, ALBERT, ...); the data is text"},
+    {"tokenizer", "FILE", NULL, NULL, NULL, "the same as --vocab"},
+    {"cased", NULL, NULL, NULL, NULL,
+     "keep case and accents (cased vocab.txt; a tokenizer.json normalizes as it says)"},
     {"max-len", "N", "128", NULL, NULL, "tokens per text, [CLS] and [SEP] included"},
     {"pad", "longest|max", "longest", paddings, NULL,
      "pad each batch to its longest text, or every text to --max-len (a model whose input "
@@ -270,6 +274,7 @@ static int apply_value(finetune_opts *o, const char *n, const char *v, int c) {
                      : !strcmp(n, "checkpoint") ? &o->checkpoint_dir
                      : !strcmp(n, "report")     ? &o->report_dir
                      : !strcmp(n, "vocab")      ? &o->vocab
+                     : !strcmp(n, "tokenizer")  ? &o->vocab
                                                 : NULL;
     if (!strcmp(n, "text-column")) s = &o->text_column;
     if (!strcmp(n, "label-column")) s = &o->label_column;

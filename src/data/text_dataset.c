@@ -1,5 +1,6 @@
 /* text_dataset.c: text data sets (a DIR/<class>/<n>.txt folder or a CSV/TSV file): the labelled
- * table, the WordPiece tokenizer, and loading one sample as BERT's three int64 inputs. */
+ * table, the tokenizer (vocab.txt or tokenizer.json), and loading one sample as BERT's three
+ * int64 inputs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,11 +9,11 @@
 #include "../core/hash.h"
 #include "dataset.h"
 #include "text_table.h"
-#include "wordpiece.h"
+#include "tokenizer.h"
 
 typedef struct text_data {
     text_table *table;
-    wordpiece *wp;
+    graft_tokenizer *tok;
     graft_text_options o;
     char *vocab_path; /* NULL when the vocabulary came in memory: o.vocab_data is then ours */
     char *path;
@@ -25,7 +26,7 @@ static graft_status load_text(void *impl, int64_t item, void *const *dst, uint64
     (void)seed;
     text_data *d = impl;
     size_t len;
-    return wordpiece_encode(d->wp, text_table_text(d->table, item),
+    return tokenizer_encode(d->tok, text_table_text(d->table, item),
                             text_table_text_pair(d->table, item), d->o.max_len, true, dst[0],
                             dst[2], dst[1], (size_t)d->o.max_len, &len, e);
 }
@@ -39,7 +40,7 @@ static void free_text(void *impl) {
     text_data *d = impl;
     if (!d) return;
     text_table_free(d->table);
-    wordpiece_free(d->wp);
+    tokenizer_free(d->tok);
     free(d->vocab_path);
     free((char *)d->o.vocab_data);
     free(d->path);
@@ -61,9 +62,9 @@ static uint64_t file_stamp(const char *path, uint64_t seed) {
 /* The tokenizer over the vocabulary file or the bytes in memory. */
 static graft_status load_vocab(text_data *d, graft_err *e) {
     if (d->o.vocab_data)
-        return wordpiece_load_memory(&d->wp, d->o.vocab_data, d->o.vocab_size, "the vocabulary",
+        return tokenizer_load_memory(&d->tok, d->o.vocab_data, d->o.vocab_size, "the vocabulary",
                                      !d->o.cased, e);
-    return wordpiece_load(&d->wp, d->vocab_path, !d->o.cased, e);
+    return tokenizer_load(&d->tok, d->vocab_path, !d->o.cased, e);
 }
 
 /* What identifies the vocabulary for the feature cache: the file's stamp or the bytes' hash. */
