@@ -3,6 +3,7 @@
 #define GRAFT_GRAPH_MODEL_H
 
 #include "../core/context.h"
+#include "batch.h"
 #include "exec.h"
 
 typedef struct op_count_entry {
@@ -23,6 +24,7 @@ struct graft_model {
     op_count_entry *op_counts; /* histogram of the original model's op types */
     int n_op_counts;
     int64_t original_node_count;
+    model_batch batch; /* the batch the graph takes, and chunked runs (batch.c) */
     graft_model_summary summary;
     bool summary_ready;
 };
