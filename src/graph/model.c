@@ -151,6 +151,11 @@ graft_status graft_model_output_info(const graft_model *m, int index, graft_valu
     return GRAFT_OK;
 }
 
+int64_t graft_model_fixed_batch(const graft_model *m, const char **why) {
+    if (why) *why = m ? m->batch.why : "";
+    return m ? m->batch.fixed : 0;
+}
+
 /* any_batch: the leading dim may be any size (the model runs other batches in chunks). */
 static graft_status check_input(const ir_value *v, const tensor *t, bool any_batch, graft_err *e) {
     char want[256], got[256];
