@@ -256,7 +256,6 @@ graft_status model_set_output(graft_model *m, int value, graft_err *e) {
     exec_free(&m->exec);
     model_release_state(m);
     m->summary_ready = false;
-    m->batch.chunked = false;
     for (int i = 0; i < g->n_outputs; i++) g->values[g->outputs[i]].is_graph_output = false;
     g->outputs[0] = value;
     g->n_outputs = 1;

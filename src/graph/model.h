@@ -33,7 +33,8 @@ struct graft_model {
 graft_status model_open_device(graft_model *m, graft_err *e);
 /* The device backend, or NULL. */
 graft_backend *model_device(graft_model *m);
-/* Drop kernel state and device copies of weights (after weights changed in place). */
+/* Drop kernel state and device copies of weights (after weights changed in place), and the
+ * outputs of the last chunked run. */
 void model_release_state(graft_model *m);
 /* Log, once, the ops that run on the CPU because the device has no kernel for them. */
 void model_note_fallbacks(graft_model *m);
