@@ -74,7 +74,9 @@ static const cli_option options[] = {
      "but not Pillow's pixels (default: full size, as torchvision with PIL)"},
     {"vocab", "vocab.txt", NULL, NULL, "text", "BERT vocabulary: the data is text"},
     {"cased", NULL, NULL, NULL, NULL, "keep case and accents (cased vocabularies)"},
-    {"max-len", "N", "128", NULL, NULL, "tokens per text, [CLS] and [SEP] included"},
+    {"max-len", "N", "128", NULL, NULL,
+     "tokens per text, [CLS] and [SEP] included (a model whose input takes fewer, exactly L, "
+     "cuts them to L)"},
     {"pad", "longest|max", "longest", paddings, NULL,
      "pad each batch to its longest text, or every text to --max-len (a model whose input "
      "takes a fixed length always gets max)"},
