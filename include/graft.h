@@ -153,6 +153,15 @@ GRAFT_API graft_status graft_model_input_info(const graft_model *model, int inde
                                               graft_value_info *info);
 GRAFT_API graft_status graft_model_output_info(const graft_model *model, int index,
                                                graft_value_info *info);
+/* The only batch the model's graph runs: 0 when it takes any. A graph can fix it by its inputs'
+ * declared leading dim (the dynamo exporter writes the traced one) or pin it in a node (a
+ * Reshape whose constant target holds the traced batch, as TorchScript exports of ShuffleNet
+ * and Swin have); graft_model_run then takes any batch anyway, running it in chunks of this
+ * batch (the last one padded by repeating its last row) and concatenating the outputs, which
+ * must all lead with the batch. *why (may be NULL) gets a sentence for tools ("fixed at 1 (the
+ * graph pins it in node '/Reshape' (Reshape))", or why a declared batch was let go), "" when
+ * there is nothing to say; it lives as long as the model. */
+GRAFT_API int64_t graft_model_fixed_batch(const graft_model *model, const char **why);
 
 /* Facts about a loaded model, for tools such as `graft info`. */
 typedef struct graft_model_summary {
@@ -533,9 +542,12 @@ typedef struct graft_text_options {
      * when not NULL, e.g. the one a model carries (see README, "text models"). */
     const char *vocab_data;
     size_t vocab_size;
+    /* Rows this many tokens wide when more than max_len (texts still cut at max_len, the rest
+     * [PAD] with mask 0): for a model whose inputs take exactly pad_len tokens. 0: max_len. */
+    int pad_len;
 } graft_text_options;
 #define GRAFT_TEXT_OPTIONS_INIT                                                                    \
-    { NULL, 0, 128, "text", NULL, "label", 0, 0, 0, NULL, 0 }
+    { NULL, 0, 128, "text", NULL, "label", 0, 0, 0, NULL, 0, 0 }
 
 /* A tokenizer: BERT's WordPiece over a vocab.txt (cased or not), or a Hugging Face tokenizer.json
  * (WordPiece, byte-level BPE, Unigram or WordLevel, with its normalizer, pre-tokenizer, added

@@ -102,6 +102,9 @@ static void print_text(graft_ctx *ctx, const graft_model *m, const char *path,
     print_values(m, 0, 0);
     printf("outputs\n");
     print_values(m, 1, 0);
+    const char *batch_why;
+    graft_model_fixed_batch(m, &batch_why);
+    if (batch_why[0]) printf("batch       %s\n", batch_why);
     printf("nodes       %lld\n", (long long)s->node_count);
     printf("ops        ");
     for (int i = 0; i < graft_model_op_type_count(m); i++) {
@@ -161,7 +164,11 @@ static void print_json(graft_ctx *ctx, const graft_model *m, const char *path,
     print_values(m, 0, 1);
     printf("], \"outputs\": [");
     print_values(m, 1, 1);
-    printf("], \"nodes\": %lld, \"ops\": {", (long long)s->node_count);
+    const char *batch_why;
+    printf("], \"fixed_batch\": %lld, \"batch\": ",
+           (long long)graft_model_fixed_batch(m, &batch_why));
+    print_json_string(batch_why);
+    printf(", \"nodes\": %lld, \"ops\": {", (long long)s->node_count);
     for (int i = 0; i < graft_model_op_type_count(m); i++) {
         const char *op;
         int64_t c;
@@ -205,15 +212,17 @@ static void print_json(graft_ctx *ctx, const graft_model *m, const char *path,
 static const cli_option info_options[] = {
     {"json", NULL, NULL, NULL, NULL,
      "one JSON object instead of text: model, producer, ir_version, opsets, inputs and outputs "
-     "[{name, dtype, shape}], nodes, ops, parameters, parameter_bytes, flops_per_sample, "
-     "auto_cut (the tensor; null when none), auto_cut_why, auto_cut_pooling (none, cls or "
-     "spatial), auto_cut_features (per sample; null when not known), metadata"},
+     "[{name, dtype, shape}], fixed_batch (0: any), batch (why), nodes, ops, parameters, "
+     "parameter_bytes, flops_per_sample, auto_cut (the tensor; null when none), auto_cut_why, "
+     "auto_cut_pooling (none, cls or spatial), auto_cut_features (per sample; null when not "
+     "known), metadata"},
 };
 
 static const cli_command info_command = {
     .name = "info",
     .usage = "MODEL [--json]",
     .about = "Describes an ONNX model: its inputs and outputs (symbolic dimensions by name), "
+             "the batch its graph fixes (larger batches then run in chunks), "
              "opsets, producer, the count of each op type, parameters, FLOPs per sample, the "
              "cut point `graft finetune --cut auto` would pick (the tensor, the pooling the cut "
              "adds, the "

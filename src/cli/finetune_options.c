@@ -78,7 +78,9 @@ static const cli_option options[] = {
     {"tokenizer", "FILE", NULL, NULL, NULL, "the same as --vocab"},
     {"cased", NULL, NULL, NULL, NULL,
      "keep case and accents (cased vocab.txt; a tokenizer.json normalizes as it says)"},
-    {"max-len", "N", "128", NULL, NULL, "tokens per text, [CLS] and [SEP] included"},
+    {"max-len", "N", "128", NULL, NULL,
+     "tokens per text, [CLS] and [SEP] included (a model whose input takes fewer, exactly L, "
+     "cuts them to L)"},
     {"pad", "longest|max", "longest", paddings, NULL,
      "pad each batch to its longest text, or every text to --max-len (a model whose input "
      "takes a fixed length always gets max)"},

@@ -118,8 +118,9 @@ static int metadata_int(const char *cmd, const graft_model *m, const char *key, 
     return cli_int(cmd, opt, v, min, max, out) ? 1 : 0;
 }
 
-/* max_len: the option, the metadata, the ids input's fixed length, 128; a fixed length must
- * match (and then texts are padded to it, else to each batch's longest). */
+/* max_len: the option, the metadata, the ids input's fixed length, 128. A fixed length takes
+ * every text padded to it (else each batch is padded to its longest); a longer max_len is cut to
+ * it (said once), a shorter one still cuts the texts (rows padded to the fixed length). */
 static int settle_max_len(const char *cmd, const graft_model *m, const text_overrides *o,
                           text_model *tm) {
     long len = o->max_len, fixed = -1;
@@ -130,16 +131,26 @@ static int settle_max_len(const char *cmd, const graft_model *m, const text_over
     }
     if (!len && metadata_int(cmd, m, "graft.text.max_len", 3, 8192, &len)) return 1;
     if (!len) len = fixed > 0 ? fixed : 128;
-    if (fixed > 0 && len != fixed)
-        return cli_error(cmd, "max-len %ld, but input '%s' takes exactly %ld tokens", len,
-                         tm->input[TEXT_IDS], fixed),
-               1;
+    text_fit_fixed_len(cmd, tm->input[TEXT_IDS], fixed, &len, &tm->data.pad_len);
     tm->data.max_len = (int)len;
     /* A fixed length takes every text padded to it; without a mask input the model attends to
      * the padding, so only one padding (max_len, as in training) gives a text the same result
      * whatever batch it is in. */
     tm->data.pad_to_longest = fixed < 0 && tm->input[TEXT_MASK] != NULL;
     return 0;
+}
+
+void text_fit_fixed_len(const char *cmd, const char *input, long fixed, long *max_len,
+                        int *pad_len) {
+    *pad_len = 0;
+    if (fixed <= 0) return;
+    if (*max_len > fixed)
+        fprintf(stderr,
+                "graft %s: note: input '%s' takes exactly %ld tokens: texts are cut to %ld tokens "
+                "(not max-len %ld)\n",
+                cmd, input, fixed, fixed, *max_len);
+    if (*max_len > fixed) *max_len = fixed;
+    if (*max_len < fixed) *pad_len = (int)fixed; /* cut at max_len, rows padded to fixed */
 }
 
 int text_model_open(const char *cmd, graft_ctx *ctx, const graft_model *m, const text_overrides *o,

@@ -32,7 +32,10 @@ static double measure_flops(graft_model *m) {
         tensor *bound = calloc((size_t)m->g.n_inputs + 1, sizeof *bound);
         if (bound && model_bind_inputs(m, in, m->g.n_inputs, bound, &e) == GRAFT_OK) {
             m->exec.count_flops = true;
-            if (exec_run(&m->exec, bound, &e) == GRAFT_OK) flops = m->exec.flops;
+            /* A fixed batch (the dummy's leading dim) counts as that many samples. */
+            int64_t batch =
+                m->g.n_inputs && bound[0].ndim > 0 && bound[0].dims[0] > 0 ? bound[0].dims[0] : 1;
+            if (exec_run(&m->exec, bound, &e) == GRAFT_OK) flops = m->exec.flops / (double)batch;
             m->exec.count_flops = false;
         }
         free(bound);
