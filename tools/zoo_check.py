@@ -277,8 +277,10 @@ def write_table(path, manifest, rows, gpu):
 
 def write_results(path, args, rows):
     """The GPU columns of this run, for the CPU run's --table (docs/zoo-gpu.json)."""
-    git = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                         capture_output=True, text=True).stdout.strip()
+    # The device tool's copy of the tree may carry an older .git: GRAFT_COMMIT names the commit.
+    git = os.environ.get("GRAFT_COMMIT") or subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+        text=True).stdout.strip()
     smi = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
                          capture_output=True, text=True) if args.device else None
     out = {"device": args.device, "commit": git, "date": time.strftime("%Y-%m-%d"),
