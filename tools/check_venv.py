@@ -8,7 +8,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VENV = os.path.join(ROOT, ".venv")
-MODULES = ["numpy", "onnx", "onnxruntime", "safetensors", "sklearn", "PIL", "tensorboard"]
+MODULES = ["numpy", "onnx", "onnxruntime", "safetensors", "sklearn", "PIL", "tensorboard", "tokenizers"]
 
 
 def inside(path, folder):
