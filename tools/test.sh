@@ -176,7 +176,7 @@ if setup_build build/release --buildtype=release; then
     # against Hugging Face's, graft run against ONNX Runtime, graft finetune against scikit-learn
     # and PyTorch's recipe (models/minilm/reference.json). SKIP lines without the packages.
     M=$GEN/minilm
-    rm -rf "$M/work"
+    rm -rf "$M"
     run_suite minilm_data python3 tools/make_fortunes_text.py "$M/data"
     run_suite minilm_fill_ts17 python3 tools/minilm_fill.py --skeleton models/minilm/minilm_ts17.onnx \
         --out "$M/models/ts17"
