@@ -153,6 +153,15 @@ GRAFT_API graft_status graft_model_input_info(const graft_model *model, int inde
                                               graft_value_info *info);
 GRAFT_API graft_status graft_model_output_info(const graft_model *model, int index,
                                                graft_value_info *info);
+/* The only batch the model's graph runs: 0 when it takes any. A graph can fix it by its inputs'
+ * declared leading dim (the dynamo exporter writes the traced one) or pin it in a node (a
+ * Reshape whose constant target holds the traced batch, as TorchScript exports of ShuffleNet
+ * and Swin have); graft_model_run then takes any batch anyway, running it in chunks of this
+ * batch (the last one padded by repeating its last row) and concatenating the outputs, which
+ * must all lead with the batch. *why (may be NULL) gets a sentence for tools ("fixed at 1 (the
+ * graph pins it in node '/Reshape' (Reshape))", or why a declared batch was let go), "" when
+ * there is nothing to say; it lives as long as the model. */
+GRAFT_API int64_t graft_model_fixed_batch(const graft_model *model, const char **why);
 
 /* Facts about a loaded model, for tools such as `graft info`. */
 typedef struct graft_model_summary {
@@ -181,10 +190,6 @@ GRAFT_API graft_status graft_model_metadata(const graft_model *model, int index,
 /* Set (or replace) a metadata_props entry; exports carry it. */
 GRAFT_API graft_status graft_model_set_metadata(graft_model *model, const char *key,
                                                 const char *value);
-/* The tensor the `auto` cut would pick: a CNN's pooled features (the input of its final
- * classifier), a BERT-family encoder's [CLS] hidden state. GRAFT_E_NOT_FOUND when neither fits. */
-GRAFT_API graft_status graft_model_auto_cut(const graft_model *model, const char **tensor_name,
-                                            const char **why);
 /* The token-embedding table that the integer input `input` (e.g. "input_ids") indexes: the
  * constant (rows, width) data of the Gather that reads it (directly or through Cast, Reshape,
  * Unsqueeze, Squeeze or Flatten). *rows gets its row count (ids must be below it) and
@@ -210,15 +215,38 @@ typedef enum graft_text_input {
 GRAFT_API graft_status graft_model_text_inputs(const graft_model *model,
                                                const char *names[GRAFT_TEXT_INPUT_COUNT]);
 
-/* How an encoder's (batch, sequence, hidden) state becomes one vector per sample. */
+/* How the cut tensor becomes one vector per sample (an encoder's tokens, a CNN's map). */
 typedef enum graft_pooling {
-    GRAFT_POOLING_AUTO = 0,   /* CNN cut: none; encoder cut: CLS */
-    GRAFT_POOLING_NONE = 1,   /* the cut tensor as it is */
-    GRAFT_POOLING_CLS = 2,    /* the first ([CLS]) token */
-    GRAFT_POOLING_POOLER = 3, /* the model's pooler output (tanh of a dense layer over [CLS]) */
-    GRAFT_POOLING_MEAN = 4,   /* mean over the tokens the attention mask marks */
-    GRAFT_POOLING_COUNT = 5
+    GRAFT_POOLING_AUTO = 0,    /* the auto cut: its rule's pooling; a named cut: CLS for a
+                                  (batch, sequence, hidden) tensor of a model with a mask, else
+                                  none */
+    GRAFT_POOLING_NONE = 1,    /* the cut tensor as it is */
+    GRAFT_POOLING_CLS = 2,     /* the first ([CLS]) token */
+    GRAFT_POOLING_POOLER = 3,  /* the model's pooler output (tanh of a dense layer over [CLS]) */
+    GRAFT_POOLING_MEAN = 4,    /* mean over the tokens the attention mask marks */
+    GRAFT_POOLING_SPATIAL = 5, /* a (N, C, H, W) map averaged over H and W, then (N, C) */
+    GRAFT_POOLING_COUNT = 6
 } graft_pooling;
+
+/* The cut `auto` takes (docs/training.md, "The auto cut", states the rules): walked back from
+ * each output through the classifier's tail (bias Add, Flatten, Reshape, Squeeze, Identity,
+ * Dropout, Cast, Softmax, LogSoftmax, Sigmoid; global average pooling and activations after a
+ * 1x1 Conv classifier), the input of the final classifier: a Gemm/MatMul with a constant weight
+ * over (N, F), or a 1x1 Conv with a constant weight (then pooled over H and W by the cut).
+ * Else the input of a Gemm/MatMul fed by global pooling; else an encoder's (batch, sequence,
+ * hidden) output, pooled to its [CLS] token. The strings live until the next call on the model. */
+typedef struct graft_auto_cut_info {
+    const char *tensor;    /* the tensor cut at */
+    const char *why;       /* which rule chose it, and the pooling the cut adds */
+    graft_pooling pooling; /* what GRAFT_POOLING_AUTO does there: NONE, CLS or SPATIAL */
+    int64_t features;      /* features per sample after that pooling; -1 when not known */
+} graft_auto_cut_info;
+/* GRAFT_E_NOT_FOUND (graft_last_error says why) when no rule fits. */
+GRAFT_API graft_status graft_model_auto_cut_info(const graft_model *model,
+                                                 graft_auto_cut_info *out);
+/* The same: the tensor's name and the why text only. */
+GRAFT_API graft_status graft_model_auto_cut(const graft_model *model, const char **tensor_name,
+                                            const char **why);
 
 /* Freeze the model at a cut point: `cut` is "auto" (graft_model_auto_cut's choice) or a tensor
  * name. Only the subgraph computing the cut tensor is kept (the rest, e.g. the old classifier, is
@@ -502,8 +530,9 @@ GRAFT_API graft_status graft_image_options_to_model(graft_model *model,
 
 /* How text becomes token ids (BERT's inputs). */
 typedef struct graft_text_options {
-    const char *vocab_path; /* BERT vocab.txt */
-    int cased;              /* 0: lower-case and strip accents (uncased vocabularies) */
+    const char *vocab_path; /* BERT vocab.txt, or a Hugging Face tokenizer.json */
+    int cased;              /* 0: lower-case and strip accents (uncased vocab.txt; a
+                               tokenizer.json normalizes as it says) */
     int max_len;            /* truncate/pad to this many tokens, [CLS] and [SEP] included */
     const char *text_column, *text_pair_column, *label_column; /* CSV/TSV columns */
     char label_separator; /* several labels in one field (multi-label); 0: one label */
@@ -513,16 +542,25 @@ typedef struct graft_text_options {
      * when not NULL, e.g. the one a model carries (see README, "text models"). */
     const char *vocab_data;
     size_t vocab_size;
+    /* Rows this many tokens wide when more than max_len (texts still cut at max_len, the rest
+     * [PAD] with mask 0): for a model whose inputs take exactly pad_len tokens. 0: max_len. */
+    int pad_len;
 } graft_text_options;
 #define GRAFT_TEXT_OPTIONS_INIT                                                                    \
-    { NULL, 0, 128, "text", NULL, "label", 0, 0, 0, NULL, 0 }
+    { NULL, 0, 128, "text", NULL, "label", 0, 0, 0, NULL, 0, 0 }
 
-/* BERT's WordPiece tokenizer over a vocab.txt, as Hugging Face's BertTokenizer (fast) encodes:
- * "[CLS] a [SEP]" or "[CLS] a [SEP] b [SEP]" (b NULL or "" for single texts), truncated to
- * max_len tokens (0: no limit; pairs cut 'longest_first'), padded to max_len when pad is set.
- * ids, type_ids and mask are caller buffers of cap entries; *len gets the length before
- * padding. Invalid UTF-8 is GRAFT_E_INVALID_ARGUMENT naming the byte offset. A loaded tokenizer
- * is read-only: threads may share it. */
+/* A tokenizer: BERT's WordPiece over a vocab.txt (cased or not), or a Hugging Face tokenizer.json
+ * (WordPiece, byte-level BPE, Unigram or WordLevel, with its normalizer, pre-tokenizer, added
+ * tokens and post-processor; `cased` does not apply: the file says how it normalizes). The file's
+ * content decides: a JSON object with a "model" member is a tokenizer.json. A component graft
+ * does not implement is GRAFT_E_INVALID_ARGUMENT naming it (see docs/data.md). Ids equal Hugging
+ * Face's: "[CLS] a [SEP]" or "[CLS] a [SEP] b [SEP]" for a vocab.txt (b NULL or "" for single
+ * texts), the post-processor's template for a tokenizer.json ("<s> a </s>" for RoBERTa);
+ * truncated to max_len tokens, special tokens included (0: no limit; pairs cut 'longest_first'),
+ * padded to max_len with the padding token when pad is set. ids, type_ids and mask are caller
+ * buffers of cap entries; *len gets the length before padding. Invalid UTF-8 is
+ * GRAFT_E_INVALID_ARGUMENT naming the byte offset. A loaded tokenizer is read-only: threads may
+ * share it. */
 typedef struct graft_tokenizer graft_tokenizer;
 GRAFT_API graft_status graft_tokenizer_load(graft_ctx *ctx, const char *vocab_path, int cased,
                                             graft_tokenizer **out);
@@ -530,7 +568,7 @@ GRAFT_API graft_status graft_tokenizer_encode(graft_ctx *ctx, const graft_tokeni
                                               const char *a, const char *b, int max_len, int pad,
                                               int64_t *ids, int64_t *type_ids, int64_t *mask,
                                               size_t cap, size_t *len);
-/* The same from a vocab.txt's bytes in memory (copied). */
+/* The same from a vocab.txt's or tokenizer.json's bytes in memory (copied). */
 GRAFT_API graft_status graft_tokenizer_load_memory(graft_ctx *ctx, const char *vocab, size_t size,
                                                    int cased, graft_tokenizer **out);
 /* The id of a token exactly as the vocabulary writes it ("[CLS]"), or -1. */
@@ -538,6 +576,20 @@ GRAFT_API int64_t graft_tokenizer_token_id(const graft_tokenizer *tok, const cha
 GRAFT_API void graft_tokenizer_free(graft_tokenizer *tok);
 /* The vocabulary's size: token ids run from 0 to this minus 1. */
 GRAFT_API int64_t graft_tokenizer_vocab_size(const graft_tokenizer *tok);
+/* The special tokens a text model is trained with, by role. */
+typedef enum graft_token_role {
+    GRAFT_TOKEN_CLS, /* starts a text: [CLS], <s> (the post-processor's first special token) */
+    GRAFT_TOKEN_SEP, /* ends one: [SEP], </s> */
+    GRAFT_TOKEN_PAD, /* fills padding: [PAD], <pad> (tokenizer.json: its padding's pad_id) */
+    GRAFT_TOKEN_UNK, /* the model's unknown token */
+    GRAFT_TOKEN_ROLE_COUNT
+} graft_token_role;
+/* The id of the token with that role, or -1 when the tokenizer has none. */
+GRAFT_API int64_t graft_tokenizer_special_id(const graft_tokenizer *tok, graft_token_role role);
+/* The text of an id as the vocabulary writes it (owned by tok), or NULL when out of range. */
+GRAFT_API const char *graft_tokenizer_token(const graft_tokenizer *tok, int64_t id);
+/* 1 when tok came from a tokenizer.json, 0 for a vocab.txt. */
+GRAFT_API int graft_tokenizer_is_json(const graft_tokenizer *tok);
 
 /* The image files under a folder, found as torchvision's ImageFolder finds them: recursively,
  * links followed, files whose names end (in any case) in .jpg .jpeg .png .ppm .bmp .pgm .tif

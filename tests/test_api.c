@@ -151,6 +151,20 @@ static void resnet_passes_and_planner(graft_ctx *ctx, const char *gen) {
     graft_model_free(m);
 }
 
+/* conv_acts: its two zero Pads become their Convs' padding; the Pad of 0.5 stays. */
+static void pads_folded(graft_ctx *ctx, const char *gen) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/conv_acts.onnx", gen);
+    graft_model *m;
+    if (graft_model_load(ctx, path, &m) != GRAFT_OK) {
+        MISSING("conv_acts_pad_folded", "conv_acts.onnx not generated");
+        return;
+    }
+    CHECK("conv_acts_pad_folded", count_op(m, "Pad") == 1, "%d Pad nodes left (want 1: 0.5)",
+          count_op(m, "Pad"));
+    graft_model_free(m);
+}
+
 static void bert_shape_chains_folded(graft_ctx *ctx, const char *gen) {
     char path[1024];
     snprintf(path, sizeof path, "%s/bert_tiny_decomposed.onnx", gen);
@@ -306,6 +320,7 @@ int main(int argc, char **argv) {
     opset_in_range_runs(ctx);
     resnet_passes_and_planner(ctx, gen);
     bert_shape_chains_folded(ctx, gen);
+    pads_folded(ctx, gen);
     graft_ctx_free(ctx);
     return test_failures ? 1 : 0;
 }

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# tests/test_cli.sh GRAFT GEN: the graft tool end to end: info (text and JSON), run against ONNX
-# Runtime's outputs, and a one-line error with a non-zero exit for every bad input.
+# tests/test_cli.sh GRAFT GEN [CUTS]: the graft tool end to end: info (text and JSON; with CUTS,
+# tools/make_cut_models.py's folder, the auto cut info prints for each family's head), run against
+# ONNX Runtime's outputs, and a one-line error with a non-zero exit for every bad input.
 set -u
 GRAFT=$1
 GEN=$2
+CUTS=${3:-}
 BAD=$GEN/bad
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -48,6 +50,31 @@ for model in resnet18 resnet50 bert_base mobilenet_tiny; do
         compare "$model" "$TMP/out_$model"
     check "cli_run_$model" $? "$(cat "$TMP/err.txt")"
 done
+
+# The auto cut as info prints it: tensor, pooling and feature size (text and JSON), or why not.
+if [ -n "$CUTS" ]; then
+    while read -r name tensor pooling features; do
+        "$GRAFT" info "$CUTS/$name.onnx" >"$TMP/info.txt" 2>"$TMP/err.txt" &&
+            "$GRAFT" info --json "$CUTS/$name.onnx" >"$TMP/info.json" 2>>"$TMP/err.txt" &&
+            python3 - "$TMP/info.txt" "$TMP/info.json" "$tensor" "$pooling" "$features" <<'PY'
+import json, sys
+text, js, tensor, pooling, features = sys.argv[1:]
+lines = open(text).read().splitlines()
+d = json.load(open(js))
+if tensor == "-":
+    assert any(l.startswith("auto cut    none: no cut point") for l in lines), lines
+    assert d["auto_cut"] is None and "no cut point" in d["auto_cut_why"], d
+else:
+    want = f"auto cut    {tensor} (pooling {pooling}, {features} features)"
+    k = lines.index(want)
+    assert lines[k + 1].startswith("  why       the input of") or "pooled" in lines[k + 1], lines[k + 1]
+    assert (d["auto_cut"], d["auto_cut_pooling"], d["auto_cut_features"]) == \
+        (tensor, pooling, int(features)), d
+    assert d["auto_cut_why"] == lines[k + 1][len("  why       "):]
+PY
+        check "cli_info_auto_cut_$name" $? "$(cat "$TMP/err.txt")"
+    done <"$CUTS/cut_models.txt"
+fi
 
 expect_error() { # expect_error NAME NEEDLE ARGS...: non-zero exit, one stderr line naming NEEDLE
     local name=$1 needle=$2

@@ -227,9 +227,9 @@ del m.metadata_props[:]
 m.metadata_props.extend(keep)
 onnx.save(m, sys.argv[2])
 PY
-one_error text_predict_no_vocab 1 'give its vocab.txt with --vocab' \
+one_error text_predict_no_vocab 1 'give its vocab.txt or tokenizer.json with --vocab' \
     "$GRAFT" predict --model "$TMP/bare.onnx" --text "$T"
-one_error text_eval_no_vocab 1 'carries no vocabulary' \
+one_error text_eval_no_vocab 1 'carries no tokenizer' \
     "$GRAFT" eval --model "$TMP/bare.onnx" --data "$TMP/test.csv"
 "$GRAFT" predict --model "$TMP/bare.onnx" --vocab "$V" --max-len 16 --lines "$TMP/lines.txt" \
     --format jsonl --top-k 3 >"$TMP/bare.jsonl" 2>"$TMP/bare.err"

@@ -1,6 +1,8 @@
 /* test_cut.c: graft_model_cut on generated models: the features of the cut model agree with the
  * uncut model (ResNet: the classifier applied to the features gives the logits; BERT: CLS, pooler
- * and masked mean equal what the full model's outputs give), and bad cuts are clear errors. */
+ * and masked mean equal what the full model's outputs give), bad cuts are clear errors, and the
+ * `auto` cut of each family's head (tools/make_cut_models.py) takes the tensor its rule names,
+ * pooled as the rule says, equal to ONNX Runtime's value of it. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,12 +171,97 @@ static void bad_cuts(void) {
     loaded_close(&l);
 }
 
+static graft_pooling pooling_of(const char *name) {
+    return !strcmp(name, "spatial") ? GRAFT_POOLING_SPATIAL
+           : !strcmp(name, "cls")   ? GRAFT_POOLING_CLS
+                                    : GRAFT_POOLING_NONE;
+}
+
+/* One family's head: the auto cut's tensor, pooling and feature size, then the cut model's
+ * features against ONNX Runtime's (NAME.want.npy). want_tensor "-": no cut point. */
+static void family_cut(const char *dir, const char *name, const char *want_tensor,
+                       const char *want_pooling, long long want_features) {
+    char path[1024], test[160], err[256];
+    loaded l = {0};
+    snprintf(path, sizeof path, "%s/%s.onnx", dir, name);
+    snprintf(test, sizeof test, "%s_auto", name);
+    if (loaded_open(&l, path, dir, name) != 0) {
+        MISSING(test, path);
+        loaded_close(&l);
+        return;
+    }
+    graft_auto_cut_info info;
+    graft_status st = graft_model_auto_cut_info(l.m, &info);
+    if (!strcmp(want_tensor, "-")) {
+        CHECK(test, st == GRAFT_E_NOT_FOUND && strstr(graft_last_error(l.ctx), "no cut point"),
+              "status %d, tensor '%s'", st, st == GRAFT_OK ? info.tensor : graft_last_error(l.ctx));
+        st = graft_model_cut(l.m, "auto", GRAFT_POOLING_AUTO);
+        snprintf(test, sizeof test, "%s_cut_refused", name);
+        CHECK(test, st == GRAFT_E_NOT_FOUND, "status %d", st);
+        loaded_close(&l);
+        return;
+    }
+    CHECK(test,
+          st == GRAFT_OK && !strcmp(info.tensor, want_tensor) &&
+              info.pooling == pooling_of(want_pooling) && info.features == want_features,
+          "status %d: tensor '%s' (want '%s'), pooling %d (want %s), %lld features (want %lld): %s",
+          st, st == GRAFT_OK ? info.tensor : "", want_tensor,
+          st == GRAFT_OK ? (int)info.pooling : -1, want_pooling,
+          st == GRAFT_OK ? (long long)info.features : -1, want_features,
+          st == GRAFT_OK ? info.why : graft_last_error(l.ctx));
+    graft_tensor want = {0}, got;
+    snprintf(path, sizeof path, "%s/%s.want.npy", dir, name);
+    snprintf(test, sizeof test, "%s_features_match_ort", name);
+    if (npy_read(path, &want, err, sizeof err) != 0) {
+        MISSING(test, err);
+        loaded_close(&l);
+        return;
+    }
+    st = graft_model_cut(l.m, "auto", GRAFT_POOLING_AUTO);
+    float *f = st == GRAFT_OK ? run_output(&l, 0, &got) : NULL;
+    if (f) {
+        int same_shape =
+            got.ndim == want.ndim && got.dims[0] == want.dims[0] && got.dims[1] == want.dims[1];
+        double rel = same_shape ? test_rel_error(&got, &want) : INFINITY;
+        CHECK(test, same_shape && rel < 1e-5,
+              "features rank %d (%lld, %lld), want (%lld, %lld); max relative error %.3g", got.ndim,
+              (long long)got.dims[0], (long long)(got.ndim > 1 ? got.dims[1] : 0),
+              (long long)want.dims[0], (long long)want.dims[1], rel);
+    } else {
+        CHECK(test, 0, "%s", graft_last_error(l.ctx));
+    }
+    free(f);
+    free(want.data);
+    loaded_close(&l);
+}
+
+/* Every model tools/make_cut_models.py listed in DIR/cut_models.txt. */
+static void family_cuts(const char *dir) {
+    char path[1024], name[128], tensor[128], pooling[32];
+    long long features;
+    snprintf(path, sizeof path, "%s/cut_models.txt", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        MISSING("cut_families", path);
+        return;
+    }
+    int n = 0;
+    while (fscanf(f, "%127s %127s %31s %lld", name, tensor, pooling, &features) == 4) {
+        family_cut(dir, name, tensor, pooling, features);
+        n++;
+    }
+    fclose(f);
+    CHECK("cut_families_listed", n >= 10, "%d models in %s", n, path);
+}
+
 int main(int argc, char **argv) {
     gen = argc > 1 ? argv[1] : "tests/data/gen";
+    const char *families = argc > 2 ? argv[2] : "build/test-logs/cut_models";
     resnet_features();
     bert_pooling(GRAFT_POOLING_AUTO, "cut_bert_cls");
     bert_pooling(GRAFT_POOLING_POOLER, "cut_bert_pooler");
     bert_pooling(GRAFT_POOLING_MEAN, "cut_bert_mean");
     bad_cuts();
+    family_cuts(families);
     return test_failures ? 1 : 0;
 }

@@ -8,7 +8,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VENV = os.path.join(ROOT, ".venv")
-MODULES = ["numpy", "onnx", "onnxruntime", "safetensors", "sklearn", "PIL", "tensorboard", "tokenizers"]
+MODULES = ["numpy", "onnx", "onnxruntime", "safetensors", "sklearn", "PIL", "tensorboard",
+           "tokenizers", "sentencepiece"]
 
 
 def inside(path, folder):

@@ -18,6 +18,11 @@ Models (into --out, default tests/data/gen/ under the repository root):
   mobilenet_tiny           MobileNetV2-style, BN folded into Conv bias (as torch exports in
                            eval mode), depthwise Conv, Clip(0, 6) with min/max inputs, opset 13,
                            static input (1, 3, 64, 64).
+  conv_acts                every activation the CPU fuses into a Conv or runs through oneDNN's
+                           eltwise: Conv -> Clip(0, 6), Sigmoid*Mul (SiLU as exporters write
+                           it), HardSwish, LeakyRelu, Add -> Clip, Tanh, Elu, Gelu, Mish, and
+                           stand-alone Sigmoid/Exp/Log/Sqrt/Tanh on tensors large enough for
+                           oneDNN; opset 20, input (2, 8, 32, 32), output `y`.
 
 Weights: random but shaped like trained ones, so that activations stay O(1) and relative-error
 comparisons mean something. ResNet convs are Kaiming-normal (fan_in); BN gamma ~ 1 +- 0.1
@@ -598,6 +603,59 @@ def build_mobilenet_tiny(seed):
     return model, feeds
 
 
+def build_conv_acts(seed):
+    rng = np.random.default_rng(seed)
+    g = Builder("scoped")
+    c = 8
+
+    def conv(scope, x, k=3, groups=1, pads=None):
+        w = g.init(f"{scope}.weight", normal(rng, (c, c // groups, k, k),
+                                               math.sqrt(2.0 / (c // groups * k * k))))
+        b = g.init(f"{scope}.bias", normal(rng, c, 0.2))
+        return g.node(scope, "Conv", [x, w, b], group=groups, kernel_shape=[k, k],
+                      pads=[k // 2] * 4 if pads is None else pads, strides=[1, 1])
+
+    def pad(scope, x, amounts, value=None):
+        ins = [x, g.init(f"{scope}.pads", np.array(amounts, np.int64))]
+        if value is not None:
+            ins.append(g.const(scope, value, np.float32))
+        return g.node(scope, "Pad", ins, mode="constant")
+
+    # Pads graft folds into the Conv after them (symmetric; asymmetric plus the Conv's own),
+    # and one it must not (a non-zero value).
+    x = conv("/p0", pad("/p0", "input", [0, 0, 1, 1, 0, 0, 1, 1]), pads=[0, 0, 0, 0])
+    x = conv("/p1", pad("/p1", x, [0, 0, 2, 0, 0, 0, 0, 1], 0.0), pads=[0, 1, 0, 0])
+    x = conv("/p2", pad("/p2", x, [0, 0, 1, 1, 0, 0, 1, 1], 0.5), pads=[0, 0, 0, 0])
+    y = conv("/c0", x)
+    x = g.node("/a0", "Clip", [y, g.const("/a0", 0.0, np.float32), g.const("/a0", 6.0, np.float32)])
+    y = conv("/c1", x, groups=c)
+    x = g.node("/a1", "Mul", [y, g.node("/a1", "Sigmoid", [y])])
+    x = g.node("/a2", "HardSwish", [conv("/c2", x, k=1)])
+    x = g.node("/a3", "LeakyRelu", [conv("/c3", x)], alpha=0.1)
+    res = x
+    y = conv("/c4", x)
+    x = g.node("/a4", "Clip", [g.node("/a4", "Add", [y, res]), g.const("/a4", -1.0, np.float32),
+                               g.const("/a4", 1.5, np.float32)])
+    x = g.node("/a5", "Tanh", [conv("/c5", x)])
+    x = g.node("/a6", "Elu", [conv("/c6", x)], alpha=0.7)
+    x = g.node("/a7", "Gelu", [conv("/c7", x)])
+    x = g.node("/a8", "Mish", [conv("/c8", x)])
+    # stand-alone activations (no Conv before them)
+    x = g.node("/e0", "Sigmoid", [g.node("/e0", "Mul", [x, g.const("/e0", 2.0, np.float32)])])
+    x = g.node("/e1", "Log", [g.node("/e1", "Exp", [x])])
+    x = g.node("/e2", "Sqrt", [g.node("/e2", "Abs", [x])])
+    x = g.node("/e3", "Tanh", [g.node("/e3", "Sub", [x, g.const("/e3", 0.5, np.float32)])])
+    g.node("", "Identity", [x], outputs=["y"])
+    shape = [2, c, 32, 32]
+    inputs = [helper.make_tensor_value_info("input", TensorProto.FLOAT, shape)]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)]
+    model = g.model("main_graph", inputs, outputs, opset=20, ir_version=9,
+                    doc=f"Conv + activation chains, random weights (seed {seed})")
+    feeds = {"input": (np.random.default_rng(seed + 1).standard_normal(shape) * 2)
+             .astype(np.float32)}
+    return model, feeds
+
+
 # ----------------------------------------------------------------------------------------
 # Driver
 # ----------------------------------------------------------------------------------------
@@ -608,6 +666,7 @@ MODELS = {
     "bert_base": dict(build=lambda: build_bert(BERT_BASE, seed=2001), external=True),
     "bert_tiny_decomposed": dict(build=lambda: build_bert(BERT_TINY, seed=2002), external=False),
     "mobilenet_tiny": dict(build=lambda: build_mobilenet_tiny(seed=3001), external=False),
+    "conv_acts": dict(build=lambda: build_conv_acts(seed=3101), external=False),
 }
 
 

@@ -65,6 +65,9 @@ python3 tools/make_bad_models.py --out "$GEN/bad" >"$LOGS/make_bad_models.log" 2
     { tail -20 "$LOGS/make_bad_models.log"; failed=$((failed + 1)); }
 python3 tools/make_prune_models.py --out "$GEN/prune" >"$LOGS/make_prune_models.log" 2>&1 ||
     { tail -20 "$LOGS/make_prune_models.log"; echo "FAIL make_prune_models"; failed=$((failed + 1)); }
+# The classifier heads of each model family, for the cut suite's `--cut auto` checks.
+python3 tools/make_cut_models.py --out "$LOGS/cut_models" >"$LOGS/make_cut_models.log" 2>&1 ||
+    { tail -20 "$LOGS/make_cut_models.log"; echo "FAIL make_cut_models"; failed=$((failed + 1)); }
 
 note "building build/release (oneDNN) and build/asan (ASan+UBSan, reference kernels)"
 if setup_build build/release --buildtype=release; then
@@ -85,14 +88,24 @@ if setup_build build/release --buildtype=release; then
         tail -20 "$LOGS/make_onnx_node_tests.log"
         echo "FAIL make_onnx_node_tests"; failed=$((failed + 1))
     fi
+    # ONNX's node tests re-stamped at every older opset (7 to 21) where they are still valid,
+    # ONNX Runtime's outputs expected: the versions of each op that old exports write.
+    rm -rf "$LOGS/onnx_opsets"
+    if python3 tools/make_opset_sweep.py --out "$LOGS/onnx_opsets" >"$LOGS/make_opset_sweep.log" 2>&1; then
+        run_suite conformance_opsets $R/tests/conformance --data "$LOGS/onnx_opsets" \
+            --known tests/known_failures.txt
+    else
+        tail -20 "$LOGS/make_opset_sweep.log"
+        echo "FAIL make_opset_sweep"; failed=$((failed + 1))
+    fi
     for t in $R/tests/test_nn_kernels $R/tests/test_shape_inference $R/tests/test_elementwise \
         $R/tests/test_norm_resize; do
         [ -x "$t" ] && run_suite "$(basename "$t")" "$t"
     done
-    run_suite parity $R/tests/test_parity "$GEN" resnet18 resnet50 bert_base bert_tiny_decomposed mobilenet_tiny
-    run_suite parity_reference $R/tests/test_parity "$GEN" --reference resnet18 bert_tiny_decomposed mobilenet_tiny
+    run_suite parity $R/tests/test_parity "$GEN" resnet18 resnet50 bert_base bert_tiny_decomposed mobilenet_tiny conv_acts
+    run_suite parity_reference $R/tests/test_parity "$GEN" --reference resnet18 bert_tiny_decomposed mobilenet_tiny conv_acts
     run_suite api $R/tests/test_api "$GEN/bad" "$GEN"
-    run_suite cpu_fusion $R/tests/test_cpu_fusion "$GEN" resnet18 resnet50 bert_tiny_decomposed bert_base
+    run_suite cpu_fusion $R/tests/test_cpu_fusion "$GEN" resnet18 resnet50 bert_tiny_decomposed bert_base mobilenet_tiny conv_acts
     run_suite layout_plan $R/tests/test_layout_plan "$GEN"
     run_suite device $R/tests/test_device models/digits_cnn.onnx
     # On the GPU (SKIP lines without one): the end-to-end models against ONNX Runtime's outputs.
@@ -114,7 +127,7 @@ if setup_build build/release --buildtype=release; then
     run_suite safetensors_py_read python3 tools/check_safetensors.py read build/test-logs/st
     run_suite ridge $R/tests/test_ridge tests/data/ridge_fixture.txt
     run_suite grad $R/tests/test_grad tests/data/loss_fixtures.json
-    run_suite cut $R/tests/test_cut "$GEN"
+    run_suite cut $R/tests/test_cut "$GEN" "$LOGS/cut_models"
     rm -rf build/test-logs/prune_masks && mkdir -p build/test-logs/prune_masks
     run_suite prune_masks $R/tests/test_prune_masks "$GEN" build/test-logs/prune_masks
     run_suite prune_masks_ort python3 tools/check_export.py build/test-logs/prune_masks
@@ -149,16 +162,21 @@ if setup_build build/release --buildtype=release; then
     run_suite text_table $R/tests/test_text_table tests/data/text
     run_suite image_decode $R/tests/test_image_decode tests/data/images
     run_suite transforms $R/tests/test_transforms tests/data/transforms/fixtures.bin
-    run_suite cli tests/test_cli.sh $R/graft "$GEN"
+    run_suite cli tests/test_cli.sh $R/graft "$GEN" "$LOGS/cut_models"
     run_suite cli_finetune tests/test_cli_finetune.sh $R/graft "$GEN"
     run_suite cli_checkpoint tests/test_cli_checkpoint.sh $R/graft "$GEN"
     run_suite cli_text tests/test_cli_text.sh $R/graft "$GEN"
+    # tokenizer.json files (tools/make_hf_tokenizers.py, made afresh by the first suite that
+    # needs them): finetune/predict/eval with RoBERTa's and XLM-R's layouts.
+    rm -rf build/hf-tokenizers
+    run_suite cli_text_hf tests/test_cli_text_hf.sh $R/graft "$GEN" build/hf-tokenizers
     run_suite prune_heads $R/tests/test_prune_heads "$GEN" build/test-logs
     run_suite cli_prune tests/test_cli_prune.sh $R/graft "$GEN"
     run_suite cli_tools tests/test_cli_tools.sh $R/graft "$GEN"
     run_suite cli_help tests/test_cli_help.sh $R/graft
     run_suite cli_images tests/test_cli_images.sh $R/graft "$GEN"
     run_suite cli_names tests/test_cli_names.sh $R/graft "$GEN"
+    run_suite cli_fixbatch tests/test_cli_fixbatch.sh $R/graft
     rm -rf build/test-logs/runlog build/test-logs/runlog-interrupted
     run_suite run_log $R/tests/test_run_log build/test-logs/runlog
     run_suite tensorboard python3 tools/check_tensorboard.py build/test-logs/runlog \
@@ -166,6 +184,9 @@ if setup_build build/release --buildtype=release; then
     run_suite report_html tools/check_report.sh build/test-logs/runlog
     run_suite wordpiece $R/tests/test_wordpiece tests/data/tokenizer
     run_suite tokenize_cli tests/test_tokenize_cli.sh $R/graft tests/data/tokenizer
+    # tokenizer.json (byte-level BPE, Unigram with a precompiled charsmap, WordPiece, mixes)
+    # against Hugging Face's tokenizers on every corpus line.
+    run_suite hf_tokenizers python3 tests/test_hf_tokenizers.py $R/graft build/hf-tokenizers
     run_suite cli_device tests/test_cli_device.sh $R/graft "$GEN"
     # The model zoo (models/zoo.tgz: torchvision, timm and Hugging Face exports as the exporters
     # write them, random weights): load, parity with ONNX Runtime, finetune, export;
@@ -222,7 +243,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     run_suite asan_safetensors $A/tests/test_safetensors build/test-logs/st
     run_suite asan_ridge $A/tests/test_ridge tests/data/ridge_fixture.txt
     run_suite asan_grad $A/tests/test_grad tests/data/loss_fixtures.json
-    run_suite asan_cut $A/tests/test_cut "$GEN"
+    run_suite asan_cut $A/tests/test_cut "$GEN" "$LOGS/cut_models"
     rm -rf build/test-logs/prune_masks-asan && mkdir -p build/test-logs/prune_masks-asan
     run_suite asan_prune_masks $A/tests/test_prune_masks "$GEN" build/test-logs/prune_masks-asan --quick
     run_suite asan_prune_channels $A/tests/test_prune_channels "$GEN" build/test-logs/prune_channels-asan mobilenet_tiny
@@ -249,7 +270,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     for t in $A/tests/test_shape_inference $A/tests/test_elementwise $A/tests/test_norm_resize; do
         [ -x "$t" ] && run_suite "asan_$(basename "$t")" "$t"
     done
-    run_suite asan_cli tests/test_cli.sh $A/graft "$GEN"
+    run_suite asan_cli tests/test_cli.sh $A/graft "$GEN" "$LOGS/cut_models"
     run_suite asan_cli_finetune tests/test_cli_finetune.sh $A/graft "$GEN"
     run_suite asan_cli_checkpoint tests/test_cli_checkpoint.sh $A/graft "$GEN"
     run_suite asan_cli_text tests/test_cli_text.sh $A/graft "$GEN"
@@ -257,10 +278,12 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     run_suite asan_cli_help tests/test_cli_help.sh $A/graft
     run_suite asan_cli_images tests/test_cli_images.sh $A/graft "$GEN"
     run_suite asan_cli_names tests/test_cli_names.sh $A/graft "$GEN"
+    run_suite asan_cli_fixbatch tests/test_cli_fixbatch.sh $A/graft
     rm -rf build/test-logs/runlog-asan build/test-logs/runlog-asan-interrupted
     run_suite asan_run_log $A/tests/test_run_log build/test-logs/runlog-asan
     run_suite asan_wordpiece $A/tests/test_wordpiece tests/data/tokenizer
     run_suite asan_tokenize_cli tests/test_tokenize_cli.sh $A/graft tests/data/tokenizer
+    run_suite asan_hf_tokenizers python3 tests/test_hf_tokenizers.py $A/graft build/hf-tokenizers
     run_suite asan_cli_device tests/test_cli_device.sh $A/graft "$GEN"
 else
     echo "FAIL build_asan"; failed=$((failed + 1))

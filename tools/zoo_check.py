@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -26,8 +27,12 @@ import onnxruntime as ort
 ort.set_default_logger_severity(3)  # exporters declare batch-1 outputs that a batch of 2 "mismatches"
 
 ROOT = Path(__file__).resolve().parent.parent
-STAGES = ["load", "parity", "finetune", "export"]
+STAGES = ["load", "parity", "finetune", "export", "prune"]
+GPU_STAGES = ["gpu_fp32", "gpu_bf16"]
 TOL = 1e-4
+# On the GPU (--device): fp32 as tight as the CPU's parity allows for cuDNN's and cuBLASLt's
+# summation orders; bf16 as tests/test_parity.c's half-precision model check.
+GPU_TOL = {"gpu_fp32": 1e-3, "gpu_bf16": 2e-1}
 
 
 def positive_inputs(model):
@@ -94,15 +99,15 @@ def graft(args, cmd, timeout=300):
     return p.returncode, (p.stderr.strip().splitlines() or [""])[-1][:300]
 
 
-def run_and_compare(args, path, feeds, work):
-    """graft run against ONNX Runtime: (ok, note)."""
+def run_and_compare(args, path, feeds, work, extra=(), tol=TOL):
+    """graft run (with extra options such as --device) against ONNX Runtime: (ok, note)."""
     try:
         sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         want = sess.run(None, feeds)
     except Exception as e:  # noqa: BLE001 (the reference cannot run it: say so)
         return False, f"ONNX Runtime fails too: {str(e).splitlines()[0][:160]}"
     names = [o.name for o in sess.get_outputs()]
-    cmd = ["run", str(path), "--output-dir", str(work / "out")]
+    cmd = ["run", str(path), "--output-dir", str(work / "out")] + list(extra)
     for k, v in feeds.items():
         np.save(work / f"in_{len(cmd)}.npy", v)
         cmd += ["--input", f"{k}={work / f'in_{len(cmd)}.npy'}"]
@@ -120,12 +125,15 @@ def run_and_compare(args, path, feeds, work):
             return False, f"output '{name}': shape {got.shape}, ONNX Runtime {w.shape}"
         if w.dtype.kind == "f":
             worst = max(worst, rel_err(got, w))
-    return worst <= TOL, f"max relative error {worst:.2g}"
+    return worst <= tol, f"max relative error {worst:.2g}"
 
 
 def finetune(args, path, kind, work):
     out = work / "grafted.onnx"
-    common = ["finetune", "--model", str(path), "--out", str(out), "--epochs", "2", "--seed", "0"]
+    # --cache: the feature cache needs the feature size known when the model loads (shape
+    # inference through the whole backbone), as users' runs with a cache do.
+    common = ["finetune", "--model", str(path), "--out", str(out), "--epochs", "2", "--seed", "0",
+              "--cache", str(work / "cache")]
     if kind == "image":
         cmd = common + ["--data", str(ROOT / "examples/digits/train"), "--val-split", "0.2",
                         "--batch", "8"]
@@ -137,6 +145,27 @@ def finetune(args, path, kind, work):
                         "--max-len", "16", "--val-split", "0.2", "--batch", "8"]
     rc, err = graft(args, cmd, timeout=600)
     return (rc == 0 and out.exists()), (err if rc else "trained 2 epochs"), out
+
+
+def prune(args, path, kind, feeds, work):
+    """graft prune (channels for CNNs, heads for encoders): the pruned model must match ONNX
+    Runtime; a refusal passes when it says why (a crash or a silent failure does not)."""
+    out = work / "pruned.onnx"
+    method = "channels" if kind == "image" else "heads"
+    rc, err = graft(args, ["prune", "--model", str(path), "--method", method, "--sparsity",
+                           "0.25", "--iters", "1", "--out", str(out)])
+    if rc != 0:
+        clear = rc == 1 and err.startswith("graft prune: ") and len(err) > len("graft prune: ") + 10
+        return clear, f"refused: {err}" if clear else f"exit status {rc}: {err}"
+    ok, note = run_and_compare(args, out, feeds, work)
+    return ok, f"{method} 0.25: {note}"
+
+
+def check_gpu(args, path, feeds, work, res):
+    """graft run on the GPU (fp32 and bf16) against ONNX Runtime on the CPU."""
+    for stage in GPU_STAGES:
+        extra = ["--device", args.device, "--precision", stage.split("_")[1]]
+        res[stage] = run_and_compare(args, path, feeds, work, extra, GPU_TOL[stage])
 
 
 def check_model(args, rec, tmp):
@@ -154,12 +183,19 @@ def check_model(args, rec, tmp):
     # Images at batch 1 (TorchScript exports often bake the traced batch into Reshapes), texts
     # at 2 (two rows of one length).
     batch = 1 if rec["kind"] == "image" else 2
-    res["parity"] = run_and_compare(args, path, model_inputs(model, rec["kind"], batch), work)
+    feeds = model_inputs(model, rec["kind"], batch)
+    res["parity"] = run_and_compare(args, path, feeds, work)
+    if args.device:
+        check_gpu(args, path, feeds, work, res)
+    if "finetune" not in args.stages:
+        return res
     ok, note, out = finetune(args, path, rec["kind"], work)
     res["finetune"] = (ok, note)
     if ok:
         grafted = onnx.load(str(out))
         res["export"] = run_and_compare(args, out, model_inputs(grafted, rec["kind"], batch), work)
+    if "prune" in args.stages:
+        res["prune"] = prune(args, path, rec["kind"], feeds, work)
     return res
 
 
@@ -173,12 +209,12 @@ def read_known(path):
     return known
 
 
-def report(rec, res, known):
-    """PASS/FAIL/KNOWN/FIXED lines; returns the table row's cells."""
-    cells = []
-    for stage in STAGES:
+def report(rec, res, known, stages):
+    """PASS/FAIL/KNOWN/FIXED lines; returns the table row's cells {stage: text}."""
+    cells = {}
+    for stage in stages:
         if stage not in res:
-            cells.append("-")
+            cells[stage] = "-"
             continue
         ok, note = res[stage]
         key = (rec["name"], stage)
@@ -187,19 +223,33 @@ def report(rec, res, known):
             print(f"{'FIXED' if ok else 'KNOWN'} {tag}: {note if not ok else 'passes now'} ({known[key]})")
         else:
             print(f"{'PASS' if ok else 'FAIL'} {tag}" + ("" if ok else f": {note}"))
-        cells.append("yes" if ok else f"no: {note}".replace("|", "/")[:120])
+        text = ("yes" if not note.startswith("refused") else f"refused: {note[9:]}") if ok \
+            else f"no: {note}"
+        cells[stage] = text.replace("|", "/")[:120]
     return cells
 
 
-def summary(rows):
+def summary(rows, stages):
     exported = [cells for rec, cells in rows if rec["ok"]]
-    counts = {st: sum(1 for c in exported if len(c) > k and c[k] == "yes")
-              for k, st in enumerate(STAGES)}
-    return (f"{len(rows)} exports tried, {len(exported)} written by the exporter; of those: "
-            + ", ".join(f"{st} {counts[st]}" for st in STAGES) + ".")
+    counts = {st: sum(1 for c in exported if c.get(st, "-") == "yes") for st in stages}
+    line = (f"{len(rows)} exports tried, {len(exported)} written by the exporter; of those: "
+            + ", ".join(f"{st} {counts[st]}" for st in stages) + ".")
+    refused = sum(1 for c in exported if c.get("prune", "").startswith("refused"))
+    return line + (f" prune refused with a reason: {refused}." if refused else "")
 
 
-def write_table(path, manifest, rows):
+def write_table(path, manifest, rows, gpu):
+    """docs/models.md: the CPU run's rows, with the GPU columns of the last GPU run (gpu: the
+    --results JSON that run wrote, or None)."""
+    stages = STAGES + (GPU_STAGES if gpu else [])
+    for rec, cells in rows:
+        for st in GPU_STAGES:
+            if gpu:
+                cells[st] = gpu["models"].get(rec["name"], {}).get(st, "-")
+    gpu_note = (f" `gpu_fp32` / `gpu_bf16`: graft run --device {gpu['device']} against ONNX "
+                f"Runtime on the CPU (max relative error <= {GPU_TOL['gpu_fp32']:g} / "
+                f"{GPU_TOL['gpu_bf16']:g}), from the GPU run at {gpu['commit']} on {gpu['date']} "
+                f"({gpu['gpu']})." if gpu else " The GPU columns: not measured yet.")
     lines = ["# Model zoo: what graft loads, matches and fine-tunes", "",
              "Written by `tools/zoo_check.py --table docs/models.md` (the CPU build) from the",
              "skeletons in `models/zoo.tgz` that `tools/zoo_export.py` exported with torch "
@@ -207,19 +257,35 @@ def write_table(path, manifest, rows):
              f"{manifest.get('timm')}, transformers {manifest.get('transformers')} (random weights, "
              "reduced depth for the transformers; default names untouched). `load`: graft info; "
              "`parity`: graft run vs ONNX Runtime (max relative error <= 1e-4); `finetune`: graft "
-             "finetune --epochs 2 on examples/digits/train or examples/reviews/train.csv; `export`: "
-             "the grafted model in graft vs ONNX Runtime. `-`: not reached. Not measured yet: "
-             "prune, and the GPU (fp32/bf16 against the CPU).", "", summary(rows), "",
-             "| model | exporter | opset | inputs | load | parity | finetune | export |",
-             "|---|---|---|---|---|---|---|---|"]
+             "finetune --epochs 2 --cache DIR on examples/digits/train or examples/reviews/train.csv; `export`: "
+             "the grafted model in graft vs ONNX Runtime; `prune`: graft prune --method channels "
+             "(images) or heads (texts) --sparsity 0.25, the pruned model in graft vs ONNX Runtime, "
+             "or the reason graft gives for refusing. `-`: not reached." + gpu_note, "",
+             summary(rows, stages), "",
+             "| model | exporter | opset | inputs | " + " | ".join(stages) + " |",
+             "|---|---|---|---|" + "---|" * len(stages)]
     for rec, cells in rows:
         if not rec["ok"]:
             lines.append(f"| {rec['model']} | {rec['exporter']} | | | export failed: "
-                         f"{rec['error'][:100]} | - | - | - |")
+                         f"{rec['error'][:100]} |" + " - |" * (len(stages) - 1))
             continue
         lines.append(f"| {rec['model']} | {rec['exporter']} | {rec.get('opset', '')} | "
-                     f"{', '.join(rec.get('inputs', []))} | " + " | ".join(cells) + " |")
+                     f"{', '.join(rec.get('inputs', []))} | "
+                     + " | ".join(cells.get(st, "-") for st in stages) + " |")
     Path(path).write_text("\n".join(lines) + "\n")
+
+
+def write_results(path, args, rows):
+    """The GPU columns of this run, for the CPU run's --table (docs/zoo-gpu.json)."""
+    git = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                         capture_output=True, text=True).stdout.strip()
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                         capture_output=True, text=True) if args.device else None
+    out = {"device": args.device, "commit": git, "date": time.strftime("%Y-%m-%d"),
+           "gpu": (smi.stdout.strip().splitlines() or ["?"])[0] if smi else "",
+           "models": {rec["name"]: {st: cells[st] for st in GPU_STAGES if st in cells}
+                      for rec, cells in rows if rec["ok"]}}
+    Path(path).write_text(json.dumps(out, indent=1) + "\n")
 
 
 def main():
@@ -229,7 +295,15 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--known", default=str(ROOT / "tests/zoo_known.txt"))
     ap.add_argument("--table")
+    ap.add_argument("--device", default="",
+                    help="also run on this GPU (cuda:0) in fp32 and bf16 against ONNX Runtime")
+    ap.add_argument("--results", help="write this run's GPU columns to this JSON file")
+    ap.add_argument("--gpu-results", default=str(ROOT / "docs/zoo-gpu.json"),
+                    help="the GPU columns for --table (written by a --device --results run)")
+    ap.add_argument("--stages", default=",".join(STAGES[2:]),
+                    help="stages after load and parity: finetune,export,prune (or none)")
     args = ap.parse_args()
+    args.stages = [s for s in args.stages.split(",") if s]
     args.graft = os.path.abspath(args.graft)
     known = read_known(args.known)
     with tempfile.TemporaryDirectory() as t:
@@ -244,16 +318,22 @@ def main():
                 continue
             if not rec["ok"]:
                 print(f"SKIP zoo_{rec['name']}: the exporter failed: {rec['error'][:200]}")
-                rows.append((rec, []))
+                rows.append((rec, {}))
                 continue
             try:
                 res = check_model(args, rec, tmp / "work")
             except Exception as e:  # noqa: BLE001 (a broken check is one failure, not a stop)
                 res = {"load": (False, f"check error: {type(e).__name__}: {e}"[:200])}
-            rows.append((rec, report(rec, res, known)))
+            stages = STAGES[:2] + (GPU_STAGES if args.device else []) + \
+                [s for s in STAGES[2:] if s in args.stages]
+            rows.append((rec, report(rec, res, known, stages)))
             sys.stdout.flush()
+        if args.results:
+            write_results(args.results, args, rows)
         if args.table:
-            write_table(args.table, manifest, rows)
+            gpu = Path(args.gpu_results)
+            write_table(args.table, manifest, rows,
+                        json.loads(gpu.read_text()) if gpu.exists() else None)
 
 
 if __name__ == "__main__":

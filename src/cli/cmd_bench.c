@@ -39,7 +39,7 @@ static const cli_option bench_options[] = {
     {"profile", NULL, NULL, NULL, NULL,
      "after each batch size's timing, as many runs again with every node timed (the GPU "
      "synchronised after each node: slower in total) and a table of the time per op type, most "
-     "first (a fused group is listed under its name, e.g. conv_add_relu or attention)"},
+     "first (a fused group is listed under its name, e.g. conv_add_act or attention)"},
     {"json", NULL, NULL, NULL, NULL,
      "JSON lines, one per batch size: {batch, iters, median_ms, p90_ms, min_ms, samples_per_s}"},
 };

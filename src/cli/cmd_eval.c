@@ -55,8 +55,10 @@ static const cli_option eval_options[] = {
      "decode large JPEGs at reduced size (faster, not Pillow's pixels; see graft finetune --help)"},
     {"text-column", "NAME", "text", NULL, "text models", "the texts' column of a .csv/.tsv file"},
     {"label-column", "NAME", "label", NULL, NULL, "the labels' column of a .csv/.tsv file"},
-    {"vocab", "vocab.txt", NULL, NULL, NULL,
-     "the vocabulary, for a model that carries none (default: the model's graft.text.vocab)"},
+    {"vocab", "FILE", NULL, NULL, NULL,
+     "the tokenizer, for a model that carries none: BERT's vocab.txt or a Hugging Face "
+     "tokenizer.json (default: the model's graft.text.tokenizer or graft.text.vocab)"},
+    {"tokenizer", "FILE", NULL, NULL, NULL, "the same as --vocab"},
     {"cased", NULL, NULL, NULL, NULL, "keep case and accents (default: as the model says)"},
     {"max-len", "N", NULL, NULL, NULL,
      "tokens per text, [CLS] and [SEP] included (default: the model's graft.text.max_len)"},
@@ -94,7 +96,7 @@ static const cli_command eval_command = {
 
 /* The options only a text model takes: 1 when name is one, -1 after a bad value, else 0. */
 static int text_option(eval_args *a, const char *name, const char *v) {
-    if (strcmp(name, "vocab") == 0)
+    if (strcmp(name, "vocab") == 0 || strcmp(name, "tokenizer") == 0)
         a->text.vocab = v;
     else if (strcmp(name, "cased") == 0)
         a->text.cased = 1;

@@ -21,6 +21,11 @@ static void print_json_string(const char *s) {
     putchar('"');
 }
 
+static const char *pooling_name(graft_pooling p) {
+    static const char *const names[] = {"auto", "none", "cls", "pooler", "mean", "spatial"};
+    return (unsigned)p < sizeof names / sizeof *names ? names[p] : "?";
+}
+
 static void print_dims(const graft_value_info *v, int json) {
     printf(json ? "[" : "(");
     for (int d = 0; d < v->ndim; d++) {
@@ -97,6 +102,9 @@ static void print_text(graft_ctx *ctx, const graft_model *m, const char *path,
     print_values(m, 0, 0);
     printf("outputs\n");
     print_values(m, 1, 0);
+    const char *batch_why;
+    graft_model_fixed_batch(m, &batch_why);
+    if (batch_why[0]) printf("batch       %s\n", batch_why);
     printf("nodes       %lld\n", (long long)s->node_count);
     printf("ops        ");
     for (int i = 0; i < graft_model_op_type_count(m); i++) {
@@ -112,17 +120,23 @@ static void print_text(graft_ctx *ctx, const graft_model *m, const char *path,
                s->flops_per_sample, (long long)s->assumed_seq_len);
     else
         printf("FLOPs       unknown\n");
-    const char *cut, *why;
-    if (graft_model_auto_cut(m, &cut, &why) == GRAFT_OK)
-        printf("auto cut    %s (%s)\n", cut, why);
-    else
-        printf("auto cut    none found\n");
+    graft_auto_cut_info cut;
+    if (graft_model_auto_cut_info(m, &cut) == GRAFT_OK) {
+        printf("auto cut    %s (pooling %s, ", cut.tensor, pooling_name(cut.pooling));
+        if (cut.features >= 0)
+            printf("%lld features)\n", (long long)cut.features);
+        else
+            printf("feature size not known at load)\n");
+        printf("  why       %s\n", cut.why);
+    } else {
+        printf("auto cut    none: %s\n", graft_last_error(ctx));
+    }
     for (int i = 0; i < graft_model_metadata_count(m); i++) {
         const char *k, *v;
         graft_model_metadata(m, i, &k, &v);
         size_t len = strlen(v), lines = 0;
         for (const char *p = v; (p = strchr(p, '\n')) != NULL; p++) lines++;
-        if (lines) /* a vocabulary (graft.text.vocab): its size, not its text */
+        if (lines || len > 300) /* a vocabulary or tokenizer.json: its size, not its text */
             printf("metadata    %s = (%zu lines, %zu bytes)\n", k,
                    lines + (len && v[len - 1] != '\n'), len);
         else
@@ -150,7 +164,11 @@ static void print_json(graft_ctx *ctx, const graft_model *m, const char *path,
     print_values(m, 0, 1);
     printf("], \"outputs\": [");
     print_values(m, 1, 1);
-    printf("], \"nodes\": %lld, \"ops\": {", (long long)s->node_count);
+    const char *batch_why;
+    printf("], \"fixed_batch\": %lld, \"batch\": ",
+           (long long)graft_model_fixed_batch(m, &batch_why));
+    print_json_string(batch_why);
+    printf(", \"nodes\": %lld, \"ops\": {", (long long)s->node_count);
     for (int i = 0; i < graft_model_op_type_count(m); i++) {
         const char *op;
         int64_t c;
@@ -159,12 +177,24 @@ static void print_json(graft_ctx *ctx, const graft_model *m, const char *path,
     }
     printf("}, \"parameters\": %lld, \"parameter_bytes\": %lld, \"flops_per_sample\": %.6g",
            (long long)s->parameter_count, (long long)s->parameter_bytes, s->flops_per_sample);
-    const char *cut, *why;
+    graft_auto_cut_info cut;
+    int found = graft_model_auto_cut_info(m, &cut) == GRAFT_OK;
     printf(", \"auto_cut\": ");
-    if (graft_model_auto_cut(m, &cut, &why) == GRAFT_OK)
-        print_json_string(cut);
-    else
-        printf("null");
+    if (found) {
+        print_json_string(cut.tensor);
+        printf(", \"auto_cut_why\": ");
+        print_json_string(cut.why);
+        printf(", \"auto_cut_pooling\": \"%s\", \"auto_cut_features\": ",
+               pooling_name(cut.pooling));
+        if (cut.features >= 0)
+            printf("%lld", (long long)cut.features);
+        else
+            printf("null");
+    } else {
+        printf("null, \"auto_cut_why\": ");
+        print_json_string(graft_last_error(ctx));
+        printf(", \"auto_cut_pooling\": null, \"auto_cut_features\": null");
+    }
     printf(", \"metadata\": {");
     for (int i = 0; i < graft_model_metadata_count(m); i++) {
         const char *k, *v;
@@ -182,16 +212,21 @@ static void print_json(graft_ctx *ctx, const graft_model *m, const char *path,
 static const cli_option info_options[] = {
     {"json", NULL, NULL, NULL, NULL,
      "one JSON object instead of text: model, producer, ir_version, opsets, inputs and outputs "
-     "[{name, dtype, shape}], nodes, ops, parameters, parameter_bytes, flops_per_sample, "
-     "auto_cut, metadata"},
+     "[{name, dtype, shape}], fixed_batch (0: any), batch (why), nodes, ops, parameters, "
+     "parameter_bytes, flops_per_sample, auto_cut (the tensor; null when none), auto_cut_why, "
+     "auto_cut_pooling (none, cls or spatial), auto_cut_features (per sample; null when not "
+     "known), metadata"},
 };
 
 static const cli_command info_command = {
     .name = "info",
     .usage = "MODEL [--json]",
     .about = "Describes an ONNX model: its inputs and outputs (symbolic dimensions by name), "
+             "the batch its graph fixes (larger batches then run in chunks), "
              "opsets, producer, the count of each op type, parameters, FLOPs per sample, the "
-             "cut point `graft finetune --cut auto` would pick (and why), and its metadata "
+             "cut point `graft finetune --cut auto` would pick (the tensor, the pooling the cut "
+             "adds, the "
+             "feature size and why), and its metadata "
              "(an exported model's class names and preprocessing).",
     .options = info_options,
     .n_options = CLI_COUNT(info_options),

@@ -64,8 +64,10 @@ static const cli_option predict_options[] = {
      "classify each line of FILE (- : standard input) as one text"},
     {"text", "STRING", NULL, NULL, NULL, "classify STRING (may be given several times)"},
     {"text-column", "NAME", "text", NULL, NULL, "the column of a .csv/.tsv file's texts"},
-    {"vocab", "vocab.txt", NULL, NULL, NULL,
-     "the vocabulary, for a model that carries none (default: the model's graft.text.vocab)"},
+    {"vocab", "FILE", NULL, NULL, NULL,
+     "the tokenizer, for a model that carries none: BERT's vocab.txt or a Hugging Face "
+     "tokenizer.json (default: the model's graft.text.tokenizer or graft.text.vocab)"},
+    {"tokenizer", "FILE", NULL, NULL, NULL, "the same as --vocab"},
     {"cased", NULL, NULL, NULL, NULL, "keep case and accents (default: as the model says)"},
     {"max-len", "N", NULL, NULL, NULL,
      "tokens per text, [CLS] and [SEP] included (default: the model's graft.text.max_len)"},
@@ -94,8 +96,9 @@ static const cli_command predict_command = {
         "gets a softmax; one whose output is named \"probabilities\" (or whose rows sum to 1) "
         "is taken as it is.\n\n"
         "A model whose inputs are token ids (one `graft finetune --vocab` wrote) classifies "
-        "texts instead, tokenized as its metadata says (graft.text.vocab, .cased, .max_len, "
-        ".inputs): each FILE is one text, each DIR is searched recursively for *.txt files, a "
+        "texts instead, tokenized as its metadata says (graft.text.vocab or .tokenizer, .cased, "
+        ".max_len, .inputs): each FILE is one text, each DIR is searched recursively for *.txt "
+        "files, a "
         ".csv or .tsv file gives the texts of its --text-column, and - (or no argument at all, "
         "with standard input not a terminal) the lines of standard input, one text each. Texts "
         "are named FILE, FILE:LINE (CSV rows and lines; stdin:LINE) or text:N (--text) in the "
@@ -117,7 +120,7 @@ static const cli_command predict_command = {
 /* The options only a text model takes: 1 when n is one (*bad set on a bad value), else 0. */
 static int text_option(predict_args *a, const char *n, const char *v, int *bad) {
     text_source_kind kind = !strcmp(n, "lines") ? TEXT_FROM_LINES : TEXT_FROM_ARG;
-    if (!strcmp(n, "vocab"))
+    if (!strcmp(n, "vocab") || !strcmp(n, "tokenizer"))
         a->text.vocab = v;
     else if (!strcmp(n, "cased"))
         a->text.cased = 1;

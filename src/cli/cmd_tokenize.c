@@ -1,4 +1,5 @@
-/* cmd_tokenize.c: `graft tokenize`: BERT WordPiece ids of each input line as JSON lines. */
+/* cmd_tokenize.c: `graft tokenize`: token ids of each input line as JSON lines (BERT's vocab.txt
+ * or a Hugging Face tokenizer.json). */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -17,28 +18,35 @@ typedef struct tokenize_args {
 } tokenize_args;
 
 static const cli_option tokenize_options[] = {
-    {"vocab", "VOCAB.txt", NULL, NULL, NULL, "the model's vocab.txt, one token a line (required)"},
+    {"vocab", "FILE", NULL, NULL, NULL,
+     "the tokenizer (required): BERT's vocab.txt (one token a line) or a Hugging Face "
+     "tokenizer.json (WordPiece, byte-level BPE, Unigram), told apart by content"},
+    {"tokenizer", "FILE", NULL, NULL, NULL, "the same as --vocab"},
     {"cased", NULL, NULL, NULL, NULL,
-     "keep case and accents (cased vocabularies); without it text is lower-cased and accents "
-     "stripped"},
+     "keep case and accents (cased vocab.txt); without it text is lower-cased and accents "
+     "stripped (a tokenizer.json normalizes as it says)"},
     {"max-len", "N", NULL, NULL, NULL,
-     "truncate to N tokens, [CLS] and [SEP] included (default: no limit)"},
-    {"pad", NULL, NULL, NULL, NULL, "pad with [PAD] up to --max-len"},
+     "truncate to N tokens, special tokens ([CLS] and [SEP], <s> and </s>) included (default: no "
+     "limit)"},
+    {"pad", NULL, NULL, NULL, NULL, "pad with the padding token ([PAD], <pad>) up to --max-len"},
     {"pair", NULL, NULL, NULL, NULL,
-     "a tab splits each line into two texts: [CLS] a [SEP] b [SEP]"},
+     "a tab splits each line into two texts: [CLS] a [SEP] b [SEP] (or the tokenizer.json's pair "
+     "template)"},
 };
 
 static const cli_command tokenize_command = {
     .name = "tokenize",
-    .usage = "--vocab VOCAB.txt [--cased] [--max-len N] [--pad] [--pair] [FILE]",
+    .usage = "--vocab vocab.txt|tokenizer.json [--cased] [--max-len N] [--pad] [--pair] [FILE]",
     .about = "Tokenizes each line of FILE (standard input without FILE, or with -) as BERT's "
-             "WordPiece tokenizer does: [CLS] text [SEP], the ids equal to Hugging Face's "
-             "BertTokenizer's.",
+             "WordPiece tokenizer does with a vocab.txt ([CLS] text [SEP], the ids equal to "
+             "Hugging Face's BertTokenizer's), or as a Hugging Face tokenizer.json says (the ids "
+             "equal to the tokenizers package's).",
     .options = tokenize_options,
     .n_options = CLI_COUNT(tokenize_options),
     .examples = "echo 'Hello, world!' | graft tokenize --vocab tests/data/tokenizer/vocab.txt "
                 "--max-len=16\n"
-                "graft tokenize --vocab vocab.txt --pair --max-len 64 --pad pairs.tsv > ids.jsonl",
+                "graft tokenize --vocab vocab.txt --pair --max-len 64 --pad pairs.tsv > ids.jsonl\n"
+                "graft tokenize --tokenizer roberta/tokenizer.json --max-len 64 texts.txt",
     .writes = "One JSON line per input line on stdout: {\"input_ids\": [...], "
               "\"token_type_ids\": [...], \"attention_mask\": [...]}; a line that cannot be "
               "tokenized (invalid UTF-8) gets a warning on stderr and no output line.",
@@ -63,7 +71,7 @@ static int parse_args(int argc, char **argv, tokenize_args *a) {
             }
             a->file = strcmp(v, "-") ? v : NULL;
             a->file_given = true;
-        } else if (!strcmp(o->name, "vocab")) {
+        } else if (!strcmp(o->name, "vocab") || !strcmp(o->name, "tokenizer")) {
             a->vocab = v;
         } else if (!strcmp(o->name, "max-len")) {
             if (cli_int("tokenize", "--max-len", v, 1, 1 << 20, &n)) return -1;
@@ -78,7 +86,8 @@ static int parse_args(int argc, char **argv, tokenize_args *a) {
     }
     if (k < 0) return k == CLI_HELP ? 1 : -1;
     if (!a->vocab) {
-        fprintf(stderr, "graft tokenize: --vocab VOCAB.txt is required (try --help)\n");
+        fprintf(stderr, "graft tokenize: --vocab FILE (a vocab.txt or tokenizer.json) is required "
+                        "(try --help)\n");
         return -1;
     }
     if (a->pad && a->max_len == 0) {

@@ -10,7 +10,7 @@
 #include "cli_args.h"
 #include "finetune.h"
 
-static const char *const poolings[] = {"cls", "pooler", "mean", NULL};
+static const char *const poolings[] = {"cls", "pooler", "mean", "spatial", NULL};
 static const char *const activations[] = {"relu", "gelu", "tanh", NULL};
 static const char *const optimizers[] = {"sgd", "adam", "adamw", "lamb", NULL};
 static const char *const schedulers[] = {"constant", "step", "cosine", "onecycle", "plateau", NULL};
@@ -72,16 +72,25 @@ static const cli_option options[] = {
     {"fast-decode", NULL, NULL, NULL, NULL,
      "decode large JPEGs at 1/2, 1/4 or 1/8 size when at least twice the resize target: faster, "
      "but not Pillow's pixels (default: full size, as torchvision with PIL)"},
-    {"vocab", "vocab.txt", NULL, NULL, "text", "BERT vocabulary: the data is text"},
-    {"cased", NULL, NULL, NULL, NULL, "keep case and accents (cased vocabularies)"},
-    {"max-len", "N", "128", NULL, NULL, "tokens per text, [CLS] and [SEP] included"},
+    {"vocab", "FILE", NULL, NULL, "text",
+     "the tokenizer: BERT's vocab.txt or a Hugging Face tokenizer.json (WordPiece, byte-level "
+     "BPE, Unigram: RoBERTa, XLM-R, ALBERT, ...); the data is text"},
+    {"tokenizer", "FILE", NULL, NULL, NULL, "the same as --vocab"},
+    {"cased", NULL, NULL, NULL, NULL,
+     "keep case and accents (cased vocab.txt; a tokenizer.json normalizes as it says)"},
+    {"max-len", "N", "128", NULL, NULL,
+     "tokens per text, [CLS] and [SEP] included (a model whose input takes fewer, exactly L, "
+     "cuts them to L)"},
     {"pad", "longest|max", "longest", paddings, NULL,
      "pad each batch to its longest text, or every text to --max-len (a model whose input "
      "takes a fixed length always gets max)"},
     {"text-column", "NAME", "text", NULL, NULL, "the texts' column of a .csv/.tsv file"},
     {"label-column", "NAME", "label", NULL, NULL, "the labels' column of a .csv/.tsv file"},
-    {"pooling", "cls|pooler|mean", "cls", poolings, NULL,
-     "how a text encoder's tokens become one vector"},
+    {"pooling", "cls|pooler|mean|spatial", NULL, poolings, NULL,
+     "how the cut tensor becomes one vector: a text encoder's tokens (cls, the pooler output, "
+     "mean over the mask) or a CNN's (N, C, H, W) map (spatial: its mean over H and W); "
+     "by default what --cut auto's rule says (graft info prints it), for a named cut cls on "
+     "an encoder's hidden state"},
     {"prune", "METHOD", NULL, methods, "pruning",
      "prune the backbone first (the head is then fitted to the pruned features)"},
     {"prune-sparsity", "S", "0.5", NULL, NULL, "fraction --prune removes"},
@@ -267,6 +276,7 @@ static int apply_value(finetune_opts *o, const char *n, const char *v, int c) {
                      : !strcmp(n, "checkpoint") ? &o->checkpoint_dir
                      : !strcmp(n, "report")     ? &o->report_dir
                      : !strcmp(n, "vocab")      ? &o->vocab
+                     : !strcmp(n, "tokenizer")  ? &o->vocab
                                                 : NULL;
     if (!strcmp(n, "text-column")) s = &o->text_column;
     if (!strcmp(n, "label-column")) s = &o->label_column;

@@ -12,7 +12,8 @@
 static const char *const optimizers[] = {"sgd", "adam", "adamw", "lamb"};
 static const char *const schedulers[] = {"constant", "step", "cosine", "onecycle", "plateau"};
 static const char *const activations[] = {"relu", "gelu", "tanh"};
-static const char *const poolings[] = {"cls", "pooler", "mean"}; /* GRAFT_POOLING_CLS.. */
+static const char *const poolings[] = {"cls", "pooler", "mean",
+                                       "spatial"}; /* GRAFT_POOLING_CLS.. */
 static const char *const prune_methods[] = {"magnitude", "channels", "heads", "2:4"};
 static const char *const importances[] = {"l1", "l2", "bn"};
 static const char *const scopes[] = {"all", "inner"};

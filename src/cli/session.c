@@ -40,6 +40,21 @@ int session_fail(session *s, const char *what) {
     return 1;
 }
 
+/* The fixed length of the token-id input's rows, 0 when it takes any; *name gets the input. */
+static long fixed_text_len(const graft_model *m, const char **name) {
+    const char *roles[GRAFT_TEXT_INPUT_COUNT] = {0};
+    if (graft_model_text_inputs(m, roles) != GRAFT_OK || !roles[GRAFT_TEXT_INPUT_IDS]) return 0;
+    for (int i = 0; i < graft_model_input_count(m); i++) {
+        graft_value_info v;
+        if (graft_model_input_info(m, i, &v) == GRAFT_OK &&
+            !strcmp(v.name, roles[GRAFT_TEXT_INPUT_IDS]) && v.ndim == 2 && v.dims[1] > 0) {
+            *name = v.name;
+            return (long)v.dims[1];
+        }
+    }
+    return 0;
+}
+
 /* Whether texts may be padded per batch to the longest: every integer input takes any length (a
  * fixed (batch, N) input needs every text padded to N) and the model has an attention mask
  * (without one it attends to the padding, so the padding would change the results). */
@@ -57,6 +72,10 @@ int session_open_data(session *s, finetune_opts *o) {
     graft_status st;
     if (o->vocab) {
         graft_text_options t = GRAFT_TEXT_OPTIONS_INIT;
+        const char *ids = NULL;
+        long len = o->max_len, fixed = fixed_text_len(s->model, &ids);
+        text_fit_fixed_len(s->cmd, ids, fixed, &len, &t.pad_len);
+        o->max_len = (int)len; /* what the export records */
         t.vocab_path = o->vocab, t.cased = o->cased, t.max_len = o->max_len;
         if (o->text_column) t.text_column = o->text_column;
         if (o->label_column) t.label_column = o->label_column;

@@ -10,9 +10,6 @@
 #include "cli_util.h"
 
 static const char *const ROLE_NAMES[TEXT_ROLES] = {"ids", "mask", "type_ids"};
-/* The special tokens whose ids the model was trained with (graft.text.special_ids). */
-static const char *const SPECIALS[] = {"[CLS]", "[SEP]", "[PAD]", "[UNK]"};
-enum { N_SPECIALS = 4 };
 
 int text_model_detect(const graft_model *m) {
     int n = graft_model_input_count(m);
@@ -84,21 +81,30 @@ static int assign_roles(const char *cmd, graft_ctx *ctx, const graft_model *m, t
     return 0;
 }
 
-/* A --vocab must give the special tokens the ids the model was trained with. */
+/* A --vocab must give the special tokens the ids the model was trained with: the metadata's
+ * graft.text.special_ids is "TOKEN=ID,TOKEN=ID,..." ("[CLS]=101,..." or "<s>=0,..."). */
 static int check_special_ids(const char *cmd, const graft_model *m, const text_model *tm,
                              const char *vocab) {
     const char *v = cli_metadata(m, "graft.text.special_ids");
-    for (int k = 0; v && k < N_SPECIALS; k++) {
-        const char *at = strstr(v, SPECIALS[k]);
-        if (!at || at[strlen(SPECIALS[k])] != '=') continue;
-        long want = strtol(at + strlen(SPECIALS[k]) + 1, NULL, 10);
-        int64_t got = graft_tokenizer_token_id(tm->tok, SPECIALS[k]);
-        if (got != want)
-            return cli_error(cmd,
-                             "--vocab %s: %s is id %lld there but the model was trained with id "
-                             "%ld (metadata graft.text.special_ids): another vocabulary",
-                             vocab, SPECIALS[k], (long long)got, want),
-                   1;
+    for (const char *p = v; p && *p;) {
+        const char *end = strchr(p, ','), *eq = NULL;
+        if (!end) end = p + strlen(p);
+        for (const char *q = p; q < end; q++)
+            if (*q == '=') eq = q;
+        char token[256];
+        if (eq && eq > p && (size_t)(eq - p) < sizeof token) {
+            memcpy(token, p, (size_t)(eq - p));
+            token[eq - p] = 0;
+            long want = strtol(eq + 1, NULL, 10);
+            int64_t got = graft_tokenizer_token_id(tm->tok, token);
+            if (got != want)
+                return cli_error(cmd,
+                                 "--vocab %s: %s is id %lld there but the model was trained with "
+                                 "id %ld (metadata graft.text.special_ids): another tokenizer",
+                                 vocab, token, (long long)got, want),
+                       1;
+        }
+        p = *end ? end + 1 : end;
     }
     return 0;
 }
@@ -112,8 +118,9 @@ static int metadata_int(const char *cmd, const graft_model *m, const char *key, 
     return cli_int(cmd, opt, v, min, max, out) ? 1 : 0;
 }
 
-/* max_len: the option, the metadata, the ids input's fixed length, 128; a fixed length must
- * match (and then texts are padded to it, else to each batch's longest). */
+/* max_len: the option, the metadata, the ids input's fixed length, 128. A fixed length takes
+ * every text padded to it (else each batch is padded to its longest); a longer max_len is cut to
+ * it (said once), a shorter one still cuts the texts (rows padded to the fixed length). */
 static int settle_max_len(const char *cmd, const graft_model *m, const text_overrides *o,
                           text_model *tm) {
     long len = o->max_len, fixed = -1;
@@ -124,10 +131,7 @@ static int settle_max_len(const char *cmd, const graft_model *m, const text_over
     }
     if (!len && metadata_int(cmd, m, "graft.text.max_len", 3, 8192, &len)) return 1;
     if (!len) len = fixed > 0 ? fixed : 128;
-    if (fixed > 0 && len != fixed)
-        return cli_error(cmd, "max-len %ld, but input '%s' takes exactly %ld tokens", len,
-                         tm->input[TEXT_IDS], fixed),
-               1;
+    text_fit_fixed_len(cmd, tm->input[TEXT_IDS], fixed, &len, &tm->data.pad_len);
     tm->data.max_len = (int)len;
     /* A fixed length takes every text padded to it; without a mask input the model attends to
      * the padding, so only one padding (max_len, as in training) gives a text the same result
@@ -136,10 +140,24 @@ static int settle_max_len(const char *cmd, const graft_model *m, const text_over
     return 0;
 }
 
+void text_fit_fixed_len(const char *cmd, const char *input, long fixed, long *max_len,
+                        int *pad_len) {
+    *pad_len = 0;
+    if (fixed <= 0) return;
+    if (*max_len > fixed)
+        fprintf(stderr,
+                "graft %s: note: input '%s' takes exactly %ld tokens: texts are cut to %ld tokens "
+                "(not max-len %ld)\n",
+                cmd, input, fixed, fixed, *max_len);
+    if (*max_len > fixed) *max_len = fixed;
+    if (*max_len < fixed) *pad_len = (int)fixed; /* cut at max_len, rows padded to fixed */
+}
+
 int text_model_open(const char *cmd, graft_ctx *ctx, const graft_model *m, const text_overrides *o,
                     text_model *tm) {
     *tm = (text_model){.data = GRAFT_TEXT_OPTIONS_INIT};
-    const char *vocab = cli_metadata(m, "graft.text.vocab");
+    const char *vocab = cli_metadata(m, "graft.text.tokenizer"); /* a tokenizer.json */
+    if (!vocab) vocab = cli_metadata(m, "graft.text.vocab");
     long cased = o->cased;
     if (!o->cased && metadata_int(cmd, m, "graft.text.cased", 0, 1, &cased)) return 1;
     tm->data.cased = (int)cased;
@@ -152,13 +170,14 @@ int text_model_open(const char *cmd, graft_ctx *ctx, const graft_model *m, const
         tm->data.vocab_data = vocab, tm->data.vocab_size = strlen(vocab);
         st = graft_tokenizer_load_memory(ctx, vocab, strlen(vocab), tm->data.cased, &tm->tok);
     } else {
-        return cli_error(cmd, "the model takes token ids but carries no vocabulary (metadata "
-                              "graft.text.vocab); give its vocab.txt with --vocab"),
+        return cli_error(cmd, "the model takes token ids but carries no tokenizer (metadata "
+                              "graft.text.vocab or graft.text.tokenizer); give its vocab.txt or "
+                              "tokenizer.json with --vocab"),
                1;
     }
     if (st != GRAFT_OK)
         return cli_error(cmd, "%s%s",
-                         o->vocab ? "" : "the model's vocabulary: ", graft_last_error(ctx)),
+                         o->vocab ? "" : "the model's tokenizer: ", graft_last_error(ctx)),
                1;
     return o->vocab ? check_special_ids(cmd, m, tm, o->vocab) : 0;
 }
@@ -203,16 +222,27 @@ static int inputs_entry(const char *cmd, graft_ctx *ctx, const graft_model *m, c
     return at < size ? 0 : (cli_error(cmd, "input names too long"), 1);
 }
 
+/* "TOKEN=ID,..." for the tokenizer's CLS, SEP, PAD and UNK roles (those it has, whose text
+ * the list can hold). */
+static void special_entry(const graft_tokenizer *tok, char *out, size_t size) {
+    size_t at = 0;
+    out[0] = 0;
+    for (int r = 0; r < GRAFT_TOKEN_ROLE_COUNT; r++) {
+        int64_t id = graft_tokenizer_special_id(tok, (graft_token_role)r);
+        const char *t = graft_tokenizer_token(tok, id);
+        if (!t || strpbrk(t, ",=") || strlen(t) > 200 || at + strlen(t) + 24 >= size) continue;
+        at += (size_t)snprintf(out + at, size - at, "%s%s=%lld", at ? "," : "", t, (long long)id);
+    }
+}
+
 int text_model_record(const char *cmd, graft_ctx *ctx, graft_model *m, const finetune_opts *o) {
-    static const char *const poolings[] = {"cls", "none", "cls", "pooler", "mean"};
+    static const char *const poolings[] = {"cls", "none", "cls", "pooler", "mean", "spatial"};
     graft_tokenizer *tok;
     if (graft_tokenizer_load(ctx, o->vocab, o->cased, &tok) != GRAFT_OK)
         return cli_error(cmd, "%s", graft_last_error(ctx)), 1;
-    char special[256], inputs[1024], num[32];
-    size_t at = 0;
-    for (int k = 0; k < N_SPECIALS; k++)
-        at += (size_t)snprintf(special + at, sizeof special - at, "%s%s=%lld", k ? "," : "",
-                               SPECIALS[k], (long long)graft_tokenizer_token_id(tok, SPECIALS[k]));
+    char special[1024], inputs[1024], num[32];
+    special_entry(tok, special, sizeof special);
+    int json = graft_tokenizer_is_json(tok);
     graft_tokenizer_free(tok);
     if (inputs_entry(cmd, ctx, m, inputs, sizeof inputs)) return 1;
     size_t size;
@@ -222,7 +252,9 @@ int text_model_record(const char *cmd, graft_ctx *ctx, graft_model *m, const fin
         free(vocab);
         return cli_error(cmd, "%s: a NUL byte in the vocabulary", o->vocab), 1;
     }
-    graft_status st = graft_model_set_metadata(m, "graft.text.vocab", vocab);
+    /* the tokenizer itself, under the key that says which kind it is */
+    graft_status st =
+        graft_model_set_metadata(m, json ? "graft.text.tokenizer" : "graft.text.vocab", vocab);
     free(vocab);
     snprintf(num, sizeof num, "%d", o->cased != 0);
     if (st == GRAFT_OK) st = graft_model_set_metadata(m, "graft.text.cased", num);

@@ -42,6 +42,12 @@ int text_model_open(const char *cmd, graft_ctx *ctx, const graft_model *m, const
                     text_model *out);
 void text_model_close(text_model *tm);
 
+/* For a model whose token-id input takes exactly `fixed` tokens (0 or less: any): a longer
+ * *max_len becomes `fixed` (with a note on stderr), a shorter one stays (texts cut at it) and
+ * *pad_len gets `fixed` (rows padded to it); otherwise *pad_len is 0. */
+void text_fit_fixed_len(const char *cmd, const char *input, long fixed, long *max_len,
+                        int *pad_len);
+
 /* Record the run's tokenizer settings and the vocabulary itself in the model's metadata, so that
  * the export is all predict and eval need. Returns 0, or 1 after printing the error. */
 int text_model_record(const char *cmd, graft_ctx *ctx, graft_model *m, const finetune_opts *o);

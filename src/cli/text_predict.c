@@ -34,7 +34,8 @@ typedef struct batcher {
     const text_model *tm;
     int64_t *rows[TEXT_ROLES]; /* (cap, len) ids, mask, type ids */
     char **names;              /* (cap,) */
-    int n, cap, len;
+    int n, cap, len;           /* len: tokens per row */
+    int cut; /* texts cut at this many tokens (max_len; the rest of a row is [PAD]) */
     int pad_to_longest, longest; /* run each batch as long as its longest text (in tokens) */
     text_emit_fn emit;
     void *user;
@@ -173,10 +174,14 @@ static void add_text(batcher *b, const char *name, const char *text) {
     while (isspace((unsigned char)*p)) p++;
     if (!*p) return leave_out(b, name, "empty text");
     size_t at = (size_t)b->n * (size_t)b->len, got;
-    if (graft_tokenizer_encode(b->ctx, b->tm->tok, text, NULL, b->len, 1, b->rows[TEXT_IDS] + at,
-                               b->rows[TEXT_TYPE_IDS] + at, b->rows[TEXT_MASK] + at, (size_t)b->len,
+    if (graft_tokenizer_encode(b->ctx, b->tm->tok, text, NULL, b->cut, 1, b->rows[TEXT_IDS] + at,
+                               b->rows[TEXT_TYPE_IDS] + at, b->rows[TEXT_MASK] + at, (size_t)b->cut,
                                &got) != GRAFT_OK)
         return leave_out(b, name, graft_last_error(b->ctx));
+    int64_t pad = graft_tokenizer_token_id(b->tm->tok, "[PAD]");
+    for (size_t i = at + (size_t)b->cut; i < at + (size_t)b->len; i++)
+        b->rows[TEXT_IDS][i] = pad >= 0 ? pad : 0, b->rows[TEXT_TYPE_IDS][i] = 0,
+        b->rows[TEXT_MASK][i] = 0;
     if ((int)got > b->longest) b->longest = (int)got;
     if (!(b->names[b->n] = strdup(name))) {
         cli_error(b->cmd, "out of memory");
@@ -287,7 +292,8 @@ int text_predict(const char *cmd, graft_ctx *ctx, graft_model *m, const text_mod
                  .model = m,
                  .tm = tm,
                  .cap = (int)a->batch,
-                 .len = tm->data.max_len,
+                 .len = tm->data.pad_len > tm->data.max_len ? tm->data.pad_len : tm->data.max_len,
+                 .cut = tm->data.max_len,
                  .pad_to_longest = tm->data.pad_to_longest && !a->pad_max,
                  .emit = emit,
                  .user = user};

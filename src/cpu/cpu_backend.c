@@ -14,6 +14,14 @@ static const cpu_fast_kernel fast_kernels[] = {
     {"Gemm", dnnl_run_Gemm, dnnl_free_state},
     {"MaxPool", dnnl_run_MaxPool, dnnl_free_state},
     {"AveragePool", dnnl_run_AveragePool, dnnl_free_state},
+    {"Sigmoid", dnnl_run_Eltwise, dnnl_free_state},
+    {"Tanh", dnnl_run_Eltwise, dnnl_free_state},
+    {"Elu", dnnl_run_Eltwise, dnnl_free_state},
+    {"HardSwish", dnnl_run_Eltwise, dnnl_free_state},
+    {"Mish", dnnl_run_Eltwise, dnnl_free_state},
+    {"Log", dnnl_run_Eltwise, dnnl_free_state},
+    {"Sqrt", dnnl_run_Eltwise, dnnl_free_state},
+    {"Gelu", dnnl_run_Eltwise, dnnl_free_state},
 #endif
     {NULL, NULL, NULL},
 };

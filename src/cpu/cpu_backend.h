@@ -61,12 +61,18 @@ void cpu_backend_set_log(graft_backend *b, fusion_log_fn log, void *user);
 graft_status dnnl_backend_init(cpu_backend *be, graft_err *e);
 void dnnl_backend_fini(cpu_backend *be);
 graft_status dnnl_run_Conv(cpu_backend *be, const op_call *call, void **state, bool *handled);
+/* The f32 activations through oneDNN's eltwise primitive (dnnl_eltwise.c). */
+graft_status dnnl_run_Eltwise(cpu_backend *be, const op_call *call, void **state, bool *handled);
 /* What a fused Conv group adds after the convolution (dnnl_fuse.c): + a residual of Y's shape,
- * then a ReLU. */
+ * then an activation (act: a oneDNN eltwise algorithm, dnnl_alg_kind_t; 0: none). */
 typedef struct dnnl_conv_post {
     bool add;
-    bool relu;
+    int act;
+    float alpha, beta; /* the activation's parameters, as oneDNN's eltwise takes them */
 } dnnl_conv_post;
+/* oneDNN's eltwise algorithm (as an int) and parameters for an activation call (Relu, Clip,
+ * Sigmoid, HardSwish, ...; dnnl_eltwise.c); false when it has none computing what ONNX says. */
+bool dnnl_eltwise_alg(const op_call *call, int *alg, float *alpha, float *beta);
 /* Whether dnnl_conv_run takes this Conv call at all (f32, 1-D to 3-D, oneDNN present); it may
  * still decline the case (*handled = false) when oneDNN has no fast kernel for it. */
 bool dnnl_conv_covers(const cpu_backend *be, const op_call *call);

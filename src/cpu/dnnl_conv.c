@@ -39,7 +39,9 @@ typedef struct conv_state {
      * ~20x slower in its GEMM ones for 1x1.) */
     dnnl_memory_t residual; /* over the residual (plain, Y's shape), for the reorder */
     dnnl_primitive_t residual_reorder;
-    bool epilogue;     /* the residual and ReLU in a pass of graft's after a plain convolution */
+    bool epilogue; /* the residual and ReLU in a pass of graft's after a plain convolution */
+    dnnl_primitive_t act_prim; /* the epilogue's other activations: in place on Y, flat */
+    dnnl_memory_t act_mem;
     void *weights_buf; /* the reordered weights */
     /* plain <-> blocked activations, when the primitive wants blocked ones; their buffers live
      * only during a call, so that a model's convolutions do not each hold two activations */
@@ -54,6 +56,8 @@ static void conv_state_destroy(dnnl_node_state *base) {
     dnnl_destroy_primitive(&s->src_reorder);
     dnnl_destroy_primitive(&s->dst_reorder);
     dnnl_destroy_primitive(&s->residual_reorder);
+    dnnl_destroy_primitive(&s->act_prim);
+    dnnl_destroy_memory(&s->act_mem);
     dnnl_destroy_memory(&s->src);
     dnnl_destroy_memory(&s->weights);
     dnnl_destroy_memory(&s->bias);
@@ -71,7 +75,8 @@ static bool conv_state_matches(const conv_state *s, const op_call *c, const dnnl
     bool has_bias = c->n_in > 2 && c->in[2];
     return s->x_nhwc == x_nhwc && s->y_nhwc == y_nhwc && s->ndim == x->ndim && w->ndim == x->ndim &&
            s->w_data == w->data && s->w_fingerprint == dnnl_weights_fingerprint(w) &&
-           s->has_bias == has_bias && s->post.add == post->add && s->post.relu == post->relu &&
+           s->has_bias == has_bias && s->post.add == post->add && s->post.act == post->act &&
+           s->post.alpha == post->alpha && s->post.beta == post->beta &&
            !memcmp(s->x_dims, x->dims, (size_t)x->ndim * sizeof(int64_t)) &&
            !memcmp(s->w_dims, w->dims, (size_t)w->ndim * sizeof(int64_t));
 }
@@ -176,8 +181,9 @@ static graft_status conv_primitive(cpu_backend *be, const op_call *c,
         dnnl_post_ops_t po = NULL;
         dnnl_status_t ps = dnnl_post_ops_create(&po);
         if (ps == dnnl_success && s->post.add) ps = dnnl_post_ops_append_sum(po, 1.0f);
-        if (ps == dnnl_success && s->post.relu)
-            ps = dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
+        if (ps == dnnl_success && s->post.act)
+            ps = dnnl_post_ops_append_eltwise(po, 1.0f, (dnnl_alg_kind_t)s->post.act, s->post.alpha,
+                                              s->post.beta);
         if (ps == dnnl_success) ps = dnnl_primitive_attr_set_post_ops(attr, po);
         if (po) dnnl_post_ops_destroy(po);
         if (ps != dnnl_success) {
@@ -188,6 +194,30 @@ static graft_status conv_primitive(cpu_backend *be, const op_call *c,
     graft_status st = dnnl_make_primitive(be, desc, attr, c, pd, &s->conv, &s->usable);
     dnnl_primitive_attr_destroy(attr);
     return st;
+}
+
+static bool post_is_relu(const dnnl_conv_post *p) {
+    return p->act == (int)dnnl_eltwise_relu && p->alpha == 0.0f;
+}
+
+/* The epilogue's activation other than ReLU: an eltwise primitive over Y as one flat array. */
+static graft_status epilogue_activation(cpu_backend *be, const op_call *c, conv_state *s) {
+    dnnl_memory_desc_t md;
+    int64_t n[1] = {tensor_numel(c->out[0])};
+    TRY(dnnl_check(dnnl_plain_md(&md, 1, n), c, "describe Y"));
+    dnnl_eltwise_desc_t desc;
+    s->usable = false;
+    if (dnnl_eltwise_forward_desc_init(&desc, dnnl_forward_inference, (dnnl_alg_kind_t)s->post.act,
+                                       &md, s->post.alpha, s->post.beta) != dnnl_success)
+        return GRAFT_OK;
+    dnnl_primitive_attr_t attr = dnnl_make_attr();
+    if (!attr) return op_error(c->node, c->err, GRAFT_E_BACKEND, "oneDNN attributes");
+    dnnl_primitive_desc_t pd = NULL;
+    graft_status st = dnnl_make_primitive(be, &desc, attr, c, &pd, &s->act_prim, &s->usable);
+    dnnl_primitive_attr_destroy(attr);
+    dnnl_destroy_pd(&pd);
+    if (st != GRAFT_OK || !s->usable) return st;
+    return dnnl_make_memory(be, &md, NULL, c, &s->act_mem);
 }
 
 static graft_status conv_build(cpu_backend *be, const op_call *c, conv_state *s) {
@@ -204,7 +234,7 @@ static graft_status conv_build(cpu_backend *be, const op_call *c, conv_state *s)
     if (conv_desc_init(c, &win, any, &x_md, &w_md, &b_md, &y_md, &desc) != dnnl_success)
         return GRAFT_OK; /* not usable */
     dnnl_primitive_desc_t pd = NULL;
-    bool post_ops = s->post.add || s->post.relu;
+    bool post_ops = s->post.add || s->post.act;
     TRY(conv_primitive(be, c, &desc, post_ops, s, &pd));
     if (!s->usable) return GRAFT_OK;
     const char *impl = NULL;
@@ -218,6 +248,10 @@ static graft_status conv_build(cpu_backend *be, const op_call *c, conv_state *s)
         dnnl_destroy_primitive(&s->conv);
         dnnl_destroy_pd(&pd);
         s->epilogue = true;
+        if (s->post.act && !post_is_relu(&s->post)) {
+            TRY(epilogue_activation(be, c, s));
+            if (!s->usable) return GRAFT_OK;
+        }
         TRY(conv_primitive(be, c, &desc, false, s, &pd));
         if (!s->usable) return GRAFT_OK;
     }
@@ -312,7 +346,7 @@ bool dnnl_conv_covers(const cpu_backend *be, const op_call *c) {
 }
 
 graft_status dnnl_run_Conv(cpu_backend *be, const op_call *c, void **state, bool *handled) {
-    static const dnnl_conv_post none = {false, false};
+    static const dnnl_conv_post none = {false, 0, 0.0f, 0.0f};
     return dnnl_conv_run(be, c, &none, NULL, state, handled);
 }
 
@@ -351,8 +385,13 @@ graft_status dnnl_conv_run(cpu_backend *be, const op_call *c, const dnnl_conv_po
         memmove(c->out[0]->data, residual->data, (size_t)tensor_nbytes(c->out[0]));
     }
     if (st == GRAFT_OK) st = conv_execute(be, c, s);
-    if (st == GRAFT_OK && s->epilogue)
-        conv_epilogue(c->out[0], s->post.add ? residual : NULL, s->post.relu);
+    if (st == GRAFT_OK && s->epilogue && (s->post.add || post_is_relu(&s->post)))
+        conv_epilogue(c->out[0], s->post.add ? residual : NULL, post_is_relu(&s->post));
+    if (st == GRAFT_OK && s->act_prim) {
+        st = dnnl_check(dnnl_memory_set_data_handle(s->act_mem, c->out[0]->data), c, "bind Y");
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_SRC, s->act_mem}, {DNNL_ARG_DST, s->act_mem}};
+        if (st == GRAFT_OK) st = dnnl_execute(be, s->act_prim, 2, args, c);
+    }
     free(src_buf);
     free(dst_buf);
     *handled = st == GRAFT_OK;

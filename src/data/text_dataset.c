@@ -1,5 +1,6 @@
 /* text_dataset.c: text data sets (a DIR/<class>/<n>.txt folder or a CSV/TSV file): the labelled
- * table, the WordPiece tokenizer, and loading one sample as BERT's three int64 inputs. */
+ * table, the tokenizer (vocab.txt or tokenizer.json), and loading one sample as BERT's three
+ * int64 inputs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,11 +9,11 @@
 #include "../core/hash.h"
 #include "dataset.h"
 #include "text_table.h"
-#include "wordpiece.h"
+#include "tokenizer.h"
 
 typedef struct text_data {
     text_table *table;
-    wordpiece *wp;
+    graft_tokenizer *tok;
     graft_text_options o;
     char *vocab_path; /* NULL when the vocabulary came in memory: o.vocab_data is then ours */
     char *path;
@@ -20,14 +21,24 @@ typedef struct text_data {
 
 static const dataset_kind text_kind;
 
+/* Tokens per row: max_len, or pad_len when the model takes rows that wide. */
+static int row_width(const graft_text_options *o) {
+    return o->pad_len > o->max_len ? o->pad_len : o->max_len;
+}
+
 static graft_status load_text(void *impl, int64_t item, void *const *dst, uint64_t seed,
                               graft_err *e) {
     (void)seed;
     text_data *d = impl;
     size_t len;
-    return wordpiece_encode(d->wp, text_table_text(d->table, item),
-                            text_table_text_pair(d->table, item), d->o.max_len, true, dst[0],
-                            dst[2], dst[1], (size_t)d->o.max_len, &len, e);
+    TRY(tokenizer_encode(d->tok, text_table_text(d->table, item),
+                         text_table_text_pair(d->table, item), d->o.max_len, true, dst[0],
+                         dst[2], dst[1], (size_t)d->o.max_len, &len, e));
+    int64_t *ids = dst[0], *mask = dst[1], *types = dst[2];
+    int64_t pad = graft_tokenizer_special_id(d->tok, GRAFT_TOKEN_PAD);
+    for (int i = d->o.max_len; i < row_width(&d->o); i++)
+        ids[i] = pad < 0 ? 0 : pad, mask[i] = 0, types[i] = 0;
+    return GRAFT_OK;
 }
 
 static const char *text_path(void *impl, int64_t item) {
@@ -39,7 +50,7 @@ static void free_text(void *impl) {
     text_data *d = impl;
     if (!d) return;
     text_table_free(d->table);
-    wordpiece_free(d->wp);
+    tokenizer_free(d->tok);
     free(d->vocab_path);
     free((char *)d->o.vocab_data);
     free(d->path);
@@ -61,9 +72,9 @@ static uint64_t file_stamp(const char *path, uint64_t seed) {
 /* The tokenizer over the vocabulary file or the bytes in memory. */
 static graft_status load_vocab(text_data *d, graft_err *e) {
     if (d->o.vocab_data)
-        return wordpiece_load_memory(&d->wp, d->o.vocab_data, d->o.vocab_size, "the vocabulary",
+        return tokenizer_load_memory(&d->tok, d->o.vocab_data, d->o.vocab_size, "the vocabulary",
                                      !d->o.cased, e);
-    return wordpiece_load(&d->wp, d->vocab_path, !d->o.cased, e);
+    return tokenizer_load(&d->tok, d->vocab_path, !d->o.cased, e);
 }
 
 /* What identifies the vocabulary for the feature cache: the file's stamp or the bytes' hash. */
@@ -122,7 +133,7 @@ static graft_status wrap(graft_ctx *ctx, text_data *d, graft_dataset **out, graf
         snprintf(sh->input_names[k], sizeof sh->input_names[k], "%s", names[k]);
         sh->input_dtype[k] = GRAFT_DTYPE_I64;
         sh->input_ndim[k] = 1;
-        sh->input_dims[k][0] = d->o.max_len;
+        sh->input_dims[k][0] = row_width(&d->o);
     }
     sh->pad_to_longest = d->o.pad_to_longest != 0;
     sh->mask_input = 1;
@@ -134,11 +145,14 @@ static graft_status wrap(graft_ctx *ctx, text_data *d, graft_dataset **out, graf
     }
     snprintf(
         sh->identity, sizeof sh->identity,
-        "text:%016llx;vocab=%016llx;cased=%d;max_len=%d;longest=%d;columns=%s,%s,%s;sep=%d;reg=%d",
+        "text:%016llx;vocab=%016llx;cased=%d;max_len=%d;longest=%d;columns=%s,%s,%s;sep=%d;reg=%d"
+        "%s%.0d",
         (unsigned long long)file_stamp(d->path, 1), (unsigned long long)vocab_stamp(d), d->o.cased,
         d->o.max_len, d->o.pad_to_longest, d->o.text_column ? d->o.text_column : "",
         d->o.text_pair_column ? d->o.text_pair_column : "",
-        d->o.label_column ? d->o.label_column : "", d->o.label_separator, d->o.regression);
+        d->o.label_column ? d->o.label_column : "", d->o.label_separator, d->o.regression,
+        d->o.pad_len > d->o.max_len ? ";width=" : "",
+        d->o.pad_len > d->o.max_len ? d->o.pad_len : 0);
     return make_labels(t, sh, &(*out)->labels, e);
 }
 
@@ -185,6 +199,9 @@ graft_status graft_dataset_open_text(graft_ctx *ctx, const char *path,
     if (options->max_len < 3 || options->max_len > 8192)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT, "max_len must be 3..8192 (got %d)",
                        options->max_len);
+    if (options->pad_len < 0 || options->pad_len > 8192)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "pad_len must be 0..8192 (got %d)",
+                       options->pad_len);
     text_data *d = new_text_data(options, path);
     if (!d) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
     text_table_options to = table_options(options);

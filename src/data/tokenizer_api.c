@@ -1,13 +1,99 @@
-/* tokenizer_api.c: the public graft_tokenizer, a thin handle over the WordPiece tokenizer. */
+/* tokenizer_api.c: graft_tokenizer: a vocab.txt's WordPiece or a tokenizer.json pipeline, told
+ * apart by content, behind one handle (internal calls in tokenizer.h, public ones in graft.h). */
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../core/context.h"
-#include "wordpiece.h"
+#include "data/hf_tokenizer.h"
+#include "data/tokenizer.h"
+#include "data/wordpiece.h"
 
 struct graft_tokenizer {
-    wordpiece *wp;
+    wordpiece *wp;    /* a vocab.txt, or */
+    hf_tokenizer *hf; /* a tokenizer.json */
 };
+
+bool tokenizer_is_json(const char *data, size_t size) {
+    size_t i = 0;
+    while (i < size && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r'))
+        i++;
+    if (i == size || data[i] != '{') return false;
+    static const char key[] = "\"model\"";
+    for (size_t k = i; k + sizeof key - 1 <= size; k++)
+        if (data[k] == '"' && memcmp(data + k, key, sizeof key - 1) == 0) return true;
+    return false;
+}
+
+graft_status tokenizer_load_memory(graft_tokenizer **out, const char *data, size_t size,
+                                   const char *name, bool lowercase, graft_err *e) {
+    *out = NULL;
+    graft_tokenizer *t = calloc(1, sizeof *t);
+    if (!t) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "%s: out of memory", name);
+    graft_status st = tokenizer_is_json(data, size)
+                          ? hf_tokenizer_load(&t->hf, data, size, name, e)
+                          : wordpiece_load_memory(&t->wp, data, size, name, lowercase, e);
+    if (st != GRAFT_OK) {
+        free(t);
+        return st;
+    }
+    *out = t;
+    return GRAFT_OK;
+}
+
+static char *read_file(const char *path, size_t *size, graft_err *e) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        err_set(e, GRAFT_E_IO, "%s: cannot open vocabulary: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap) break;
+        char *nb = realloc(buf, cap * 2 + 1);
+        if (!nb) free(buf);
+        buf = nb, cap *= 2;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf || bad) {
+        free(buf);
+        err_set(e, bad ? GRAFT_E_IO : GRAFT_E_OUT_OF_MEMORY, "%s: %s", path,
+                bad ? "read error" : "out of memory reading it");
+        return NULL;
+    }
+    buf[n] = 0;
+    *size = n;
+    return buf;
+}
+
+graft_status tokenizer_load(graft_tokenizer **out, const char *path, bool lowercase, graft_err *e) {
+    size_t size = 0;
+    *out = NULL;
+    char *data = read_file(path, &size, e);
+    if (!data) return e ? e->status : GRAFT_E_IO;
+    graft_status st = tokenizer_load_memory(out, data, size, path, lowercase, e);
+    free(data);
+    return st;
+}
+
+void tokenizer_free(graft_tokenizer *t) {
+    if (!t) return;
+    wordpiece_free(t->wp);
+    hf_tokenizer_free(t->hf);
+    free(t);
+}
+
+graft_status tokenizer_encode(const graft_tokenizer *t, const char *a, const char *b, int max_len,
+                              bool pad, int64_t *input_ids, int64_t *type_ids, int64_t *mask,
+                              size_t cap, size_t *out_len, graft_err *e) {
+    if (t->hf)
+        return hf_encode(t->hf, a, b, max_len, pad, input_ids, type_ids, mask, cap, out_len, e);
+    return wordpiece_encode(t->wp, a, b, max_len, pad, input_ids, type_ids, mask, cap, out_len, e);
+}
 
 graft_status graft_tokenizer_load(graft_ctx *ctx, const char *vocab_path, int cased,
                                   graft_tokenizer **out) {
@@ -15,15 +101,7 @@ graft_status graft_tokenizer_load(graft_ctx *ctx, const char *vocab_path, int ca
     graft_err *e = &ctx->err;
     err_clear(e);
     if (!vocab_path || !out) return err_set(e, GRAFT_E_INVALID_ARGUMENT, "no vocab path given");
-    graft_tokenizer *t = calloc(1, sizeof *t);
-    if (!t) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
-    graft_status st = wordpiece_load(&t->wp, vocab_path, !cased, e);
-    if (st != GRAFT_OK) {
-        free(t);
-        return st;
-    }
-    *out = t;
-    return GRAFT_OK;
+    return tokenizer_load(out, vocab_path, !cased, e);
 }
 
 graft_status graft_tokenizer_load_memory(graft_ctx *ctx, const char *vocab, size_t size, int cased,
@@ -32,19 +110,34 @@ graft_status graft_tokenizer_load_memory(graft_ctx *ctx, const char *vocab, size
     graft_err *e = &ctx->err;
     err_clear(e);
     if (!vocab || !out) return err_set(e, GRAFT_E_INVALID_ARGUMENT, "no vocabulary given");
-    graft_tokenizer *t = calloc(1, sizeof *t);
-    if (!t) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
-    graft_status st = wordpiece_load_memory(&t->wp, vocab, size, "the vocabulary", !cased, e);
-    if (st != GRAFT_OK) {
-        free(t);
-        return st;
-    }
-    *out = t;
-    return GRAFT_OK;
+    return tokenizer_load_memory(out, vocab, size, "the vocabulary", !cased, e);
 }
 
 int64_t graft_tokenizer_token_id(const graft_tokenizer *tok, const char *token) {
-    return tok && token ? wordpiece_token_id(tok->wp, token, strlen(token)) : -1;
+    if (!tok || !token) return -1;
+    return tok->hf ? hf_token_id(tok->hf, token, strlen(token))
+                   : wordpiece_token_id(tok->wp, token, strlen(token));
+}
+
+const char *graft_tokenizer_token(const graft_tokenizer *tok, int64_t id) {
+    if (!tok) return NULL;
+    if (!tok->hf) return wordpiece_token(tok->wp, id);
+    return id >= 0 && id < tok->hf->n_ids ? tok->hf->id_tokens[id] : NULL;
+}
+
+int64_t graft_tokenizer_special_id(const graft_tokenizer *tok, graft_token_role role) {
+    static const char *const bert[GRAFT_TOKEN_ROLE_COUNT] = {"[CLS]", "[SEP]", "[PAD]", "[UNK]"};
+    if (!tok || (unsigned)role >= GRAFT_TOKEN_ROLE_COUNT) return -1;
+    if (!tok->hf) return wordpiece_token_id(tok->wp, bert[role], strlen(bert[role]));
+    const hf_tokenizer *h = tok->hf;
+    return role == GRAFT_TOKEN_CLS   ? h->cls
+           : role == GRAFT_TOKEN_SEP ? h->sep
+           : role == GRAFT_TOKEN_PAD ? h->pad
+                                     : h->unk;
+}
+
+int graft_tokenizer_is_json(const graft_tokenizer *tok) {
+    return tok && tok->hf != NULL;
 }
 
 graft_status graft_tokenizer_encode(graft_ctx *ctx, const graft_tokenizer *tok, const char *a,
@@ -55,15 +148,14 @@ graft_status graft_tokenizer_encode(graft_ctx *ctx, const graft_tokenizer *tok, 
     err_clear(e);
     if (!tok || !a || !ids || !len)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT, "graft_tokenizer_encode: NULL argument");
-    return wordpiece_encode(tok->wp, a, b, max_len, pad != 0, ids, type_ids, mask, cap, len, e);
+    return tokenizer_encode(tok, a, b, max_len, pad != 0, ids, type_ids, mask, cap, len, e);
 }
 
 void graft_tokenizer_free(graft_tokenizer *tok) {
-    if (!tok) return;
-    wordpiece_free(tok->wp);
-    free(tok);
+    tokenizer_free(tok);
 }
 
 int64_t graft_tokenizer_vocab_size(const graft_tokenizer *tok) {
-    return tok ? wordpiece_vocab_size(tok->wp) : 0;
+    if (!tok) return 0;
+    return tok->hf ? tok->hf->n_ids : wordpiece_vocab_size(tok->wp);
 }

@@ -1,4 +1,5 @@
-/* unicode.h: the Unicode facts BERT's tokenizer needs: UTF-8, character classes, lower-case, accent stripping. */
+/* unicode.h: the Unicode facts BERT's tokenizer needs: UTF-8, character classes, lower-case, accent
+ * stripping. */
 #ifndef GRAFT_DATA_UNICODE_H
 #define GRAFT_DATA_UNICODE_H
 
@@ -21,13 +22,13 @@ typedef struct uni_range {
 
 typedef struct uni_lower_entry {
     uint32_t cp;
-    uint32_t n;     /* 1 or 2 code points */
+    uint32_t n; /* 1 or 2 code points */
     uint32_t to[2];
 } uni_lower_entry;
 
 typedef struct uni_strip_entry {
     uint32_t cp;
-    uint32_t n;     /* 0 to 3 code points: NFD without its nonspacing marks */
+    uint32_t n; /* 0 to 3 code points: NFD without its nonspacing marks */
     uint32_t to[3];
 } uni_strip_entry;
 

@@ -343,7 +343,7 @@ done:
 /* Lengths after 'longest_first' truncation of a pair to `room` tokens (the tokenizers package's
  * rule: the shorter keeps its length when the longer alone can absorb the cut; otherwise each
  * gets room/2 and the longer, or the second on a tie, the odd token). */
-static void truncate_pair(size_t *na, size_t *nb, size_t room) {
+void tokens_truncate_pair(size_t *na, size_t *nb, size_t room) {
     if (*na + *nb <= room) return;
     bool swap = *na > *nb;
     size_t n1 = swap ? *nb : *na, n2 = swap ? *na : *nb;
@@ -377,7 +377,7 @@ graft_status wordpiece_encode(const wordpiece *wp, const char *a, const char *b,
     if (st == GRAFT_OK && max_len > 0) {
         size_t room = (size_t)max_len - specials;
         if (b)
-            truncate_pair(&na, &nb, room);
+            tokens_truncate_pair(&na, &nb, room);
         else if (na > room)
             na = room;
     }

@@ -48,4 +48,8 @@ graft_status wordpiece_encode(const wordpiece *wp, const char *a, const char *b,
                               bool pad, int64_t *input_ids, int64_t *type_ids, int64_t *mask,
                               size_t cap, size_t *out_len, graft_err *e);
 
+/* 'longest_first' truncation of a pair of na and nb tokens to room tokens in all (the tokenizers
+ * package's rule); shared with the tokenizer.json pipeline. */
+void tokens_truncate_pair(size_t *na, size_t *nb, size_t room);
+
 #endif

@@ -61,6 +61,10 @@ graft_status graph_add_node(ir_graph *g, const char *op, int opset, const int *i
     }
     n.opset = opset;
     n.op = op_find(op);
+    if (!n.op) {
+        ir_node_free(&n);
+        return err_set(e, GRAFT_E_UNSUPPORTED, "adding node '%s': graft has no op '%s'", name, op);
+    }
     graft_status st = ir_add_node(g, &n, NULL, e);
     if (st != GRAFT_OK) ir_node_free(&n);
     return st;

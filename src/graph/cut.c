@@ -1,11 +1,12 @@
 /* cut.c: graft_model_cut: keep the subgraph that computes the cut tensor, pool it (CLS, pooler
- * or masked mean for encoders) and make it the model's only output, "features". */
+ * or masked mean for encoders, spatial mean for CNN maps) and make it the model's only output,
+ * "features". */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "auto_cut.h"
 #include "build.h"
-#include "model.h"
 #include "text_inputs.h"
 
 #define CUT_OPSET 13 /* opset of the nodes the cut adds (axes as inputs) */
@@ -90,6 +91,16 @@ static graft_status pool(ir_graph *g, int cut, graft_pooling pooling, int *out, 
                            "(a rank-2 output computed by Tanh)");
         return GRAFT_OK;
     }
+    if (pooling == GRAFT_POOLING_SPATIAL) {
+        if (v->ndim != 4)
+            return err_set(e, GRAFT_E_SHAPE,
+                           "spatial pooling needs a (batch, channels, height, width) tensor; '%s' "
+                           "has rank %d",
+                           v->name, v->ndim);
+        int avg;
+        TRY(add_node(g, "GlobalAveragePool", &cut, 1, "features/spatial_mean", NULL, 0, &avg, e));
+        return add_node(g, "Flatten", &avg, 1, "features/flat", "axis", 1, out, e);
+    }
     if (v->ndim != 3)
         return err_set(e, GRAFT_E_SHAPE,
                        "%s pooling needs a (batch, sequence, hidden) tensor; "
@@ -105,11 +116,10 @@ static graft_status cut_graph(graft_model *m, const char *cut, graft_pooling poo
                               graft_err *e) {
     ir_graph *g = &m->g;
     const char *name = cut;
-    bool encoder = false;
+    auto_cut ac = {.value = -1};
     if (strcmp(cut, "auto") == 0) {
-        const char *why = NULL;
-        if (graft_model_auto_cut(m, &name, &why) != GRAFT_OK) return e->status;
-        encoder = strstr(why, "encoder") != NULL;
+        TRY(model_auto_cut(m, &ac, e));
+        name = g->values[ac.value].name;
     }
     int v = ir_find_value(g, name);
     if (v < 0)
@@ -118,10 +128,11 @@ static graft_status cut_graph(graft_model *m, const char *cut, graft_pooling poo
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                        "cut point '%s' is a model %s; cut at a tensor the backbone computes", name,
                        g->values[v].is_const ? "constant" : "input");
-    if (pooling == GRAFT_POOLING_AUTO)
-        pooling = encoder || (g->values[v].ndim == 3 && find_mask_input(g, NULL) >= 0)
-                      ? GRAFT_POOLING_CLS
-                      : GRAFT_POOLING_NONE;
+    if (pooling == GRAFT_POOLING_AUTO && ac.value >= 0)
+        pooling = ac.pooling;
+    else if (pooling == GRAFT_POOLING_AUTO)
+        pooling = g->values[v].ndim == 3 && find_mask_input(g, NULL) >= 0 ? GRAFT_POOLING_CLS
+                                                                          : GRAFT_POOLING_NONE;
     int pooled, features;
     TRY(pool(g, v, pooling, &pooled, e));
     features = pooled;

@@ -17,6 +17,8 @@ graft_status graph_infer_shapes(ir_graph *g, graft_err *e);
 /* Passes. Each returns the number of nodes it changed in *changed (may be NULL). */
 graft_status pass_fold_constants(ir_graph *g, int *changed, graft_err *e);
 graft_status pass_fold_batchnorm(ir_graph *g, int *changed, graft_err *e);
+/* A constant zero Pad of the spatial axes read only by a Conv becomes the Conv's pads. */
+graft_status pass_fold_pad(ir_graph *g, int *changed, graft_err *e);
 graft_status pass_remove_dead(ir_graph *g, int *changed, graft_err *e);
 /* All of them, in order, to a fixed point; then toposort and re-infer. */
 graft_status graph_optimize(ir_graph *g, graft_err *e);

@@ -43,7 +43,7 @@ static graft_status prepare(graft_model *m, graft_err *e) {
     TRY(count_ops(m, e));
     TRY(ir_toposort(&m->g, e));
     TRY(graph_infer_shapes(&m->g, e));
-    TRY(graph_optimize(&m->g, e));
+    TRY(model_batch_optimize(m, e));
     const graft_ctx_options *o = &m->ctx->options;
     TRY(cpu_backend_create(o->num_threads, o->use_reference_kernels != 0, &m->backend, e));
     m->have_backend = true;
@@ -116,6 +116,7 @@ void graft_model_free(graft_model *m) {
     if (m->have_device) m->device.destroy(m->device.impl);
     if (m->have_backend) m->backend.destroy(m->backend.impl);
     ir_graph_free(&m->g);
+    model_batch_free(&m->batch);
     free(m->op_counts);
     free(m);
 }
@@ -150,7 +151,13 @@ graft_status graft_model_output_info(const graft_model *m, int index, graft_valu
     return GRAFT_OK;
 }
 
-static graft_status check_input(const ir_value *v, const tensor *t, graft_err *e) {
+int64_t graft_model_fixed_batch(const graft_model *m, const char **why) {
+    if (why) *why = m ? m->batch.why : "";
+    return m ? m->batch.fixed : 0;
+}
+
+/* any_batch: the leading dim may be any size (the model runs other batches in chunks). */
+static graft_status check_input(const ir_value *v, const tensor *t, bool any_batch, graft_err *e) {
     char want[256], got[256];
     shape_str(want, sizeof want, v->ndim, v->dims);
     shape_str(got, sizeof got, t->ndim, t->dims);
@@ -161,7 +168,8 @@ static graft_status check_input(const ir_value *v, const tensor *t, graft_err *e
     for (int i = 0; ok && i < t->ndim; i++) {
         if (t->dims[i] < 0)
             ok = false;
-        else if (v->ndim >= 0 && v->dims[i] >= 0 && v->dims[i] != t->dims[i])
+        else if (v->ndim >= 0 && v->dims[i] >= 0 && v->dims[i] != t->dims[i] &&
+                 !(i == 0 && any_batch))
             ok = false;
     }
     if (!ok || tensor_nbytes(t) < 0)
@@ -183,7 +191,7 @@ graft_status model_bind_inputs(const graft_model *m, const graft_named_tensor *i
         for (int j = 0; j < n_inputs; j++)
             if (inputs[j].name && strcmp(inputs[j].name, v->name) == 0) found = j;
         if (found < 0) return err_set(e, GRAFT_E_NOT_FOUND, "input '%s' was not given", v->name);
-        TRY(check_input(v, &inputs[found].tensor, e));
+        TRY(check_input(v, &inputs[found].tensor, m->batch.fixed > 0, e));
         bound[i] = inputs[found].tensor;
     }
     for (int j = 0; j < n_inputs; j++) {
@@ -205,13 +213,17 @@ graft_status graft_model_run(graft_model *m, const graft_named_tensor *inputs, i
     if (m->ctx->options.num_threads > 0) omp_set_num_threads(m->ctx->options.num_threads);
 #endif
     graft_status st = model_bind_inputs(m, inputs, n_inputs, bound, e);
-    if (st == GRAFT_OK) st = exec_run(&m->exec, bound, e);
+    if (st == GRAFT_OK) st = model_batch_run(m, bound, e);
     free(bound);
     return st;
 }
 
 graft_status graft_model_output(const graft_model *m, int index, const graft_tensor **out) {
     if (!m || !out || index < 0 || index >= m->g.n_outputs) return GRAFT_E_INVALID_ARGUMENT;
+    if (m->batch.chunked && index < m->batch.n_out) {
+        *out = &m->batch.out[index];
+        return GRAFT_OK;
+    }
     const tensor *t = &m->exec.vals[m->g.outputs[index]];
     if (!t->data && tensor_numel(t) != 0) {
         err_set(&m->ctx->err, GRAFT_E_INVALID_ARGUMENT, "the model has not been run yet");

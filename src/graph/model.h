@@ -3,6 +3,7 @@
 #define GRAFT_GRAPH_MODEL_H
 
 #include "../core/context.h"
+#include "batch.h"
 #include "exec.h"
 
 typedef struct op_count_entry {
@@ -23,15 +24,18 @@ struct graft_model {
     op_count_entry *op_counts; /* histogram of the original model's op types */
     int n_op_counts;
     int64_t original_node_count;
+    model_batch batch; /* the batch the graph takes, and chunked runs (batch.c) */
     graft_model_summary summary;
     bool summary_ready;
+    char auto_cut_why[512]; /* graft_model_auto_cut_info's last why text */
 };
 
 /* Create the device backend the context asks for (or settle on the CPU). */
 graft_status model_open_device(graft_model *m, graft_err *e);
 /* The device backend, or NULL. */
 graft_backend *model_device(graft_model *m);
-/* Drop kernel state and device copies of weights (after weights changed in place). */
+/* Drop kernel state and device copies of weights (after weights changed in place), and the
+ * outputs of the last chunked run. */
 void model_release_state(graft_model *m);
 /* Log, once, the ops that run on the CPU because the device has no kernel for them. */
 void model_note_fallbacks(graft_model *m);

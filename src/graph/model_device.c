@@ -85,6 +85,7 @@ graft_backend *model_device(graft_model *m) {
 }
 
 void model_release_state(graft_model *m) {
+    m->batch.chunked = false; /* the last chunked run's outputs are stale too */
     exec_drop_device_copies(&m->exec);
     m->backend.release_state(m->backend.impl);
     if (m->have_device) m->device.release_state(m->device.impl);

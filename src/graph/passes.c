@@ -235,13 +235,14 @@ graft_status pass_remove_dead(ir_graph *g, int *changed, graft_err *e) {
 
 graft_status graph_optimize(ir_graph *g, graft_err *e) {
     for (int round = 0; round < 8; round++) {
-        int folded = 0, bn = 0, dead = 0;
+        int folded = 0, bn = 0, pad = 0, dead = 0;
         TRY(pass_fold_constants(g, &folded, e));
         TRY(pass_fold_batchnorm(g, &bn, e));
+        TRY(pass_fold_pad(g, &pad, e));
         TRY(pass_remove_dead(g, &dead, e));
         ir_compact(g);
         TRY(graph_infer_shapes(g, e));
-        if (!folded && !bn && !dead) break;
+        if (!folded && !bn && !pad && !dead) break;
     }
     return GRAFT_OK;
 }

@@ -32,7 +32,10 @@ static double measure_flops(graft_model *m) {
         tensor *bound = calloc((size_t)m->g.n_inputs + 1, sizeof *bound);
         if (bound && model_bind_inputs(m, in, m->g.n_inputs, bound, &e) == GRAFT_OK) {
             m->exec.count_flops = true;
-            if (exec_run(&m->exec, bound, &e) == GRAFT_OK) flops = m->exec.flops;
+            /* A fixed batch (the dummy's leading dim) counts as that many samples. */
+            int64_t batch =
+                m->g.n_inputs && bound[0].ndim > 0 && bound[0].dims[0] > 0 ? bound[0].dims[0] : 1;
+            if (exec_run(&m->exec, bound, &e) == GRAFT_OK) flops = m->exec.flops / (double)batch;
             m->exec.count_flops = false;
         }
         free(bound);
@@ -100,56 +103,6 @@ graft_status graft_model_metadata(const graft_model *m, int index, const char **
     if (key) *key = m->g.metadata[index].key;
     if (value) *value = m->g.metadata[index].value;
     return GRAFT_OK;
-}
-
-static bool is_op(const ir_node *n, const char *op) {
-    return strcmp(n->op_type, op) == 0;
-}
-
-/* Walk back from v through shape-only ops; true when it comes from global pooling. */
-static bool comes_from_pooling(const ir_graph *g, int v) {
-    for (int depth = 0; depth < 8 && v >= 0; depth++) {
-        int p = g->values[v].producer;
-        if (p < 0) return false;
-        const ir_node *n = &g->nodes[p];
-        if (is_op(n, "GlobalAveragePool") || is_op(n, "ReduceMean") || is_op(n, "AveragePool"))
-            return true;
-        if (!is_op(n, "Flatten") && !is_op(n, "Reshape") && !is_op(n, "Squeeze")) return false;
-        v = n->inputs[0];
-    }
-    return false;
-}
-
-graft_status graft_model_auto_cut(const graft_model *m, const char **tensor_name,
-                                  const char **why) {
-    if (!m || !tensor_name) return GRAFT_E_INVALID_ARGUMENT;
-    const ir_graph *g = &m->g;
-    for (int i = g->n_nodes - 1; i >= 0; i--) {
-        const ir_node *n = &g->nodes[i];
-        if (!(is_op(n, "Gemm") || is_op(n, "MatMul")) || n->n_in < 2) continue;
-        if (n->inputs[1] < 0 || !g->values[n->inputs[1]].is_const) continue;
-        if (!comes_from_pooling(g, n->inputs[0])) continue;
-        *tensor_name = g->values[n->inputs[0]].name;
-        if (why) *why = "pooled CNN features: the input of the final classifier";
-        return GRAFT_OK;
-    }
-    /* An encoder: integer token inputs and a (batch, sequence, hidden) float output. */
-    bool token_input = false;
-    for (int i = 0; i < g->n_inputs; i++) {
-        const ir_value *v = &g->values[g->inputs[i]];
-        token_input |= (v->dtype == GRAFT_DTYPE_I64 || v->dtype == GRAFT_DTYPE_I32) && v->ndim == 2;
-    }
-    for (int i = 0; token_input && i < g->n_outputs; i++) {
-        const ir_value *v = &g->values[g->outputs[i]];
-        if (v->ndim == 3 && dtype_is_float(v->dtype)) {
-            *tensor_name = v->name;
-            if (why) *why = "encoder: the [CLS] (first) token of this hidden state";
-            return GRAFT_OK;
-        }
-    }
-    err_set(&m->ctx->err, GRAFT_E_NOT_FOUND,
-            "no cut point found: neither a pooled CNN classifier nor an encoder's hidden state");
-    return GRAFT_E_NOT_FOUND;
 }
 
 graft_status graft_model_set_metadata(graft_model *m, const char *key, const char *value) {
