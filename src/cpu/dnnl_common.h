@@ -52,6 +52,13 @@ uint64_t dnnl_weights_fingerprint(const tensor *w);
 graft_status dnnl_reorder_once(cpu_backend *be, dnnl_memory_t from, const dnnl_memory_desc_t *md,
                                const op_call *c, void **buf, dnnl_memory_t *to);
 
+/* An eltwise primitive (alg: a dnnl_alg_kind_t) over n f32 values as one flat array, with
+ * memory objects for X and, unless y is NULL (in place), Y; *usable false when oneDNN has no
+ * fast kernel for it (dnnl_eltwise.c). */
+graft_status dnnl_eltwise_make(cpu_backend *be, const op_call *call, int alg, float alpha,
+                               float beta, int64_t n, dnnl_primitive_t *prim, dnnl_memory_t *x,
+                               dnnl_memory_t *y, bool *usable);
+
 /* True when every input of the call that is present, and output 0, is f32. */
 bool dnnl_all_f32(const op_call *call);
 

@@ -200,26 +200,6 @@ static bool post_is_relu(const dnnl_conv_post *p) {
     return p->act == (int)dnnl_eltwise_relu && p->alpha == 0.0f;
 }
 
-/* The epilogue's activation other than ReLU: an eltwise primitive over Y as one flat array. */
-static graft_status epilogue_activation(cpu_backend *be, const op_call *c, conv_state *s) {
-    dnnl_memory_desc_t md;
-    int64_t n[1] = {tensor_numel(c->out[0])};
-    TRY(dnnl_check(dnnl_plain_md(&md, 1, n), c, "describe Y"));
-    dnnl_eltwise_desc_t desc;
-    s->usable = false;
-    if (dnnl_eltwise_forward_desc_init(&desc, dnnl_forward_inference, (dnnl_alg_kind_t)s->post.act,
-                                       &md, s->post.alpha, s->post.beta) != dnnl_success)
-        return GRAFT_OK;
-    dnnl_primitive_attr_t attr = dnnl_make_attr();
-    if (!attr) return op_error(c->node, c->err, GRAFT_E_BACKEND, "oneDNN attributes");
-    dnnl_primitive_desc_t pd = NULL;
-    graft_status st = dnnl_make_primitive(be, &desc, attr, c, &pd, &s->act_prim, &s->usable);
-    dnnl_primitive_attr_destroy(attr);
-    dnnl_destroy_pd(&pd);
-    if (st != GRAFT_OK || !s->usable) return st;
-    return dnnl_make_memory(be, &md, NULL, c, &s->act_mem);
-}
-
 static graft_status conv_build(cpu_backend *be, const op_call *c, conv_state *s) {
     const tensor *x = c->in[0], *w = c->in[1];
     nn_window win;
@@ -249,7 +229,9 @@ static graft_status conv_build(cpu_backend *be, const op_call *c, conv_state *s)
         dnnl_destroy_pd(&pd);
         s->epilogue = true;
         if (s->post.act && !post_is_relu(&s->post)) {
-            TRY(epilogue_activation(be, c, s));
+            TRY(dnnl_eltwise_make(be, c, s->post.act, s->post.alpha, s->post.beta,
+                                  tensor_numel(c->out[0]), &s->act_prim, &s->act_mem, NULL,
+                                  &s->usable));
             if (!s->usable) return GRAFT_OK;
         }
         TRY(conv_primitive(be, c, &desc, false, s, &pd));

@@ -90,23 +90,26 @@ bool dnnl_eltwise_alg(const op_call *c, int *alg, float *alpha, float *beta) {
     return true;
 }
 
-static graft_status eltwise_build(cpu_backend *be, const op_call *c, eltwise_state *s) {
+graft_status dnnl_eltwise_make(cpu_backend *be, const op_call *c, int alg, float alpha, float beta,
+                               int64_t n, dnnl_primitive_t *prim, dnnl_memory_t *x,
+                               dnnl_memory_t *y, bool *usable) {
+    *usable = false;
     dnnl_memory_desc_t md;
-    int64_t dims[1] = {s->numel};
+    int64_t dims[1] = {n};
     TRY(dnnl_check(dnnl_plain_md(&md, 1, dims), c, "describe X"));
     dnnl_eltwise_desc_t desc;
-    if (dnnl_eltwise_forward_desc_init(&desc, dnnl_forward_inference, s->alg, &md, s->alpha,
-                                       s->beta) != dnnl_success)
+    if (dnnl_eltwise_forward_desc_init(&desc, dnnl_forward_inference, (dnnl_alg_kind_t)alg, &md,
+                                       alpha, beta) != dnnl_success)
         return GRAFT_OK; /* not usable: the reference runs */
     dnnl_primitive_attr_t attr = dnnl_make_attr();
     if (!attr) return op_error(c->node, c->err, GRAFT_E_BACKEND, "oneDNN attributes");
     dnnl_primitive_desc_t pd = NULL;
-    graft_status st = dnnl_make_primitive(be, &desc, attr, c, &pd, &s->prim, &s->usable);
+    graft_status st = dnnl_make_primitive(be, &desc, attr, c, &pd, prim, usable);
     dnnl_primitive_attr_destroy(attr);
     dnnl_destroy_pd(&pd);
-    if (st != GRAFT_OK || !s->usable) return st;
-    TRY(dnnl_make_memory(be, &md, NULL, c, &s->x));
-    return dnnl_make_memory(be, &md, NULL, c, &s->y);
+    if (st != GRAFT_OK || !*usable) return st;
+    TRY(dnnl_make_memory(be, &md, NULL, c, x));
+    return y ? dnnl_make_memory(be, &md, NULL, c, y) : GRAFT_OK;
 }
 
 /* The node's state for this size and these parameters, made anew when either changed. */
@@ -124,7 +127,8 @@ static graft_status eltwise_state_get(cpu_backend *be, const op_call *c, dnnl_al
     if (!s) return op_error(c->node, c->err, GRAFT_E_OUT_OF_MEMORY, "eltwise state");
     s->base.destroy = eltwise_state_destroy;
     s->numel = n, s->alg = alg, s->alpha = alpha, s->beta = beta;
-    graft_status st = eltwise_build(be, c, s);
+    graft_status st =
+        dnnl_eltwise_make(be, c, (int)alg, alpha, beta, n, &s->prim, &s->x, &s->y, &s->usable);
     if (st != GRAFT_OK) {
         eltwise_state_destroy(&s->base);
         return st;

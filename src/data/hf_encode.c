@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/token_ids.h"
 #include "data/hf_tokenizer.h"
 #include "data/unicode.h"
 #include "data/wordpiece.h"
@@ -67,7 +68,7 @@ typedef struct segment_ctx {
 } segment_ctx;
 
 static graft_status push(segment_ctx *c, int64_t id, graft_err *e) {
-    return hf_ids_push(c->ids, c->n, c->cap, id)
+    return token_ids_push(c->ids, c->n, c->cap, id)
                ? err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory tokenizing")
                : GRAFT_OK;
 }

@@ -7,19 +7,9 @@
 
 #include "data/hf_tokenizer.h"
 #include "data/unicode.h"
+#include "data/token_ids.h"
 
 #define UNK_PENALTY 10.0 /* Unigram: an unknown character scores min_score - this */
-
-int hf_ids_push(int64_t **ids, size_t *n, size_t *cap, int64_t id) {
-    if (*n == *cap) {
-        size_t c = *cap ? *cap * 2 : 64;
-        int64_t *v = realloc(*ids, c * sizeof *v);
-        if (!v) return -1;
-        *ids = v, *cap = c;
-    }
-    (*ids)[(*n)++] = id;
-    return 0;
-}
 
 static size_t char_len(const char *s, size_t n, size_t at) {
     size_t pos = at;
@@ -63,7 +53,7 @@ static graft_status wordpiece(const hf_model *m, const char *w, size_t n, int64_
             unknown = true;
             break;
         }
-        if (hf_ids_push(ids, n_ids, cap, id)) {
+        if (token_ids_push(ids, n_ids, cap, id)) {
             st = oom(e);
             goto done;
         }
@@ -73,7 +63,7 @@ static graft_status wordpiece(const hf_model *m, const char *w, size_t n, int64_
         *n_ids = first;
         if (m->unk < 0)
             st = no_unk("WordPiece", e);
-        else if (hf_ids_push(ids, n_ids, cap, m->unk))
+        else if (token_ids_push(ids, n_ids, cap, m->unk))
             st = oom(e);
     }
 done:
@@ -87,7 +77,7 @@ static graft_status bpe(const hf_model *m, const char *w, size_t n, int64_t **id
                         size_t *cap, graft_err *e) {
     if (m->ignore_merges) {
         int64_t id = str_map_get(&m->vocab, w, n);
-        if (id >= 0) return hf_ids_push(ids, n_ids, cap, id) ? oom(e) : GRAFT_OK;
+        if (id >= 0) return token_ids_push(ids, n_ids, cap, id) ? oom(e) : GRAFT_OK;
     }
     uint32_t *sym = malloc((n + 1) * sizeof *sym);
     hf_buf piece = {0};
@@ -148,7 +138,7 @@ static graft_status bpe(const hf_model *m, const char *w, size_t n, int64_t **id
         k--;
     }
     for (size_t j = 0; j < k && st == GRAFT_OK; j++)
-        if (hf_ids_push(ids, n_ids, cap, sym[j])) st = oom(e);
+        if (token_ids_push(ids, n_ids, cap, sym[j])) st = oom(e);
     free(sym);
     hf_buf_free(&piece);
     return st;
@@ -165,13 +155,13 @@ static graft_status unigram_piece(const hf_model *m, const char *p, size_t len, 
             snprintf(name, sizeof name, "<0x%02X>", (unsigned char)p[j]);
             int64_t b = str_map_get(&m->vocab, name, 6);
             if (b < 0) break;
-            if (hf_ids_push(ids, n_ids, cap, b)) return oom(e);
+            if (token_ids_push(ids, n_ids, cap, b)) return oom(e);
         }
         if (j == len) return GRAFT_OK;
         *n_ids = first;
     }
     if (id < 0 && (id = m->unk) < 0) return no_unk("Unigram", e);
-    return hf_ids_push(ids, n_ids, cap, id) ? oom(e) : GRAFT_OK;
+    return token_ids_push(ids, n_ids, cap, id) ? oom(e) : GRAFT_OK;
 }
 
 typedef struct best_node {
@@ -251,7 +241,7 @@ graft_status hf_model_word(const hf_model *m, const char *w, size_t n, int64_t *
     case HF_WORDLEVEL: {
         int64_t id = str_map_get(&m->vocab, w, n);
         if (id < 0 && (id = m->unk) < 0) return no_unk("WordLevel", e);
-        return hf_ids_push(ids, n_ids, cap, id) ? oom(e) : GRAFT_OK;
+        return token_ids_push(ids, n_ids, cap, id) ? oom(e) : GRAFT_OK;
     }
     }
     return GRAFT_OK;

@@ -191,7 +191,6 @@ graft_status hf_pretokenize(const hf_tokenizer *t, const char *s, size_t n, bool
 /* Append the ids of one word. */
 graft_status hf_model_word(const hf_model *m, const char *w, size_t n, int64_t **ids, size_t *n_ids,
                            size_t *cap, graft_err *e);
-int hf_ids_push(int64_t **ids, size_t *n, size_t *cap, int64_t id);
 
 /* Matches of a pattern in s[0..n): calls on_match(start, end) left to right. */
 int hf_pattern_find(const hf_pattern *p, const char *s, size_t n,

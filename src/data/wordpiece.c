@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/token_ids.h"
 #include "data/unicode.h"
 
 #define MAX_WORD_CHARS 100 /* longer words become [UNK] (max_input_chars_per_word) */
@@ -46,7 +47,7 @@ static int u32_push(u32vec *a, uint32_t x) {
     return 0;
 }
 
-static int ids_push(int64_t **ids, size_t *n, size_t *cap, int64_t id) {
+int token_ids_push(int64_t **ids, size_t *n, size_t *cap, int64_t id) {
     if (*n == *cap) {
         size_t c = *cap ? *cap * 2 : 64;
         int64_t *v = realloc(*ids, c * sizeof *v);
@@ -248,7 +249,7 @@ static int normalize_cp(const wordpiece *wp, uint32_t cp, u32vec *norm) {
 /* Greedy longest-match-first WordPiece of one word (w[0..m) code points), appending ids. */
 static int wordpiece_word(const wordpiece *wp, const uint32_t *w, size_t m, char *bytes, size_t *bo,
                           int64_t **ids, size_t *n, size_t *cap) {
-    if (m > MAX_WORD_CHARS) return ids_push(ids, n, cap, wp->unk);
+    if (m > MAX_WORD_CHARS) return token_ids_push(ids, n, cap, wp->unk);
     bo[0] = 0;
     for (size_t i = 0; i < m; i++) bo[i + 1] = bo[i] + (size_t)utf8_encode(w[i], bytes + bo[i]);
     size_t first = *n, start = 0;
@@ -261,9 +262,9 @@ static int wordpiece_word(const wordpiece *wp, const uint32_t *w, size_t m, char
         }
         if (id < 0) {
             *n = first;
-            return ids_push(ids, n, cap, wp->unk);
+            return token_ids_push(ids, n, cap, wp->unk);
         }
-        if (ids_push(ids, n, cap, id)) return -1;
+        if (token_ids_push(ids, n, cap, id)) return -1;
         start = end;
     }
     return 0;
@@ -326,7 +327,7 @@ graft_status wordpiece_tokenize(const wordpiece *wp, const char *text, size_t le
         if (k < 0 && i < cps.n) continue;
         if (tokenize_segment(wp, cps.v + seg, i - seg, &norm, ids, n, cap)) goto oom;
         if (k >= 0) {
-            if (ids_push(ids, n, cap, wp->special_ids[k])) goto oom;
+            if (token_ids_push(ids, n, cap, wp->special_ids[k])) goto oom;
             i += strlen(SPECIALS[k]) - 1;
             seg = i + 1;
         }

@@ -29,6 +29,7 @@ int64_t wordpiece_token_id(const wordpiece *wp, const char *token, size_t len);
 const char *wordpiece_token(const wordpiece *wp, int64_t id);
 int64_t wordpiece_pad_id(const wordpiece *wp);
 
+
 /* Tokenize text[0..len) without special tokens around it: *ids (malloc'd, grown as needed,
  * capacity *cap) receives *n ids. Invalid UTF-8 is GRAFT_E_INVALID_ARGUMENT naming the byte
  * offset. The caller frees *ids. */
