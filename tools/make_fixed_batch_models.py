@@ -11,7 +11,10 @@ exporters write them (seeded random weights), for tests/test_cli_fixbatch.sh:
   graft lets the declared batch go.
 - fixed_text_b1.onnx, fixed_text_b2.onnx: input_ids and attention_mask declared (B, 16), an
   embedding, a head split whose Reshapes hold B, a masked output 'hidden' (B, 16, 16).
-- bad_output.onnx: batch 1 fixed and an output that does not lead with the batch."""
+- bad_output.onnx: batch 1 fixed and an output that does not lead with the batch.
+- computed_flatten_cnn.onnx: input ('batch', 3, 16, 16), a zero Pad before a Conv, and the
+  flatten as TorchScript writes `x.view(input.size(0), -1)`: a Reshape to Concat(Shape(input)[0],
+  -1), whose feature size shape inference cannot carry to load time (EfficientNet-Lite's case)."""
 import os
 import sys
 
@@ -147,6 +150,30 @@ def bad_output(path):
     save(g, path)
 
 
+def computed_flatten_cnn(path):
+    rng = np.random.default_rng(6)
+    n = [helper.make_node("Pad", ["x", "pads"], ["padded"], name="pad", mode="constant"),
+         helper.make_node("Conv", ["padded", "conv.w", "conv.b"], ["conv"], name="conv"),
+         helper.make_node("Relu", ["conv"], ["relu"], name="relu"),
+         helper.make_node("GlobalAveragePool", ["relu"], ["gap"], name="gap"),
+         helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+         helper.make_node("Gather", ["shape", "zero"], ["n"], name="gather", axis=0),
+         helper.make_node("Unsqueeze", ["n", "axes0"], ["n1"], name="unsqueeze"),
+         helper.make_node("Concat", ["n1", "minus1"], ["flat_shape"], name="concat", axis=0),
+         helper.make_node("Reshape", ["gap", "flat_shape"], ["flat"], name="flatten")]
+    i = [const("pads", np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)),
+         weights(rng, "conv.w", 8, 3, 3, 3), weights(rng, "conv.b", 8),
+         const("zero", np.array(0, np.int64)), const("axes0", np.array([0], np.int64)),
+         const("minus1", np.array([-1], np.int64))]
+    hn, hi = head(rng, "flat", "logits")
+    g = helper.make_graph(n + hn, "computed_flatten_cnn",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                         ["batch", 3, 16, 16])],
+                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT,
+                                                         ["batch", 4])], i + hi)
+    save(g, path)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -156,7 +183,8 @@ def main():
     fixed_text(os.path.join(out, "fixed_text_b1.onnx"), 1)
     fixed_text(os.path.join(out, "fixed_text_b2.onnx"), 2)
     bad_output(os.path.join(out, "bad_output.onnx"))
-    print("wrote 6 models to", out)
+    computed_flatten_cnn(os.path.join(out, "computed_flatten_cnn.onnx"))
+    print("wrote 7 models to", out)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,11 @@ void model_release_state(graft_model *m);
 void model_note_fallbacks(graft_model *m);
 
 /* Check caller tensors against the declared inputs and order them as g->inputs. */
+/* The shape output `output` has when the model runs once on zero-filled inputs (the first
+ * symbolic dim 1, others 128): for sizes shape inference cannot carry to load time (a Reshape
+ * whose target is computed from a symbolic batch). */
+graft_status model_probe_output_dims(graft_model *m, int output, int *ndim, int64_t *dims,
+                                     graft_err *e);
 graft_status model_bind_inputs(const graft_model *m, const graft_named_tensor *inputs, int n_inputs,
                                tensor *bound, graft_err *e);
 

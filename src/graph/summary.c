@@ -45,6 +45,25 @@ static double measure_flops(graft_model *m) {
     return flops;
 }
 
+graft_status model_probe_output_dims(graft_model *m, int output, int *ndim, int64_t *dims,
+                                     graft_err *e) {
+    if (output < 0 || output >= m->g.n_outputs)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "no output %d", output);
+    graft_named_tensor *in = calloc((size_t)m->g.n_inputs + 1, sizeof *in);
+    if (!in) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    graft_status st = dummy_inputs(m, in, e);
+    if (st == GRAFT_OK) st = graft_model_run(m, in, m->g.n_inputs);
+    const graft_tensor *out = NULL;
+    if (st == GRAFT_OK) st = graft_model_output(m, output, &out);
+    if (st == GRAFT_OK) {
+        *ndim = out->ndim;
+        memcpy(dims, out->dims, sizeof(int64_t) * (size_t)out->ndim);
+    }
+    for (int i = 0; i < m->g.n_inputs; i++) tensor_release(&in[i].tensor);
+    free(in);
+    return st;
+}
+
 graft_status graft_model_summarize(const graft_model *cm, graft_model_summary *out) {
     if (!cm || !out) return GRAFT_E_INVALID_ARGUMENT;
     graft_model *m = (graft_model *)cm; /* caches the summary; runs the model once */

@@ -82,8 +82,16 @@ graft_status graft_trainer_create(graft_model *model, const graft_head_options *
         memcpy(t->class_weights, options->class_weights, sizeof(float) * (size_t)head->n_outputs);
         t->loss.class_weight = t->class_weights;
     }
-    graft_status st =
-        info.ndim == 2 && info.dims[1] > 0 ? trainer_setup(t, info.dims[1], e) : GRAFT_OK;
+    int64_t dim = info.ndim == 2 ? info.dims[1] : -1;
+    if (dim < 0) {
+        /* not known from shape inference (a Reshape computed from the batch): one probe run;
+         * a model that cannot run on zeros leaves it to the first batch, as before */
+        int nd = 0;
+        int64_t dims[GRAFT_MAX_DIMS];
+        if (model_probe_output_dims(model, 0, &nd, dims, e) == GRAFT_OK && nd == 2) dim = dims[1];
+        err_clear(e);
+    }
+    graft_status st = dim > 0 ? trainer_setup(t, dim, e) : GRAFT_OK;
     if (st != GRAFT_OK) {
         graft_trainer_free(t);
         return st;
