@@ -1,7 +1,5 @@
 /* tokenizer_api.c: graft_tokenizer: a vocab.txt's WordPiece or a tokenizer.json pipeline, told
  * apart by content, behind one handle (internal calls in tokenizer.h, public ones in graft.h). */
-#include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,39 +40,11 @@ graft_status tokenizer_load_memory(graft_tokenizer **out, const char *data, size
     return GRAFT_OK;
 }
 
-static char *read_file(const char *path, size_t *size, graft_err *e) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        err_set(e, GRAFT_E_IO, "%s: cannot open vocabulary: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        char *nb = realloc(buf, cap * 2 + 1);
-        if (!nb) free(buf);
-        buf = nb, cap *= 2;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!buf || bad) {
-        free(buf);
-        err_set(e, bad ? GRAFT_E_IO : GRAFT_E_OUT_OF_MEMORY, "%s: %s", path,
-                bad ? "read error" : "out of memory reading it");
-        return NULL;
-    }
-    buf[n] = 0;
-    *size = n;
-    return buf;
-}
-
 graft_status tokenizer_load(graft_tokenizer **out, const char *path, bool lowercase, graft_err *e) {
     size_t size = 0;
     *out = NULL;
-    char *data = read_file(path, &size, e);
-    if (!data) return e ? e->status : GRAFT_E_IO;
+    char *data = NULL;
+    TRY(tokenizer_read_file(path, &data, &size, e));
     graft_status st = tokenizer_load_memory(out, data, size, path, lowercase, e);
     free(data);
     return st;

@@ -108,7 +108,7 @@ void wordpiece_free(wordpiece *wp) {
     free(wp);
 }
 
-static graft_status read_file(const char *path, char **out, size_t *size, graft_err *e) {
+graft_status tokenizer_read_file(const char *path, char **out, size_t *size, graft_err *e) {
     FILE *f = fopen(path, "rb");
     if (!f) return err_set(e, GRAFT_E_IO, "%s: cannot open vocabulary: %s", path, strerror(errno));
     size_t cap = 1 << 16, n = 0;
@@ -201,7 +201,7 @@ graft_status wordpiece_load(wordpiece **out, const char *vocab_path, bool lowerc
     wordpiece *wp = calloc(1, sizeof *wp);
     if (!wp) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "%s: out of memory", vocab_path);
     size_t size = 0;
-    graft_status st = read_file(vocab_path, &wp->pool, &size, e);
+    graft_status st = tokenizer_read_file(vocab_path, &wp->pool, &size, e);
     if (st != GRAFT_OK) {
         wordpiece_free(wp);
         return st;
