@@ -3,7 +3,9 @@
 #include "npy.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +57,10 @@ static int parse_header(const char *h, graft_tensor *t, const char *path, char *
         snprintf(what, sizeof what, "unsupported .npy dtype '%.8s'", q + 1);
         return fail(err, n, path, what);
     }
-    if (strncmp(strchr(f, ':') + 1 + strspn(strchr(f, ':') + 1, " "), "False", 5) != 0)
+    const char *colon = strchr(f + 15, ':');
+    if (!colon || colon - (f + 15) != (ptrdiff_t)strspn(f + 15, " "))
+        return fail(err, n, path, "malformed .npy header: no ':' after 'fortran_order'");
+    if (strncmp(colon + 1 + strspn(colon + 1, " "), "False", 5) != 0)
         return fail(err, n, path, "Fortran-ordered arrays are not supported");
     if (parse_shape(s, t) != 0) return fail(err, n, path, "malformed .npy shape");
     return 0;
@@ -95,13 +100,31 @@ int npy_read(const char *path, graft_tensor *t, char *err, size_t n) {
     if (!header || fread(header, 1, hlen, fp) != hlen) goto short_read;
     header[hlen] = '\0';
     if (parse_header(header, t, path, err, n) != 0) goto out;
-    int64_t numel = graft_tensor_numel(t);
+    /* The shape's size (overflow-checked) must match what the file holds before allocating. */
+    uint64_t numel = 1;
     size_t es = graft_dtype_size(t->dtype);
-    if (numel < 0 || (uint64_t)numel > SIZE_MAX / 2 / es) {
-        fail(err, n, path, "array too large");
-        goto out;
+    for (int i = 0; i < t->ndim; i++) {
+        uint64_t d = (uint64_t)t->dims[i];
+        if (d != 0 && numel > (uint64_t)INT64_MAX / es / d) {
+            fail(err, n, path, "the .npy shape's size overflows");
+            goto out;
+        }
+        numel *= d;
     }
     size_t bytes = (size_t)numel * es;
+    struct stat sb;
+    long here = ftell(fp);
+    long long avail = -1;
+    if (fstat(fileno(fp), &sb) == 0 && S_ISREG(sb.st_mode) && here >= 0 && sb.st_size >= here)
+        avail = (long long)(sb.st_size - here);
+    if (avail < 0 || (uint64_t)avail < bytes) {
+        char what[160];
+        snprintf(what, sizeof what,
+                 "file is truncated: its shape needs %zu bytes of data, the file holds %lld", bytes,
+                 avail < 0 ? 0 : avail);
+        fail(err, n, path, what);
+        goto out;
+    }
     t->data = malloc(bytes ? bytes : 1);
     if (!t->data) {
         fail(err, n, path, "out of memory");

@@ -31,6 +31,10 @@ typedef struct image_u8 {
  * JPEG missing only its EOI marker is truncated, a PNG missing only its IEND chunk is not),
  * GRAFT_E_INVALID_ARGUMENT (over the pixel limit). On failure *out is empty (pixels NULL).
  * Never aborts, never prints. */
+/* PIL's decompression-bomb limit: the decoders' default max_pixels and the cap on the output of
+ * every resize and crop (transforms.h), checked before the output is allocated. */
+#define IMAGE_MAX_PIXELS 178956970
+
 graft_status image_decode_memory(const void *data, size_t size, const char *what, int min_side,
                                  int64_t max_pixels, image_u8 *out, graft_err *e);
 graft_status image_decode_file(const char *path, int min_side, int64_t max_pixels, image_u8 *out,

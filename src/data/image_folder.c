@@ -13,7 +13,7 @@
 #include "file_list.h"
 #include "transforms.h"
 
-#define DEFAULT_MAX_PIXELS 178956970 /* PIL's decompression-bomb limit */
+#define DEFAULT_MAX_PIXELS IMAGE_MAX_PIXELS
 
 typedef struct image_folder {
     char *root;

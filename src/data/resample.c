@@ -152,9 +152,14 @@ graft_status transform_resize(image_u8 *out, const image_u8 *in, int width, int 
                               graft_err *e) {
     memset(out, 0, sizeof *out);
     TRY(check_image(in, "resize input", e));
-    if (width <= 0 || height <= 0 || (int64_t)width * height > INT_MAX / 3)
+    if (width <= 0 || height <= 0)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT, "transforms: cannot resize to %dx%d", width,
                        height);
+    if ((int64_t)width * height > IMAGE_MAX_PIXELS)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "transforms: resizing %dx%d to %dx%d = %lld pixels is over the limit of %d",
+                       in->width, in->height, width, height, (long long)width * height,
+                       IMAGE_MAX_PIXELS);
     uint8_t *dst = malloc((size_t)width * height * 3); // (height, width, 3)
     if (!dst) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "transforms: out of memory resizing");
     bool do_h = width != in->width, do_v = height != in->height;

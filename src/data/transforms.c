@@ -44,8 +44,12 @@ static graft_status crop_box(image_u8 *out, const image_u8 *in, int x, int y, in
     memset(out, 0, sizeof *out);
     if (!in || !in->pixels || in->width <= 0 || in->height <= 0)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT, "transforms: cannot crop an empty image");
-    if (w <= 0 || h <= 0 || (int64_t)w * h > INT_MAX / 3)
+    if (w <= 0 || h <= 0)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT, "transforms: cannot crop a %dx%d box", w, h);
+    if ((int64_t)w * h > IMAGE_MAX_PIXELS)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "transforms: a %dx%d crop = %lld pixels is over the limit of %d", w, h,
+                       (long long)w * h, IMAGE_MAX_PIXELS);
     uint8_t *dst = calloc((size_t)w * h * 3, 1); // (h, w, 3)
     if (!dst) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "transforms: out of memory cropping");
     /* Columns [c0, c1) of the box lie inside the image. */

@@ -325,7 +325,8 @@ graft_status wordpiece_tokenize(const wordpiece *wp, const char *text, size_t le
     for (size_t i = 0; i <= cps.n; i++) {
         int k = i < cps.n ? special_at(wp, cps.v, cps.n, i) : -1;
         if (k < 0 && i < cps.n) continue;
-        if (tokenize_segment(wp, cps.v + seg, i - seg, &norm, ids, n, cap)) goto oom;
+        /* An empty stretch is skipped: cps.v is NULL for an empty text. */
+        if (i > seg && tokenize_segment(wp, cps.v + seg, i - seg, &norm, ids, n, cap)) goto oom;
         if (k >= 0) {
             if (token_ids_push(ids, n, cap, wp->special_ids[k])) goto oom;
             i += strlen(SPECIALS[k]) - 1;

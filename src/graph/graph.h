@@ -9,6 +9,14 @@
  * naming the node. */
 graft_status graph_resolve_ops(ir_graph *g, graft_err *e);
 
+/* Limits (docs/engine.md "Limits"). A shape inference computes for any value has at most
+ * GRAFT_MAX_DIMS axes and GRAPH_MAX_ELEMENTS elements (an error naming the node otherwise); a
+ * constant folded at load has at most FOLD_MAX_ELEMENTS elements and FOLD_MAX_BYTES bytes (a
+ * larger one is left for run time, never allocated at load). */
+#define GRAPH_MAX_ELEMENTS ((int64_t)1 << 40)
+#define FOLD_MAX_ELEMENTS ((int64_t)64 << 20)
+#define FOLD_MAX_BYTES ((int64_t)256 << 20)
+
 /* Fill value_info for node input k from the IR value (with its data when constant). */
 void graph_value_info(const ir_graph *g, int value, value_info *vi);
 /* Infer every node's outputs in order, merging with the shapes the model declares. */

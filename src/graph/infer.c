@@ -76,6 +76,32 @@ static graft_status merge(const ir_node *n, ir_value *v, const value_info *vi, g
     return GRAFT_OK;
 }
 
+/* An inferred shape within the limits: rank at most GRAFT_MAX_DIMS, no negative dim other than
+ * unknown (-1), and a product of its known dims (overflow-checked) of at most GRAPH_MAX_ELEMENTS. */
+static graft_status check_limits(const ir_node *n, int k, const value_info *vi, graft_err *e) {
+    if (!vi->present || vi->ndim < 0) return GRAFT_OK;
+    if (vi->ndim > GRAFT_MAX_DIMS)
+        return op_error(n, e, GRAFT_E_UNSUPPORTED, "output %d has rank %d (at most %d supported)",
+                        k, vi->ndim, GRAFT_MAX_DIMS);
+    int64_t numel = 1;
+    for (int i = 0; i < vi->ndim; i++) {
+        int64_t d = vi->dims[i];
+        if (d < -1)
+            return op_error(n, e, GRAFT_E_SHAPE, "output %d has negative dim %lld", k,
+                            (long long)d);
+        if (d == 0) break; /* no elements */
+        if (d < 0) continue; /* unknown */
+        if (numel > GRAPH_MAX_ELEMENTS / d) {
+            char s[256];
+            return op_error(n, e, GRAFT_E_SHAPE,
+                            "output %d has shape %s, over graft's limit of 2^40 elements", k,
+                            shape_str(s, sizeof s, vi->ndim, vi->dims));
+        }
+        numel *= d;
+    }
+    return GRAFT_OK;
+}
+
 graft_status graph_infer_shapes(ir_graph *g, graft_err *e) {
     value_info in[64], out[64];
     for (int i = 0; i < g->n_nodes; i++) {
@@ -88,6 +114,7 @@ graft_status graph_infer_shapes(ir_graph *g, graft_err *e) {
         TRY(n->op->infer(n, in, n->n_in, out, n->n_out, e));
         for (int k = 0; k < n->n_out; k++) {
             if (n->outputs[k] < 0) continue;
+            TRY(check_limits(n, k, &out[k], e));
             ir_value *v = &g->values[n->outputs[k]];
             if (v->is_const) continue;
             /* Intermediate values take the op's rule; declared value_info was only a hint. */

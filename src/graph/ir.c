@@ -215,7 +215,7 @@ graft_status ir_toposort(ir_graph *g, graft_err *e) {
             st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory sorting the graph");
         else {
             for (int i = 0; i < n; i++) sorted[i] = g->nodes[order[i]];
-            memcpy(g->nodes, sorted, sizeof *sorted * (size_t)n);
+            if (n > 0) memcpy(g->nodes, sorted, sizeof *sorted * (size_t)n); /* nodes may be NULL */
             free(sorted);
             ir_link_producers(g);
         }

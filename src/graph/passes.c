@@ -10,8 +10,9 @@
 
 /* Evaluate a node whose inputs are all constant with its reference kernel; the outputs become
  * constant values. A non-constant input is passed as a data-less stand-in of its (fully known)
- * shape, which is all Shape reads. */
-static graft_status fold_node(ir_graph *g, ir_node *n, graft_err *e) {
+ * shape, which is all Shape reads. An output over FOLD_MAX_ELEMENTS or FOLD_MAX_BYTES is not
+ * folded (*skipped set, nothing allocated): the node then runs at run time. */
+static graft_status fold_node(ir_graph *g, ir_node *n, bool *skipped, graft_err *e) {
     value_info in[64], out[64];
     const tensor *in_t[64];
     tensor stand_in[64];
@@ -35,6 +36,15 @@ static graft_status fold_node(ir_graph *g, ir_node *n, graft_err *e) {
     }
     memset(out, 0, sizeof(value_info) * (size_t)n->n_out);
     TRY(n->op->infer(n, in, n->n_in, out, n->n_out, e));
+    *skipped = false;
+    for (int k = 0; k < n->n_out; k++) {
+        if (!out[k].present || out[k].ndim < 0 || out[k].ndim > GRAFT_MAX_DIMS) continue;
+        int64_t numel = dims_numel(out[k].ndim, out[k].dims);
+        int64_t bytes = dtype_bytes(out[k].dtype, numel);
+        if (numel < 0 || numel > FOLD_MAX_ELEMENTS || bytes < 0 || bytes > FOLD_MAX_BYTES)
+            *skipped = true;
+    }
+    if (*skipped) return GRAFT_OK;
     graft_status st = GRAFT_OK;
     for (int k = 0; k < n->n_out && st == GRAFT_OK; k++) {
         out_t[k] = &outs[k];
@@ -96,8 +106,9 @@ graft_status pass_fold_constants(ir_graph *g, int *changed, graft_err *e) {
                 outputs_are_model_outputs = true;
         if (outputs_are_model_outputs) continue;
         if (!all_inputs_const(g, n) && !shape_is_static(g, n)) continue;
-        TRY(fold_node(g, n, e));
-        count++;
+        bool skipped;
+        TRY(fold_node(g, n, &skipped, e));
+        count += !skipped;
     }
     if (changed) *changed = count;
     return GRAFT_OK;

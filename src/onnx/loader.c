@@ -1,5 +1,6 @@
 /* loader.c: ONNX ModelProto (protobuf-c) to graph IR: opsets, initializers, inputs with symbolic
  * dims, nodes with attributes, metadata. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -281,6 +282,12 @@ graft_status onnx_parse_model(const void *data, size_t size, const char *base_di
     if (size == 0)
         return err_set(e, GRAFT_E_MALFORMED_MODEL, "%s: the file is empty, not an ONNX model",
                        what);
+    if ((uint64_t)size > (uint64_t)ONNX_MAX_FILE_BYTES)
+        return err_set(e, GRAFT_E_MALFORMED_MODEL,
+                       "%s: %zu bytes is over graft's limit of %lld bytes for a model file (put "
+                       "large weights in external data)",
+                       what, size, (long long)ONNX_MAX_FILE_BYTES);
+    TRY(onnx_check_nesting(data, size, what, e));
     Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, size, data);
     if (!mp)
         return err_set(e, GRAFT_E_MALFORMED_MODEL,

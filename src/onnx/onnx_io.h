@@ -1,4 +1,5 @@
-/* onnx_io.h: reading ONNX protobuf files into the IR and tensors (loader.c, tensor_proto.c). */
+/* onnx_io.h: reading ONNX protobuf files into the IR and tensors (loader.c, tensor_proto.c,
+ * proto_scan.c). */
 #ifndef GRAFT_ONNX_IO_H
 #define GRAFT_ONNX_IO_H
 
@@ -7,6 +8,16 @@
 #include "../graph/ir.h"
 
 struct Onnx__TensorProto;
+
+/* Limits on a model file: its size (protobuf's own cap on one message; larger weights go in
+ * external data), the nesting of subgraphs (If/Loop/Scan bodies) and of protobuf messages in
+ * all (TypeProto nests too). Checked before protobuf-c, which recurses per nested message. */
+#define ONNX_MAX_FILE_BYTES ((int64_t)2 << 30)
+#define ONNX_MAX_GRAPH_DEPTH 64
+#define ONNX_MAX_MESSAGE_DEPTH 256
+
+/* GRAFT_E_MALFORMED_MODEL naming the limit if the serialized ModelProto nests past a limit. */
+graft_status onnx_check_nesting(const void *data, size_t size, const char *what, graft_err *e);
 
 /* Parse a serialized ModelProto into g. `base_dir` is where external-data files live (NULL: none
  * allowed); `what` names the source in messages (a path, or "<memory>"). */

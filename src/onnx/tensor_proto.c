@@ -1,37 +1,68 @@
 /* tensor_proto.c: TensorProto to tensor: raw, typed and external data, with size checks. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "onnx.pb-c.h"
 #include "onnx_io.h"
 
-graft_status read_file(const char *path, void **data, size_t *size, graft_err *e) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return err_set(e, GRAFT_E_IO, "cannot open '%s': %s", path, strerror(errno));
-    if (fseeko(f, 0, SEEK_END) != 0) {
-        fclose(f);
-        return err_set(e, GRAFT_E_IO, "cannot seek in '%s': %s", path, strerror(errno));
+/* Open `path` for reading as a regular file: O_NONBLOCK so that a FIFO cannot block the open,
+ * fstat after the open so that what is checked is what is read. *len receives its size. */
+static graft_status open_regular(const char *path, int flags, const char *what, int *fd_out,
+                                 int64_t *len, graft_err *e) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | flags);
+    if (fd < 0) return err_set(e, GRAFT_E_IO, "cannot open %s'%s': %s", what, path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return err_set(e, GRAFT_E_IO, "%s'%s' is not a regular file", what, path);
     }
-    off_t len = ftello(f);
-    rewind(f);
-    if (len < 0) {
-        fclose(f);
-        return err_set(e, GRAFT_E_IO, "cannot size '%s'", path);
+    int fl = fcntl(fd, F_GETFL);
+    if (fl != -1) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    *fd_out = fd;
+    *len = (int64_t)sb.st_size;
+    return GRAFT_OK;
+}
+
+/* Read n bytes at offset of fd into dst; false on a short read. */
+static bool read_at(int fd, void *dst, size_t n, int64_t offset) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, (char *)dst + got, n - got, (off_t)offset + (off_t)got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return false;
+        got += (size_t)r;
+    }
+    return true;
+}
+
+graft_status read_file(const char *path, void **data, size_t *size, graft_err *e) {
+    int fd;
+    int64_t len;
+    TRY(open_regular(path, 0, "", &fd, &len, e));
+    if (len > ONNX_MAX_FILE_BYTES) {
+        close(fd);
+        return err_set(e, GRAFT_E_IO,
+                       "'%s' is %lld bytes, over graft's limit of %lld bytes for one protobuf "
+                       "file (put large weights in external data)",
+                       path, (long long)len, (long long)ONNX_MAX_FILE_BYTES);
     }
     void *buf = malloc(len ? (size_t)len : 1);
     if (!buf) {
-        fclose(f);
+        close(fd);
         return err_set(e, GRAFT_E_OUT_OF_MEMORY, "cannot allocate %lld bytes to read '%s'",
                        (long long)len, path);
     }
-    size_t got = fread(buf, 1, (size_t)len, f);
-    fclose(f);
-    if (got != (size_t)len) {
+    bool ok = read_at(fd, buf, (size_t)len, 0);
+    close(fd);
+    if (!ok) {
         free(buf);
-        return err_set(e, GRAFT_E_IO, "short read of '%s' (%zu of %lld bytes)", path, got,
+        return err_set(e, GRAFT_E_IO, "short read of '%s' (%lld bytes expected)", path,
                        (long long)len);
     }
     *data = buf;
@@ -43,9 +74,11 @@ static const char *tname(const Onnx__TensorProto *tp) {
     return tp->name && tp->name[0] ? tp->name : "<unnamed>";
 }
 
-/* Read `length` bytes at `offset` of an external-data file into dst. */
-static graft_status read_external(const Onnx__TensorProto *tp, const char *base_dir, void *dst,
-                                  int64_t nbytes, graft_err *e) {
+/* Open the external-data file of tp, checked before anything is allocated: its location stays
+ * inside base_dir once links are resolved (realpath of both), it is a regular file (a FIFO or
+ * device is refused, never waited on) and it holds nbytes at the offset given. */
+static graft_status open_external(const Onnx__TensorProto *tp, const char *base_dir, int64_t nbytes,
+                                  int *fd, int64_t *offset_out, graft_err *e) {
     const char *location = NULL;
     int64_t offset = 0, length = -1;
     for (size_t i = 0; i < tp->n_external_data; i++) {
@@ -76,21 +109,29 @@ static graft_status read_external(const Onnx__TensorProto *tp, const char *base_
                        "tensor '%s': external data length %lld does not match the %lld bytes its "
                        "shape needs",
                        tname(tp), (long long)length, (long long)nbytes);
-    char path[4096];
+    char path[4096], dir_real[PATH_MAX], file_real[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", base_dir, location);
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    if (!realpath(base_dir, dir_real) || !realpath(path, file_real))
         return err_set(e, GRAFT_E_IO, "tensor '%s': cannot open external data file '%s': %s",
                        tname(tp), path, strerror(errno));
-    graft_status st = GRAFT_OK;
-    if (fseeko(f, (off_t)offset, SEEK_SET) != 0 ||
-        fread(dst, 1, (size_t)nbytes, f) != (size_t)nbytes)
-        st = err_set(e, GRAFT_E_IO,
-                     "tensor '%s': external data file '%s' is too short for %lld bytes at offset "
-                     "%lld",
-                     tname(tp), path, (long long)nbytes, (long long)offset);
-    fclose(f);
-    return st;
+    size_t dl = strlen(dir_real);
+    if (strncmp(file_real, dir_real, dl) != 0 || (file_real[dl] != '/' && dl > 1))
+        return err_set(e, GRAFT_E_MALFORMED_MODEL,
+                       "tensor '%s': external data '%s' resolves to '%s', outside the model's "
+                       "folder '%s' (a symbolic link out of the folder is not followed)",
+                       tname(tp), location, file_real, dir_real);
+    int64_t len;
+    graft_status st = open_regular(file_real, O_NOFOLLOW, "external data file ", fd, &len, e);
+    if (st != GRAFT_OK) return err_prefix(e, "tensor '%s'", tname(tp));
+    if (offset > len || nbytes > len - offset) {
+        close(*fd);
+        return err_set(e, GRAFT_E_IO,
+                       "tensor '%s': external data file '%s' is too short for %lld bytes at offset "
+                       "%lld (it holds %lld)",
+                       tname(tp), path, (long long)nbytes, (long long)offset, (long long)len);
+    }
+    *offset_out = offset;
+    return GRAFT_OK;
 }
 
 static graft_status count_mismatch(const Onnx__TensorProto *tp, const char *field, size_t have,
@@ -98,6 +139,28 @@ static graft_status count_mismatch(const Onnx__TensorProto *tp, const char *fiel
     return err_set(e, GRAFT_E_MALFORMED_MODEL,
                    "tensor '%s': %s holds %zu values but its shape needs %lld", tname(tp), field,
                    have, (long long)want);
+}
+
+/* The typed field that holds dtype dt's values and how many it holds. */
+static size_t typed_count(const Onnx__TensorProto *tp, graft_dtype dt, const char **field) {
+    switch (dt) {
+    case GRAFT_DTYPE_F32:
+        *field = "float_data";
+        return tp->n_float_data;
+    case GRAFT_DTYPE_F64:
+        *field = "double_data";
+        return tp->n_double_data;
+    case GRAFT_DTYPE_I64:
+        *field = "int64_data";
+        return tp->n_int64_data;
+    case GRAFT_DTYPE_U32:
+    case GRAFT_DTYPE_U64:
+        *field = "uint64_data";
+        return tp->n_uint64_data;
+    default:
+        *field = "int32_data";
+        return tp->n_int32_data;
+    }
 }
 
 /* Typed repeated fields: each dtype is stored in one of them as ONNX's spec says. */
@@ -213,10 +276,26 @@ graft_status onnx_tensor_from_proto(const Onnx__TensorProto *tp, const char *bas
                        "%zu",
                        tname(tp), shape_str(s, sizeof s, out->ndim, out->dims),
                        graft_dtype_name(dt), (long long)nbytes, tp->raw_data.len);
-    TRY(tensor_alloc(out, e));
+    /* The data present must match the declared size before anything is allocated. */
+    int fd = -1;
+    int64_t offset = 0;
+    const char *field;
+    size_t have = typed_count(tp, dt, &field);
     if (external)
-        st = read_external(tp, base_dir, out->data, nbytes, e);
-    else if (tp->has_raw_data) {
+        TRY(open_external(tp, base_dir, nbytes, &fd, &offset, e));
+    else if (!tp->has_raw_data && numel != 0 && (int64_t)have != numel)
+        return count_mismatch(tp, field, have, numel, e);
+    if ((st = tensor_alloc(out, e)) != GRAFT_OK) {
+        if (fd >= 0) close(fd);
+        return st;
+    }
+    if (external) {
+        st = read_at(fd, out->data, (size_t)nbytes, offset)
+                 ? GRAFT_OK
+                 : err_set(e, GRAFT_E_IO, "tensor '%s': short read of %lld bytes of external data",
+                           tname(tp), (long long)nbytes);
+        close(fd);
+    } else if (tp->has_raw_data) {
         if (nbytes) memcpy(out->data, tp->raw_data.data, (size_t)nbytes);
         st = GRAFT_OK;
     } else
