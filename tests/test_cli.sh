@@ -101,6 +101,11 @@ expect_error cli_bad_missing_external "external data" run "$BAD/missing_external
 expect_error cli_bad_wrong_shape "must have shape" run "$BAD/valid_small.onnx" --input "input=$BAD/wrong_shape.npy" --output-dir "$TMP/o"
 expect_error cli_bad_wrong_dtype float64 run "$BAD/valid_small.onnx" --input "input=$BAD/wrong_dtype.npy" --output-dir "$TMP/o"
 expect_error cli_bad_missing_npy nothere.npy run "$BAD/valid_small.onnx" --input "input=$TMP/nothere.npy" --output-dir "$TMP/o"
+H=$BAD/hostile
+expect_error cli_bad_npy_no_colon "no ':' after 'fortran_order'" run "$BAD/valid_small.onnx" --input "input=$H/npy_no_colon.npy" --output-dir "$TMP/o"
+expect_error cli_bad_npy_beyond_file "needs 4294967296 bytes" run "$BAD/valid_small.onnx" --input "input=$H/npy_beyond_file.npy" --output-dir "$TMP/o"
+expect_error cli_bad_deep_if "limit of 64" info "$H/deep_if.onnx"
+expect_error cli_bad_fifo_external "not a regular file" info "$H/fifo_external.onnx"
 expect_error cli_bad_missing_model nothere.onnx run "$TMP/nothere.onnx" $IN --output-dir "$TMP/o"
 expect_error cli_bad_option "unknown option" run "$BAD/valid_small.onnx" --frobnicate
 exit 0

@@ -134,6 +134,20 @@ static void test_api(wordpiece *wp) {
           "status %d: %s", st, e.msg);
 }
 
+/* An empty text (and one of only special tokens) gives no ids and no undefined behaviour (the
+ * code points buffer is NULL then: UBSan flags any offset taken from it). */
+static void test_empty_text(const wordpiece *wp) {
+    int64_t *ids = NULL;
+    size_t n = 7, cap = 0;
+    graft_err e = {0};
+    graft_status st = wordpiece_tokenize(wp, "", 0, &ids, &n, &cap, &e);
+    CHECK("wordpiece_empty_text", st == GRAFT_OK && n == 0, "status %d, %zu ids: %s", st, n, e.msg);
+    st = wordpiece_tokenize(wp, "[CLS][SEP]", 10, &ids, &n, &cap, &e);
+    CHECK("wordpiece_only_specials", st == GRAFT_OK && n == 2, "status %d, %zu ids: %s", st, n,
+          e.msg);
+    free(ids);
+}
+
 int main(int argc, char **argv) {
     const char *dir = argc > 1 ? argv[1] : "tests/data/tokenizer";
     char path[1024];
@@ -148,6 +162,7 @@ int main(int argc, char **argv) {
     }
     CHECK("wordpiece_load", wordpiece_vocab_size(wps[0]) > 1000, "%d tokens", wordpiece_vocab_size(wps[0]));
     test_api(wps[1]);
+    test_empty_text(wps[1]);
     test_corpus(wps, dir);
     wordpiece_free(wps[0]);
     wordpiece_free(wps[1]);

@@ -25,6 +25,20 @@ Files written into --out (default tests/data/gen/bad/ under the repository root)
   external_escape.onnx             external location `../outside_model_dir.bin` leaves the
                                    model's folder (must be refused before any open)
   wrong_shape.npy                  float32 (1, 3, 7, 7) for an input declared (1, 3, 8, 8)
+  hostile/                         inputs built to crash or exhaust a loader (no ONNX Runtime
+                                   verdicts: some would crash, hang or exhaust it too):
+    npy_no_colon.npy               header 'fortran_order' with no ':' after it
+    npy_overflow_shape.npy         shape (2^40, 2^40): the size overflows int64
+    npy_beyond_file.npy            shape (2^30,) float32 in a 128-byte file
+    deep_if.onnx                   If subgraphs nested 3000 deep (~121 KB)
+    deep_type.onnx                 an input's TypeProto nested 5000 sequences deep
+    constant_of_shape_huge.onnx    ConstantOfShape to 2^30 floats (folding would take 4 GB)
+    huge_initializer.onnx          an initializer of 2^38 floats with no data
+    ext_link/outside.onnx          external data `weights.bin`, a symbolic link to
+                                   ../outside_weights.bin (out of the model's folder)
+    ext_link/inside.onnx           external data `alias.bin`, a link to real.bin in the
+                                   same folder (loads)
+    fifo_external.onnx             external data `fifo_weights.bin`, a FIFO
   wrong_dtype.npy                  float64 (1, 3, 8, 8)
   bad_models.json                  each file, what is wrong with it and what a loader
                                    must do, plus whether ONNX Runtime rejected it here
@@ -35,6 +49,7 @@ Usage: python3 tools/make_bad_models.py [--out DIR]
 import argparse
 import json
 import os
+import struct
 import sys
 from pathlib import Path
 
@@ -212,6 +227,114 @@ def write_bad_inputs(out, x, case):
          "error naming input `input`, expected vs given dtype")
 
 
+def pb_varint(n):
+    b = bytearray()
+    while True:
+        b.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(b)
+
+
+def pb_field(num, payload):
+    """A length-delimited field."""
+    return pb_varint(num << 3 | 2) + pb_varint(len(payload)) + payload
+
+
+def pb_int(num, value):
+    return pb_varint(num << 3) + pb_varint(value)
+
+
+def deep_if_model(depth):
+    """ModelProto bytes written by hand (Python's protobuf refuses such depths): If nodes whose
+    then_branch holds the next If, `depth` levels, an Identity at the bottom."""
+    out = pb_field(12, pb_field(1, b"y"))
+    graph = pb_field(1, pb_field(1, b"x") + pb_field(2, b"y") + pb_field(4, b"Identity")) + out
+    for _ in range(depth):
+        attr = pb_field(1, b"then_branch") + pb_field(6, graph) + pb_int(20, 5)
+        node = pb_field(1, b"c") + pb_field(2, b"y") + pb_field(4, b"If") + pb_field(5, attr)
+        graph = pb_field(1, node) + out
+    return pb_int(1, 8) + pb_field(8, pb_field(1, b"") + pb_int(2, 17)) + pb_field(7, graph)
+
+
+def deep_type_model(depth):
+    """An input whose TypeProto is a sequence of a sequence ... of float tensors."""
+    t = pb_field(1, pb_int(1, 1))  # TypeProto.tensor_type{elem_type FLOAT}
+    for _ in range(depth):
+        t = pb_field(4, pb_field(1, t))  # TypeProto.sequence_type{elem_type t}
+    graph = pb_field(11, pb_field(1, b"x") + pb_field(2, t)) + pb_field(12, pb_field(1, b"x"))
+    return pb_int(1, 8) + pb_field(8, pb_field(1, b"") + pb_int(2, 17)) + pb_field(7, graph)
+
+
+def npy_bytes(header, data=b""):
+    header = header + " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + data
+
+
+def write_hostile(out, base, note):
+    h = out / "hostile"
+    h.mkdir(exist_ok=True)
+    (h / "npy_no_colon.npy").write_bytes(npy_bytes(
+        "{'descr': '<f4', 'fortran_order' False, 'shape': (1, 3, 8, 8), }", bytes(768)))
+    note("npy_no_colon.npy", "'fortran_order' without ':'", "error: malformed header")
+    (h / "npy_overflow_shape.npy").write_bytes(npy_bytes(
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776, 1099511627776), }"))
+    note("npy_overflow_shape.npy", "shape (2^40, 2^40)", "error: size overflows")
+    (h / "npy_beyond_file.npy").write_bytes(npy_bytes(
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (1073741824,), }"))
+    note("npy_beyond_file.npy", "2^30 floats declared, no data", "error before allocating")
+    (h / "deep_if.onnx").write_bytes(deep_if_model(3000))
+    note("deep_if.onnx", "If nested 3000 deep", "error naming the subgraph depth limit 64")
+    (h / "deep_type.onnx").write_bytes(deep_type_model(5000))
+    note("deep_type.onnx", "TypeProto nested 10000 messages deep", "error naming the limit 256")
+
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["c"], name="huge_const",
+                              value=numpy_helper.from_array(np.array([1.0], np.float32))),
+             helper.make_node("Shape", ["c"], ["output"], name="shape_of")]
+    graph = helper.make_graph(
+        nodes, "huge_const", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("output", TensorProto.INT64, [1])],
+        [numpy_helper.from_array(np.array([1 << 30], np.int64), "shape")])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    write_model(h / "constant_of_shape_huge.onnx", m)
+    note("constant_of_shape_huge.onnx", f"{len(m.SerializeToString())} bytes: ConstantOfShape "
+         "to 2^30 floats", "loads without folding it (nothing allocated at load)")
+
+    m = copy_model(base)
+    w = initializer(m, "fc.weight")
+    w.ClearField("raw_data")
+    del w.dims[:]
+    w.dims.extend([1 << 38])
+    write_model(h / "huge_initializer.onnx", m)
+    note("huge_initializer.onnx", "fc.weight dims [2^38] float32, no data",
+         "error: float_data holds 0 values, before allocating")
+
+    wbytes = initializer(base, "fc.weight").raw_data
+    d = h / "ext_link"
+    d.mkdir(exist_ok=True)
+    (h / "outside_weights.bin").write_bytes(wbytes)
+    (d / "real.bin").write_bytes(wbytes)
+    for name, target in (("weights.bin", "../outside_weights.bin"), ("alias.bin", "real.bin")):
+        (d / name).unlink(missing_ok=True)
+        os.symlink(target, d / name)
+    for fname, loc in (("outside.onnx", "weights.bin"), ("inside.onnx", "alias.bin")):
+        m = copy_model(base)
+        to_external(initializer(m, "fc.weight"), loc, 0, len(wbytes))
+        write_model(d / fname, m)
+    note("ext_link/outside.onnx", "external data through a link out of the folder",
+         "error: resolves outside the model's folder")
+    note("ext_link/inside.onnx", "external data through a link inside the folder", "loads")
+
+    fifo = h / "fifo_weights.bin"
+    fifo.unlink(missing_ok=True)
+    os.mkfifo(fifo)
+    m = copy_model(base)
+    to_external(initializer(m, "fc.weight"), "fifo_weights.bin", 0, len(wbytes))
+    write_model(h / "fifo_external.onnx", m)
+    note("fifo_external.onnx", "external data is a FIFO", "error: not a regular file, no hang")
+
+
 def record_ort(out, x, cases):
     """Write ORT's reference output and note what ORT makes of every case."""
     import onnxruntime as ort
@@ -252,13 +375,16 @@ def main(argv=None):
     write_bad_tensors(out, base, case)
     write_bad_external(out, base, case)
     write_bad_inputs(out, x, case)
+    hostile = {}
+    write_hostile(out, base, lambda f, p, e: hostile.__setitem__(f, dict(problem=p, expect=e)))
     if not args.no_ort:
         record_ort(out, x, cases)
 
     manifest = dict(generator_version=GENERATOR_VERSION, model="valid_small.onnx",
                     input=dict(name="input", dtype="float32", shape=[1, 3, 8, 8],
                                file="valid_small.in.input.npy"),
-                    output=dict(name="output", dtype="float32", shape=[1, 5]), cases=cases)
+                    output=dict(name="output", dtype="float32", shape=[1, 5]), cases=cases,
+                    hostile=hostile)
     tmp = out / "bad_models.json.tmp"
     tmp.write_text(json.dumps(manifest, indent=2) + "\n")
     os.replace(tmp, out / "bad_models.json")

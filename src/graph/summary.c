@@ -23,8 +23,27 @@ static graft_status dummy_inputs(const graft_model *m, graft_named_tensor *in, g
     return GRAFT_OK;
 }
 
+/* The FLOPs run is skipped (FLOPs unknown) when one value's known size is over this: a summary
+ * never allocates gigabytes for a hostile model (docs/engine.md "Limits"). */
+#define SUMMARY_MAX_VALUE_BYTES ((int64_t)1 << 30)
+
+static bool too_large_to_measure(const graft_model *m) {
+    for (int v = 0; v < m->g.n_values; v++) {
+        const ir_value *val = &m->g.values[v];
+        if (val->is_const || val->ndim < 0) continue;
+        int64_t bytes = dtype_bytes(val->dtype, dims_numel(val->ndim, val->dims));
+        bool known = true;
+        for (int i = 0; i < val->ndim; i++) known &= val->dims[i] >= 0;
+        if (known && val->dtype != GRAFT_DTYPE_UNDEFINED &&
+            (bytes < 0 || bytes > SUMMARY_MAX_VALUE_BYTES))
+            return true;
+    }
+    return false;
+}
+
 static double measure_flops(graft_model *m) {
     graft_err e;
+    if (too_large_to_measure(m)) return -1.0;
     graft_named_tensor *in = calloc((size_t)m->g.n_inputs + 1, sizeof *in);
     double flops = -1.0;
     if (!in) return flops;
