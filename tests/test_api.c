@@ -319,8 +319,9 @@ static void hostile_models(graft_ctx *ctx) {
     m = NULL;
     snprintf(path, sizeof path, "%s/hostile/constant_of_shape_huge.onnx", dir);
     st = graft_model_load(ctx, path, &m);
-    CHECK("constant_of_shape_huge_not_folded", st == GRAFT_OK && count_op(m, "ConstantOfShape") == 1,
-          "status %d: %s", st, graft_last_error(ctx));
+    CHECK("constant_of_shape_huge_not_folded",
+          st == GRAFT_OK && count_op(m, "ConstantOfShape") == 1, "status %d: %s", st,
+          graft_last_error(ctx));
     graft_model_summary sum;
     if (m) {
         st = graft_model_summarize(m, &sum);

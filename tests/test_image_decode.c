@@ -6,6 +6,7 @@
 
 #include "cli/npy.h"
 #include "data/image.h"
+#include "data/transforms.h"
 #include "test_util.h"
 
 /* Tolerances. PNG is lossless: exact. The JPEG references come from Pillow's bundled
@@ -185,6 +186,32 @@ static void expect_error(const char *name, const char *file, int64_t max_pixels,
     if (st == GRAFT_OK) image_free(&img);
 }
 
+/* A tiny JPEG of extreme aspect ratio (2x6000): its Resize(256) would be 256x768000 pixels, so
+ * the resize is refused by the pixel limit before its output is allocated; so is a huge crop. */
+static void test_resize_limit(void) {
+    image_u8 img, out = {1, 1, NULL};
+    graft_err e = {0};
+    graft_status st = image_decode_file(path_of("bad_aspect.jpg"), 0, IMAGE_MAX_PIXELS, &img, &e);
+    CHECK("aspect_jpeg_decodes", st == GRAFT_OK && img.width == 2 && img.height == 6000,
+          "status %d: %s", st, e.msg);
+    if (st != GRAFT_OK) return;
+    st = transform_resize_shorter(&out, &img, 256, &e);
+    CHECK("aspect_resize_over_pixel_limit",
+          st == GRAFT_E_INVALID_ARGUMENT && !out.pixels && strstr(e.msg, "256x768000") &&
+              strstr(e.msg, "over the limit of 178956970"),
+          "status %d: %s", st, e.msg);
+    printf("  message: %s\n", e.msg);
+    st = transform_center_crop(&out, &img, 20000, 20000, &e);
+    CHECK("crop_over_pixel_limit",
+          st == GRAFT_E_INVALID_ARGUMENT && !out.pixels && strstr(e.msg, "over the limit"),
+          "status %d: %s", st, e.msg);
+    st = transform_resize_shorter(&out, &img, 2, &e);
+    CHECK("aspect_resize_within_limit", st == GRAFT_OK && out.width == 2 && out.height == 6000,
+          "status %d: %s", st, e.msg);
+    image_free(&out);
+    image_free(&img);
+}
+
 static void test_bad_inputs(void) {
     expect_error("bad_missing_file", "no_such_file.jpg", 0, GRAFT_E_IO, "No such file");
     expect_error("bad_empty", "bad_empty.jpg", 0, GRAFT_E_MALFORMED_MODEL, "empty");
@@ -277,6 +304,7 @@ int main(int argc, char **argv) {
     test_dct_scaling();
     test_large_jpeg();
     test_bad_inputs();
+    test_resize_limit();
     test_damage("rgb420.jpg", 0);
     test_damage("progressive.jpg", 0);
     test_damage("rgb.png", 16);

@@ -1,4 +1,5 @@
-/* test_wordpiece.c: the WordPiece tokenizer against Hugging Face BertTokenizer's ids recorded in tests/data/tokenizer/. */
+/* test_wordpiece.c: the WordPiece tokenizer against Hugging Face BertTokenizer's ids recorded in
+ * tests/data/tokenizer/. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,9 +12,9 @@ enum { N_CONFIGS = 7 };
 static const struct {
     const char *name;
     int lowercase, pair, max_len;
-} CONFIGS[N_CONFIGS] = {{"uncased", 1, 0, 0},         {"cased", 0, 0, 0},
-                        {"uncased_pair", 1, 1, 0},    {"cased_pair", 0, 1, 0},
-                        {"uncased_16", 1, 0, 16},     {"uncased_pair_21", 1, 1, 21},
+} CONFIGS[N_CONFIGS] = {{"uncased", 1, 0, 0},       {"cased", 0, 0, 0},
+                        {"uncased_pair", 1, 1, 0},  {"cased_pair", 0, 1, 0},
+                        {"uncased_16", 1, 0, 16},   {"uncased_pair_21", 1, 1, 21},
                         {"cased_pair_16", 0, 1, 16}};
 
 /* The fixture's hash: FNV-1a over the little-endian int32 bytes of ids, types and mask. */
@@ -56,12 +57,14 @@ static size_t split_lines(char *buf, char ***out) {
     return n;
 }
 
-static graft_status encode_line(const wordpiece *wp, char *line, int pair, int max_len, int64_t *ids,
-                                int64_t *types, int64_t *mask, size_t *n, graft_err *e) {
+static graft_status encode_line(const wordpiece *wp, char *line, int pair, int max_len,
+                                int64_t *ids, int64_t *types, int64_t *mask, size_t *n,
+                                graft_err *e) {
     char *b = NULL, *tab = pair ? strchr(line, '\t') : NULL;
     if (pair) b = tab ? tab + 1 : (char *)"";
     if (tab) *tab = 0;
-    graft_status st = wordpiece_encode(wp, line, b, max_len, false, ids, types, mask, MAX_TOKENS, n, e);
+    graft_status st =
+        wordpiece_encode(wp, line, b, max_len, false, ids, types, mask, MAX_TOKENS, n, e);
     if (tab) *tab = '\t';
     return st;
 }
@@ -101,7 +104,8 @@ static void test_corpus(wordpiece *wps[2], const char *dir) {
         }
         char name[64];
         snprintf(name, sizeof name, "wordpiece_%s", CONFIGS[c].name);
-        CHECK(name, bad == 0, "%d of %zu lines differ from BertTokenizer; first: %s", bad, n_lines, first);
+        CHECK(name, bad == 0, "%d of %zu lines differ from BertTokenizer; first: %s", bad, n_lines,
+              first);
     }
     free(lines), free(exp), free(corpus_buf), free(exp_buf);
 }
@@ -114,15 +118,17 @@ static void test_api(wordpiece *wp) {
     CHECK("wordpiece_bad_utf8", st == GRAFT_E_INVALID_ARGUMENT && strstr(e.msg, "byte offset 3"),
           "status %d, message '%s'", st, e.msg);
     st = wordpiece_tokenize(wp, "a\0b", 3, &ids, &n, &cap, &e); /* NUL is dropped: "ab" */
-    CHECK("wordpiece_nul_dropped", st == GRAFT_OK && n == 1 && ids[0] == wordpiece_token_id(wp, "ab", 2),
+    CHECK("wordpiece_nul_dropped",
+          st == GRAFT_OK && n == 1 && ids[0] == wordpiece_token_id(wp, "ab", 2),
           "status %d, %zu ids", st, n);
     free(ids);
     int64_t in[8], ty[8], mk[8];
     size_t len = 0;
     st = wordpiece_encode(wp, "hello", "world", 8, true, in, ty, mk, 8, &len, &e);
     int64_t pad = wordpiece_pad_id(wp);
-    CHECK("wordpiece_pad", st == GRAFT_OK && len == 5 && in[5] == pad && in[7] == pad && mk[4] == 1 &&
-          mk[5] == 0 && ty[2] == 0 && ty[3] == 1 && ty[4] == 1 && ty[5] == 0,
+    CHECK("wordpiece_pad",
+          st == GRAFT_OK && len == 5 && in[5] == pad && in[7] == pad && mk[4] == 1 && mk[5] == 0 &&
+              ty[2] == 0 && ty[3] == 1 && ty[4] == 1 && ty[5] == 0,
           "status %d len %zu: %s", st, len, e.msg);
     st = wordpiece_encode(wp, "hello world again", NULL, 0, false, in, ty, mk, 3, &len, &e);
     CHECK("wordpiece_small_buffer", st == GRAFT_E_INVALID_ARGUMENT, "status %d", st);
@@ -130,7 +136,8 @@ static void test_api(wordpiece *wp) {
     CHECK("wordpiece_max_len_too_small", st == GRAFT_E_INVALID_ARGUMENT, "status %d", st);
     wordpiece *none = NULL;
     st = wordpiece_load(&none, "/nonexistent/vocab.txt", true, &e);
-    CHECK("wordpiece_missing_vocab", st == GRAFT_E_IO && none == NULL && strstr(e.msg, "/nonexistent/vocab.txt"),
+    CHECK("wordpiece_missing_vocab",
+          st == GRAFT_E_IO && none == NULL && strstr(e.msg, "/nonexistent/vocab.txt"),
           "status %d: %s", st, e.msg);
 }
 
@@ -160,7 +167,8 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
-    CHECK("wordpiece_load", wordpiece_vocab_size(wps[0]) > 1000, "%d tokens", wordpiece_vocab_size(wps[0]));
+    CHECK("wordpiece_load", wordpiece_vocab_size(wps[0]) > 1000, "%d tokens",
+          wordpiece_vocab_size(wps[0]));
     test_api(wps[1]);
     test_empty_text(wps[1]);
     test_corpus(wps, dir);

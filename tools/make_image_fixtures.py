@@ -186,6 +186,8 @@ def main():
     open(p("bad_huge.png"), "wb").write(
         b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr) +
         png_chunk(b"IDAT", zlib.compress(b"\x00" * 64)) + png_chunk(b"IEND", b""))
+    # 2x6000 (346 bytes): its Resize(256) would be 256x768000 pixels, over the pixel limit.
+    Image.new("L", (2, 6000), 128).save(p("bad_aspect.jpg"), quality=50, optimize=True)
     Image.fromarray(odd).save(p("bad_format.gif"))
     Image.fromarray(odd).save(p("bad_format.bmp"))
     total = sum(os.path.getsize(p(n)) for n in os.listdir(out))

@@ -16,7 +16,8 @@
 static graft_status open_regular(const char *path, int flags, const char *what, int *fd_out,
                                  int64_t *len, graft_err *e) {
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | flags);
-    if (fd < 0) return err_set(e, GRAFT_E_IO, "cannot open %s'%s': %s", what, path, strerror(errno));
+    if (fd < 0)
+        return err_set(e, GRAFT_E_IO, "cannot open %s'%s': %s", what, path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         close(fd);
