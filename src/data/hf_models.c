@@ -1,6 +1,7 @@
 /* hf_models.c: tokenizer.json models on one pre-tokenized word: WordPiece (greedy longest match),
  * BPE (merges by rank, byte fallback, unknown fusing), Unigram (Viterbi over scored pieces) and
  * WordLevel. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,7 +176,8 @@ static graft_status unigram(const hf_model *m, const char *w, size_t n, int64_t 
     best_node *best = malloc((n + 1) * sizeof *best);
     if (!best) return oom(e);
     for (size_t i = 0; i <= n; i++) best[i] = (best_node){0.0, 0, SIZE_MAX};
-    double unk_score = m->min_score - UNK_PENALTY;
+    double unk_score =
+        m->f32 ? (double)((float)m->min_score - (float)UNK_PENALTY) : m->min_score - UNK_PENALTY;
     graft_status st = GRAFT_OK;
     for (size_t at = 0; at < n && st == GRAFT_OK;) {
         double here = best[at].score;
@@ -185,17 +187,19 @@ static graft_status unigram(const hf_model *m, const char *w, size_t n, int64_t 
         for (size_t end = at + mblen; end <= n && end - at <= m->vocab.max_len;
              end += end < n ? char_len(w, n, end) : 1) {
             int64_t id = str_map_get(&m->vocab, w + at, end - at);
-            if (id >= 0) {
-                double cand = m->scores[id] + here;
+            if (id >= 0 && m->scores[id] > -INFINITY) { /* -inf: never matched (SentencePiece's
+                                                           control and unused pieces) */
+                /* SentencePiece compares in double and keeps the path score in float */
+                double cand = m->f32 ? (double)(float)m->scores[id] + here : m->scores[id] + here;
                 if (best[end].from == SIZE_MAX || cand > best[end].score)
-                    best[end] = (best_node){cand, id, at};
+                    best[end] = (best_node){m->f32 ? (double)(float)cand : cand, id, at};
                 if (end - at == mblen) single = true;
             }
             if (end == n) break;
         }
         if (!single) {
             if (m->unk < 0) st = no_unk("Unigram", e);
-            double cand = unk_score + here;
+            double cand = m->f32 ? (double)((float)unk_score + (float)here) : unk_score + here;
             best_node *t = &best[at + mblen];
             if (t->from == SIZE_MAX || cand > t->score) *t = (best_node){cand, m->unk, at};
         }
