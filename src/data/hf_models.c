@@ -176,8 +176,7 @@ static graft_status unigram(const hf_model *m, const char *w, size_t n, int64_t 
     best_node *best = malloc((n + 1) * sizeof *best);
     if (!best) return oom(e);
     for (size_t i = 0; i <= n; i++) best[i] = (best_node){0.0, 0, SIZE_MAX};
-    double unk_score =
-        m->f32 ? (double)((float)m->min_score - (float)UNK_PENALTY) : m->min_score - UNK_PENALTY;
+    double unk_score = m->min_score - UNK_PENALTY;
     graft_status st = GRAFT_OK;
     for (size_t at = 0; at < n && st == GRAFT_OK;) {
         double here = best[at].score;
@@ -189,17 +188,16 @@ static graft_status unigram(const hf_model *m, const char *w, size_t n, int64_t 
             int64_t id = str_map_get(&m->vocab, w + at, end - at);
             if (id >= 0 && m->scores[id] > -INFINITY) { /* -inf: never matched (SentencePiece's
                                                            control and unused pieces) */
-                /* SentencePiece compares in double and keeps the path score in float */
-                double cand = m->f32 ? (double)(float)m->scores[id] + here : m->scores[id] + here;
+                double cand = m->scores[id] + here;
                 if (best[end].from == SIZE_MAX || cand > best[end].score)
-                    best[end] = (best_node){m->f32 ? (double)(float)cand : cand, id, at};
+                    best[end] = (best_node){cand, id, at};
                 if (end - at == mblen) single = true;
             }
             if (end == n) break;
         }
         if (!single) {
             if (m->unk < 0) st = no_unk("Unigram", e);
-            double cand = m->f32 ? (double)((float)unk_score + (float)here) : unk_score + here;
+            double cand = unk_score + here;
             best_node *t = &best[at + mblen];
             if (t->from == SIZE_MAX || cand > t->score) *t = (best_node){cand, m->unk, at};
         }

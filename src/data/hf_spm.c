@@ -203,7 +203,6 @@ static graft_status build(loader *l, const GraftSpm__ModelProto *mp) {
         return hf_bad(l, "treat_whitespace_as_suffix or escape_whitespaces=false is not supported");
     l->t->model.kind = bpe ? HF_BPE : HF_UNIGRAM;
     l->t->model.byte_fallback = ts->byte_fallback;
-    l->t->model.f32 = true;
     l->t->model.fuse_unk = true; /* SentencePiece writes a run of unknown pieces as one */
     TRY(read_pieces(l, mp));
     if (bpe) TRY(bpe_merges(l, mp));

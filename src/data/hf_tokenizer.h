@@ -122,7 +122,6 @@ typedef struct hf_model {
     /* Unigram */
     double *scores; /* (vocab size,) by id */
     double min_score;
-    bool f32; /* Unigram: path scores summed in float, as SentencePiece does */
 } hf_model;
 
 typedef struct hf_added {
