@@ -588,7 +588,8 @@ typedef enum graft_token_role {
 GRAFT_API int64_t graft_tokenizer_special_id(const graft_tokenizer *tok, graft_token_role role);
 /* The text of an id as the vocabulary writes it (owned by tok), or NULL when out of range. */
 GRAFT_API const char *graft_tokenizer_token(const graft_tokenizer *tok, int64_t id);
-/* 1 when tok came from a tokenizer.json, 0 for a vocab.txt. */
+/* 1 when tok came from a tokenizer.json, 2 from vocab.json + merges.txt or a SentencePiece .model
+ * (not one text file), 0 for a vocab.txt. */
 GRAFT_API int graft_tokenizer_is_json(const graft_tokenizer *tok);
 
 /* The image files under a folder, found as torchvision's ImageFolder finds them: recursively,

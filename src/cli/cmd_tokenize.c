@@ -18,10 +18,12 @@ typedef struct tokenize_args {
 } tokenize_args;
 
 static const cli_option tokenize_options[] = {
-    {"vocab", "FILE", NULL, NULL, NULL,
-     "the tokenizer (required): BERT's vocab.txt (one token a line) or a Hugging Face "
-     "tokenizer.json (WordPiece, byte-level BPE, Unigram), told apart by content"},
-    {"tokenizer", "FILE", NULL, NULL, NULL, "the same as --vocab"},
+    {"vocab", "FILE|DIR", NULL, NULL, NULL,
+     "the tokenizer (required): BERT's vocab.txt (one token a line), a Hugging Face "
+     "tokenizer.json (WordPiece, byte-level BPE, Unigram), a GPT-2/RoBERTa vocab.json (with "
+     "merges.txt beside it) or a SentencePiece .model, told apart by content; or a folder "
+     "holding one (docs/data.md)"},
+    {"tokenizer", "FILE|DIR", NULL, NULL, NULL, "the same as --vocab"},
     {"cased", NULL, NULL, NULL, NULL,
      "keep case and accents (cased vocab.txt); without it text is lower-cased and accents "
      "stripped (a tokenizer.json normalizes as it says)"},

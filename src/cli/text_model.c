@@ -244,6 +244,13 @@ int text_model_record(const char *cmd, graft_ctx *ctx, graft_model *m, const fin
     special_entry(tok, special, sizeof special);
     int json = graft_tokenizer_is_json(tok);
     graft_tokenizer_free(tok);
+    if (json == 2) /* vocab.json + merges.txt or a .model: not one text file to carry */
+        return cli_error(cmd,
+                         "--tokenizer %s: the exported model carries a vocab.txt or tokenizer.json "
+                         "only; convert this tokenizer to a tokenizer.json (transformers' "
+                         "AutoTokenizer.from_pretrained(...).save_pretrained(DIR) writes one)",
+                         o->vocab),
+               1;
     if (inputs_entry(cmd, ctx, m, inputs, sizeof inputs)) return 1;
     size_t size;
     char *vocab = read_all(o->vocab, &size);

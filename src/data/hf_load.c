@@ -95,6 +95,27 @@ static size_t b64_decode(const char *s, size_t n, unsigned char *out) {
     return k;
 }
 
+graft_status hf_precompiled_set(loader *l, hf_normalizer *z, const unsigned char *raw, size_t n) {
+    uint32_t trie_bytes = 0;
+    if (n >= 4)
+        trie_bytes = (uint32_t)raw[0] | (uint32_t)raw[1] << 8 | (uint32_t)raw[2] << 16 |
+                     (uint32_t)raw[3] << 24;
+    if (n < 4 || trie_bytes > n - 4 || trie_bytes % 4)
+        return hf_bad(l, "the precompiled charsmap is not a SentencePiece precompiled map");
+    z->kind = HF_NORM_PRECOMPILED;
+    z->trie_n = trie_bytes / 4;
+    z->trie = malloc((z->trie_n ? z->trie_n : 1) * sizeof *z->trie);
+    z->normalized_n = n - 4 - trie_bytes;
+    z->normalized = hf_dup((const char *)raw + 4 + trie_bytes, z->normalized_n);
+    if (!z->trie || !z->normalized) return hf_oom(l);
+    for (size_t i = 0; i < z->trie_n; i++) {
+        const unsigned char *p = raw + 4 + 4 * i;
+        z->trie[i] =
+            (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    }
+    return GRAFT_OK;
+}
+
 static graft_status parse_precompiled(loader *l, const json_t *o, hf_normalizer *z) {
     size_t len;
     const char *s = hf_get_str(o, "precompiled_charsmap", &len);
@@ -102,30 +123,11 @@ static graft_status parse_precompiled(loader *l, const json_t *o, hf_normalizer 
     unsigned char *raw = malloc(len / 4 * 3 + 4);
     if (!raw) return hf_oom(l);
     size_t n = b64_decode(s, len, raw);
-    uint32_t trie_bytes = 0;
-    if (n != SIZE_MAX && n >= 4)
-        trie_bytes = (uint32_t)raw[0] | (uint32_t)raw[1] << 8 | (uint32_t)raw[2] << 16 |
-                     (uint32_t)raw[3] << 24;
-    if (n == SIZE_MAX || n < 4 || trie_bytes > n - 4) {
-        free(raw);
-        return hf_bad(l, "normalizer 'Precompiled': the charsmap is not base64 of a SentencePiece "
-                         "precompiled map");
-    }
-    z->trie_n = trie_bytes / 4;
-    z->trie = malloc((z->trie_n ? z->trie_n : 1) * sizeof *z->trie);
-    z->normalized_n = n - 4 - trie_bytes;
-    z->normalized = hf_dup((const char *)raw + 4 + trie_bytes, z->normalized_n);
-    if (!z->trie || !z->normalized) {
-        free(raw);
-        return hf_oom(l);
-    }
-    for (size_t i = 0; i < z->trie_n; i++) {
-        const unsigned char *p = raw + 4 + 4 * i;
-        z->trie[i] =
-            (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-    }
+    graft_status st = n == SIZE_MAX ? hf_bad(l, "normalizer 'Precompiled': the charsmap is not "
+                                                "base64")
+                                    : hf_precompiled_set(l, z, raw, n);
     free(raw);
-    return GRAFT_OK;
+    return st;
 }
 
 static graft_status add_normalizer(loader *l, const json_t *o, int depth);

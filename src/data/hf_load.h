@@ -20,8 +20,29 @@ bool hf_get_bool(const json_t *o, const char *key, bool dflt);
 const char *hf_get_str(const json_t *o, const char *key, size_t *len);
 char *hf_dup(const char *s, size_t n);
 
+/* A SentencePiece precompiled charsmap's bytes (trie size, darts units, replacement strings)
+ * into z, which becomes a Precompiled normalizer. */
+graft_status hf_precompiled_set(loader *l, hf_normalizer *z, const unsigned char *raw, size_t n);
+/* One BPE merge a + b of rank r (the model's vocab and prefix set); what starts the messages. */
+graft_status hf_add_merge(loader *l, const char *what, const char *a, size_t na, const char *b,
+                          size_t nb, size_t r);
+/* The text of every id (t->id_tokens) from the model's vocab. */
+graft_status hf_index_ids(loader *l);
+/* Append a template piece: seq 0 ($A), 1 ($B), or -1 with the special token's ids. */
+graft_status hf_add_piece(loader *l, hf_template *tp, int seq, int type_id, const int64_t *ids,
+                          size_t n);
+
 /* The "model" object; then added tokens, post-processor, padding and the special roles. */
 graft_status hf_load_model(loader *l, const json_t *model);
 graft_status hf_load_post(loader *l, const json_t *root);
+
+/* Builders for the files that are not a tokenizer.json (hf_files.c, hf_spm.c): name is the file
+ * for messages. vocab.json + merges.txt (GPT-2 / RoBERTa byte-level BPE); a SentencePiece .model
+ * (Unigram or BPE). */
+graft_status hf_from_bpe_files(hf_tokenizer **out, const char *vocab_json, size_t vocab_size,
+                               const char *merges, size_t merges_size, const char *name,
+                               graft_err *e);
+graft_status hf_from_spm(hf_tokenizer **out, const unsigned char *data, size_t size,
+                         const char *name, graft_err *e);
 
 #endif

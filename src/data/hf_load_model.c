@@ -62,28 +62,36 @@ static graft_status merge_parts(loader *l, const json_t *v, size_t rank, const c
     return GRAFT_OK;
 }
 
-static graft_status read_merges(loader *l, const json_t *merges) {
+graft_status hf_add_merge(loader *l, const char *what, const char *a, size_t na, const char *b,
+                          size_t nb, size_t r) {
     hf_model *m = &l->t->model;
+    char joined[1024];
+    int64_t ia = str_map_get(&m->vocab, a, na), ib = str_map_get(&m->vocab, b, nb);
+    if (ia < 0 || ib < 0)
+        return hf_bad(l, "%s: merge %zu names '%.*s', which is not in the vocabulary", what, r,
+                      (int)(ia < 0 ? na : nb), ia < 0 ? a : b);
+    if (nb < m->prefix_len || na + nb >= sizeof joined || r > UINT32_MAX - 1)
+        return hf_bad(l, "%s: merge %zu ('%.*s' '%.*s') is malformed", what, r, (int)na, a, (int)nb,
+                      b);
+    memcpy(joined, a, na); /* the right part's continuing prefix dropped */
+    memcpy(joined + na, b + m->prefix_len, nb - m->prefix_len);
+    int64_t id = str_map_get(&m->vocab, joined, na + nb - m->prefix_len);
+    if (id < 0)
+        return hf_bad(l, "%s: merge %zu makes '%.*s', which is not in the vocabulary", what, r,
+                      (int)(na + nb - m->prefix_len), joined);
+    if (pair_map_put(&m->merges, (uint32_t)ia, (uint32_t)ib, (uint32_t)r, (uint32_t)id))
+        return hf_oom(l);
+    return GRAFT_OK;
+}
+
+static graft_status read_merges(loader *l, const json_t *merges) {
     if (!json_is_array(merges)) return hf_bad(l, "model 'BPE' has no merges list");
-    char buf[1024], joined[1024];
+    char buf[1024];
     for (size_t r = 0; r < json_array_size(merges); r++) {
         const char *a = NULL, *b = NULL;
         size_t na = 0, nb = 0;
         TRY(merge_parts(l, json_array_get(merges, r), r, &a, &na, &b, &nb, buf, sizeof buf));
-        int64_t ia = str_map_get(&m->vocab, a, na), ib = str_map_get(&m->vocab, b, nb);
-        if (ia < 0 || ib < 0)
-            return hf_bad(l, "model 'BPE': merge %zu names '%s', which is not in the vocabulary", r,
-                          ia < 0 ? a : b);
-        if (nb < m->prefix_len || na + nb >= sizeof joined)
-            return hf_bad(l, "model 'BPE': merge %zu ('%s' '%s') is malformed", r, a, b);
-        memcpy(joined, a, na); /* the right part's continuing prefix dropped */
-        memcpy(joined + na, b + m->prefix_len, nb - m->prefix_len);
-        int64_t id = str_map_get(&m->vocab, joined, na + nb - m->prefix_len);
-        if (id < 0)
-            return hf_bad(l, "model 'BPE': merge %zu makes '%.*s', which is not in the vocabulary",
-                          r, (int)(na + nb - m->prefix_len), joined);
-        if (pair_map_put(&m->merges, (uint32_t)ia, (uint32_t)ib, (uint32_t)r, (uint32_t)id))
-            return hf_oom(l);
+        TRY(hf_add_merge(l, "model 'BPE'", a, na, b, nb, r));
     }
     return GRAFT_OK;
 }
@@ -115,7 +123,7 @@ static graft_status read_unigram(loader *l, const json_t *o) {
 }
 
 /* The text of every id (for graft_tokenizer_token and the metadata). */
-static graft_status index_ids(loader *l) {
+graft_status hf_index_ids(loader *l) {
     hf_tokenizer *t = l->t;
     const str_map *v = &t->model.vocab;
     int64_t n = 0;
@@ -169,7 +177,7 @@ graft_status hf_load_model(loader *l, const json_t *o) {
     } else {
         return hf_bad(l, "model '%s' is not supported", type);
     }
-    return index_ids(l);
+    return hf_index_ids(l);
 }
 
 static graft_status read_added(loader *l, const json_t *list) {
@@ -220,8 +228,8 @@ static graft_status piece_ids(loader *l, hf_piece *p, const int64_t *ids, size_t
     return GRAFT_OK;
 }
 
-static graft_status add_piece(loader *l, hf_template *tp, int seq, int type_id, const int64_t *ids,
-                              size_t n) {
+graft_status hf_add_piece(loader *l, hf_template *tp, int seq, int type_id, const int64_t *ids,
+                          size_t n) {
     hf_piece *np = realloc(tp->pieces, (tp->n + 1) * sizeof *np);
     if (!np) return hf_oom(l);
     tp->pieces = np;
@@ -248,7 +256,7 @@ static graft_status template_list(loader *l, const json_t *list, const json_t *s
         int type_id = (int)json_integer_value(json_object_get(o, "type_id"));
         if (!id) return hf_bad(l, "TemplateProcessing: %s piece %zu is malformed", which, i);
         if (sq) {
-            TRY(add_piece(l, tp, strcmp(id, "A") ? 1 : 0, type_id, NULL, 0));
+            TRY(hf_add_piece(l, tp, strcmp(id, "A") ? 1 : 0, type_id, NULL, 0));
             continue;
         }
         const json_t *ids = json_object_get(json_object_get(specials, id), "ids");
@@ -257,7 +265,7 @@ static graft_status template_list(loader *l, const json_t *list, const json_t *s
         if (!json_is_array(ids) || n > 16)
             return hf_bad(l, "TemplateProcessing: special token '%s' has no ids", id);
         for (size_t k = 0; k < n; k++) v[k] = json_integer_value(json_array_get(ids, k));
-        TRY(add_piece(l, tp, -1, type_id, v, n));
+        TRY(hf_add_piece(l, tp, -1, type_id, v, n));
     }
     return GRAFT_OK;
 }
@@ -283,15 +291,15 @@ static graft_status read_post(loader *l, const json_t *o, int depth) {
         TRY(token_pair(l, o, "sep", &sep));
         bool roberta = type[0] == 'R';
         t->roberta_types = roberta;
-        TRY(add_piece(l, &t->single, -1, 0, &cls, 1));
-        TRY(add_piece(l, &t->single, 0, 0, NULL, 0));
-        TRY(add_piece(l, &t->single, -1, 0, &sep, 1));
-        TRY(add_piece(l, &t->pair, -1, 0, &cls, 1));
-        TRY(add_piece(l, &t->pair, 0, 0, NULL, 0));
-        TRY(add_piece(l, &t->pair, -1, 0, &sep, 1));
-        if (roberta) TRY(add_piece(l, &t->pair, -1, 0, &sep, 1));
-        TRY(add_piece(l, &t->pair, 1, 1, NULL, 0));
-        return add_piece(l, &t->pair, -1, 1, &sep, 1);
+        TRY(hf_add_piece(l, &t->single, -1, 0, &cls, 1));
+        TRY(hf_add_piece(l, &t->single, 0, 0, NULL, 0));
+        TRY(hf_add_piece(l, &t->single, -1, 0, &sep, 1));
+        TRY(hf_add_piece(l, &t->pair, -1, 0, &cls, 1));
+        TRY(hf_add_piece(l, &t->pair, 0, 0, NULL, 0));
+        TRY(hf_add_piece(l, &t->pair, -1, 0, &sep, 1));
+        if (roberta) TRY(hf_add_piece(l, &t->pair, -1, 0, &sep, 1));
+        TRY(hf_add_piece(l, &t->pair, 1, 1, NULL, 0));
+        return hf_add_piece(l, &t->pair, -1, 1, &sep, 1);
     }
     if (!strcmp(type, "TemplateProcessing")) {
         const json_t *specials = json_object_get(o, "special_tokens");

@@ -1,6 +1,7 @@
 /* hf_models.c: tokenizer.json models on one pre-tokenized word: WordPiece (greedy longest match),
  * BPE (merges by rank, byte fallback, unknown fusing), Unigram (Viterbi over scored pieces) and
  * WordLevel. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,7 +186,8 @@ static graft_status unigram(const hf_model *m, const char *w, size_t n, int64_t 
         for (size_t end = at + mblen; end <= n && end - at <= m->vocab.max_len;
              end += end < n ? char_len(w, n, end) : 1) {
             int64_t id = str_map_get(&m->vocab, w + at, end - at);
-            if (id >= 0) {
+            if (id >= 0 && m->scores[id] > -INFINITY) { /* -inf: never matched (SentencePiece's
+                                                           control and unused pieces) */
                 double cand = m->scores[id] + here;
                 if (best[end].from == SIZE_MAX || cand > best[end].score)
                     best[end] = (best_node){cand, id, at};

@@ -54,15 +54,19 @@ static int lowercase(const char *s, size_t n, hf_buf *out) {
     return 0;
 }
 
+static bool strip_cp(const hf_normalizer *z, uint32_t cp) {
+    return z->spaces_only ? cp == ' ' : hfu_is_whitespace(cp);
+}
+
 static int strip(const hf_normalizer *z, const char *s, size_t n, hf_buf *out) {
     size_t a = 0, b = n;
     if (z->left)
         for (size_t pos = 0; pos < n; a = pos)
-            if (!hfu_is_whitespace(next_cp(s, n, &pos))) break;
+            if (!strip_cp(z, next_cp(s, n, &pos))) break;
     if (z->right && b > a) {
         size_t end = a; /* the end of the last non-space character */
         for (size_t pos = a; pos < n;)
-            if (!hfu_is_whitespace(next_cp(s, n, &pos))) end = pos;
+            if (!strip_cp(z, next_cp(s, n, &pos))) end = pos;
         b = end;
     }
     return hf_buf_put(out, s + a, b - a);
@@ -105,35 +109,62 @@ static uint32_t unit_offset(uint32_t u) {
 }
 
 /* The replacement of the shortest key that prefixes s[0..n) (as the tokenizers package takes the
- * first of the common-prefix search's results), or NULL. */
-static const char *charsmap_lookup(const hf_normalizer *z, const char *s, size_t n, size_t *len) {
+ * first of the common-prefix search's results), or with longest of the longest (SentencePiece's
+ * own rule), or NULL; *klen gets the key's length. */
+static const char *charsmap_find(const hf_normalizer *z, const char *s, size_t n, bool longest,
+                                 size_t *len, size_t *klen) {
     size_t node = 0;
+    const char *found = NULL;
     if (z->trie_n == 0) return NULL;
     node ^= unit_offset(z->trie[0]);
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c == 0) break;
         node ^= c;
-        if (node >= z->trie_n) return NULL;
+        if (node >= z->trie_n) break;
         uint32_t u = z->trie[node];
-        if ((u & ((1u << 31) | 0xFF)) != c) return NULL;
+        if ((u & ((1u << 31) | 0xFF)) != c) break;
         node ^= unit_offset(u);
-        if (node >= z->trie_n) return NULL;
+        if (node >= z->trie_n) break;
         if ((u >> 8) & 1) {
             size_t at = z->trie[node] & ((1u << 31) - 1);
-            if (at > z->normalized_n) return NULL;
-            const char *r = z->normalized + at;
-            *len = strnlen(r, z->normalized_n - at);
-            return r;
+            if (at > z->normalized_n) break;
+            found = z->normalized + at;
+            *len = strnlen(found, z->normalized_n - at), *klen = i + 1;
+            if (!longest) break;
         }
     }
-    return NULL;
+    return found;
+}
+
+static const char *charsmap_lookup(const hf_normalizer *z, const char *s, size_t n, size_t *len) {
+    size_t klen;
+    return charsmap_find(z, s, n, false, len, &klen);
+}
+
+/* SentencePiece's walk: the longest key at each position, else one character as it is. */
+static graft_status precompiled_longest(const hf_normalizer *z, const char *s, size_t n,
+                                        hf_buf *out, graft_err *e) {
+    int bad = 0;
+    for (size_t pos = 0; pos < n && !bad;) {
+        size_t len, klen, at = pos;
+        const char *r = charsmap_find(z, s + pos, n - pos, true, &len, &klen);
+        if (r) {
+            bad = hf_buf_put(out, r, len);
+            pos += klen;
+            continue;
+        }
+        next_cp(s, n, &pos);
+        bad = hf_buf_put(out, s + at, pos - at);
+    }
+    return bad ? err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory normalizing") : GRAFT_OK;
 }
 
 /* Grapheme by grapheme: a cluster under 6 bytes whose bytes start with a key is replaced whole;
  * otherwise each character is looked up alone (as the tokenizers package does). */
 static graft_status precompiled(const hf_normalizer *z, const char *s, size_t n, hf_buf *out,
                                 graft_err *e) {
+    if (z->longest) return precompiled_longest(z, s, n, out, e);
     size_t *b, nb;
     TRY(hfu_graphemes(s, n, &b, &nb, e));
     int bad = 0;

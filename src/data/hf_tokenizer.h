@@ -55,13 +55,15 @@ typedef struct hf_normalizer {
     hf_norm_kind kind;
     bool clean_text, chinese, strip_accents, lowercase; /* BertNormalizer */
     bool left, right;                                   /* Strip */
-    hf_pattern pattern;                                 /* Replace */
-    char *content;                                      /* Replace, Prepend */
+    bool spaces_only;   /* Strip: only U+0020 (SentencePiece's remove_extra_whitespaces) */
+    hf_pattern pattern; /* Replace */
+    char *content;      /* Replace, Prepend */
     size_t content_len;
     uint32_t *trie; /* Precompiled: darts double array units */
     size_t trie_n;
     char *normalized; /* Precompiled: NUL-separated replacement strings */
     size_t normalized_n;
+    bool longest; /* Precompiled: SentencePiece's longest-match walk, not grapheme by grapheme */
 } hf_normalizer;
 
 typedef enum hf_split_behavior {

@@ -1,23 +1,54 @@
 /* tokenizer_api.c: graft_tokenizer: a vocab.txt's WordPiece or a tokenizer.json pipeline, told
  * apart by content, behind one handle (internal calls in tokenizer.h, public ones in graft.h). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../core/context.h"
+#include "data/hf_load.h"
 #include "data/hf_tokenizer.h"
 #include "data/tokenizer.h"
 #include "data/wordpiece.h"
 
 struct graft_tokenizer {
     wordpiece *wp;    /* a vocab.txt, or */
-    hf_tokenizer *hf; /* a tokenizer.json */
+    hf_tokenizer *hf; /* a tokenizer.json, vocab.json + merges.txt or SentencePiece .model */
+    bool files;       /* hf came from vocab.json + merges.txt or a .model */
 };
+
+static size_t skip_ws(const char *d, size_t n, size_t i) {
+    while (i < n && (d[i] == ' ' || d[i] == '\t' || d[i] == '\n' || d[i] == '\r')) i++;
+    return i;
+}
+
+/* vocab.json: a JSON object whose first member's value is a number ({"<s>": 0, ...}). */
+static bool is_vocab_json(const char *d, size_t n) {
+    size_t i = skip_ws(d, n, 0);
+    if (i == n || d[i++] != '{') return false;
+    i = skip_ws(d, n, i);
+    if (i == n || d[i++] != '"') return false;
+    for (; i < n && d[i] != '"'; i++)
+        if (d[i] == '\\') i++;
+    i = skip_ws(d, n, i + 1);
+    if (i >= n || d[i++] != ':') return false;
+    i = skip_ws(d, n, i);
+    return i < n && (d[i] == '-' || (d[i] >= '0' && d[i] <= '9'));
+}
+
+/* A SentencePiece model: named *.model, or a protobuf (field 1, length-delimited) with a NUL byte
+ * early on (no text vocabulary has one). */
+static bool is_spm(const char *path, const char *d, size_t n) {
+    size_t len = path ? strlen(path) : 0;
+    if (len > 6 && !strcmp(path + len - 6, ".model")) return true;
+    return n > 2 && d[0] == 0x0a && memchr(d, 0, n < 4096 ? n : 4096) != NULL;
+}
 
 bool tokenizer_is_json(const char *data, size_t size) {
     size_t i = 0;
     while (i < size && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r'))
         i++;
-    if (i == size || data[i] != '{') return false;
+    if (i == size || data[i] != '{' || is_vocab_json(data, size)) return false;
     static const char key[] = "\"model\"";
     for (size_t k = i; k + sizeof key - 1 <= size; k++)
         if (data[k] == '"' && memcmp(data + k, key, sizeof key - 1) == 0) return true;
@@ -29,9 +60,16 @@ graft_status tokenizer_load_memory(graft_tokenizer **out, const char *data, size
     *out = NULL;
     graft_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "%s: out of memory", name);
-    graft_status st = tokenizer_is_json(data, size)
-                          ? hf_tokenizer_load(&t->hf, data, size, name, e)
-                          : wordpiece_load_memory(&t->wp, data, size, name, lowercase, e);
+    graft_status st;
+    if (is_spm(NULL, data, size))
+        st = hf_from_spm(&t->hf, (const unsigned char *)data, size, name, e), t->files = true;
+    else if (is_vocab_json(data, size))
+        st = err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                     "%s: a vocab.json needs its merges.txt: load it from its folder", name);
+    else if (tokenizer_is_json(data, size))
+        st = hf_tokenizer_load(&t->hf, data, size, name, e);
+    else
+        st = wordpiece_load_memory(&t->wp, data, size, name, lowercase, e);
     if (st != GRAFT_OK) {
         free(t);
         return st;
@@ -40,12 +78,80 @@ graft_status tokenizer_load_memory(graft_tokenizer **out, const char *data, size
     return GRAFT_OK;
 }
 
+static bool is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static bool is_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* The tokenizer file in a folder: tokenizer.json, vocab.json (with merges.txt), a SentencePiece
+ * model, vocab.txt; the first there. */
+static graft_status pick_in_dir(const char *dir, char *out, size_t cap, graft_err *e) {
+    static const char *const names[] = {
+        "tokenizer.json", "vocab.json",      "spiece.model", "sentencepiece.bpe.model",
+        "spm.model",      "tokenizer.model", "vocab.txt"};
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
+        if ((size_t)snprintf(out, cap, "%s/%s", dir, names[k]) >= cap)
+            return err_set(e, GRAFT_E_INVALID_ARGUMENT, "%s: path too long", dir);
+        if (is_file(out)) return GRAFT_OK;
+    }
+    return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                   "%s: the folder has no tokenizer.json, vocab.json + merges.txt, SentencePiece "
+                   "model (spiece.model, sentencepiece.bpe.model, spm.model, tokenizer.model) or "
+                   "vocab.txt",
+                   dir);
+}
+
+/* vocab.json + the merges.txt beside it. */
+static graft_status load_bpe_files(graft_tokenizer *t, const char *path, const char *vocab,
+                                   size_t size, graft_err *e) {
+    char merges_path[4096];
+    const char *slash = strrchr(path, '/');
+    int dir_len = slash ? (int)(slash - path) : 1;
+    if ((size_t)snprintf(merges_path, sizeof merges_path, "%.*s/merges.txt", dir_len,
+                         slash ? path : ".") >= sizeof merges_path)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "%s: path too long", path);
+    if (!is_file(merges_path))
+        return err_set(e, GRAFT_E_IO, "%s: a vocab.json needs merges.txt beside it; %s is missing",
+                       path, merges_path);
+    char *merges = NULL;
+    size_t msize = 0;
+    TRY(tokenizer_read_file(merges_path, &merges, &msize, e));
+    graft_status st = hf_from_bpe_files(&t->hf, vocab, size, merges, msize, path, e);
+    free(merges);
+    t->files = true;
+    return st;
+}
+
 graft_status tokenizer_load(graft_tokenizer **out, const char *path, bool lowercase, graft_err *e) {
     size_t size = 0;
     *out = NULL;
-    char *data = NULL;
+    char picked[4096], *data = NULL;
+    if (is_dir(path)) {
+        TRY(pick_in_dir(path, picked, sizeof picked, e));
+        path = picked;
+    }
     TRY(tokenizer_read_file(path, &data, &size, e));
-    graft_status st = tokenizer_load_memory(out, data, size, path, lowercase, e);
+    graft_status st;
+    if (is_spm(path, data, size) || is_vocab_json(data, size)) {
+        graft_tokenizer *t = calloc(1, sizeof *t);
+        if (!t)
+            st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "%s: out of memory", path);
+        else if (is_spm(path, data, size))
+            st = hf_from_spm(&t->hf, (const unsigned char *)data, size, path, e), t->files = true;
+        else
+            st = load_bpe_files(t, path, data, size, e);
+        if (st == GRAFT_OK)
+            *out = t;
+        else
+            free(t);
+    } else {
+        st = tokenizer_load_memory(out, data, size, path, lowercase, e);
+    }
     free(data);
     return st;
 }
@@ -107,7 +213,7 @@ int64_t graft_tokenizer_special_id(const graft_tokenizer *tok, graft_token_role 
 }
 
 int graft_tokenizer_is_json(const graft_tokenizer *tok) {
-    return tok && tok->hf != NULL;
+    return !tok || !tok->hf ? 0 : tok->files ? 2 : 1;
 }
 
 graft_status graft_tokenizer_encode(graft_ctx *ctx, const graft_tokenizer *tok, const char *a,
