@@ -6,6 +6,11 @@ writes each as a skeleton: the exporter's graph with every large float tensor's 
 (tools/zoo_fill.py puts seeded random values back), so the zoo's graphs fit in git. Needs torch,
 torchvision, timm, transformers (the GPU machine has them); writes OUT/<name>.onnx and
 OUT/manifest.json (each model's family, exporter, inputs, and the error of an export that failed).
+
+tools/zoo_export.py OUT WORKERS --exporters optimum --merge: only the given exporters (ts14, ts17,
+dynamo, optimum: Hugging Face optimum's `main_export` on the text models, saved with
+save_pretrained first as users export a checkpoint folder), their records merged into an existing
+OUT/manifest.json (the versions of each run kept under "runs").
 """
 import json
 import sys
@@ -147,6 +152,25 @@ def job_table():
     return jobs
 
 
+def optimum_export(module, kind, path):
+    """Export as optimum's users do: the model saved as a checkpoint folder, then
+    `optimum-cli export onnx --model DIR --task T OUT` through its Python entry (default opset,
+    default names); the model file moved to path."""
+    import shutil
+    import tempfile
+    from optimum.exporters.onnx import main_export
+    task = "text-classification" if getattr(module.config, "num_labels", 0) and \
+        type(module).__name__.endswith("ForSequenceClassification") else "feature-extraction"
+    with tempfile.TemporaryDirectory() as tmp:
+        ckpt, out = Path(tmp) / "ckpt", Path(tmp) / "onnx"
+        module.save_pretrained(ckpt)
+        main_export(str(ckpt), output=str(out), task=task, no_post_process=False,
+                    do_validation=False)
+        shutil.move(str(out / "model.onnx"), str(path))
+        for extra in out.glob("model.onnx_data"):
+            shutil.move(str(extra), str(path) + "_data")
+
+
 def run_job(task):
     """Export one (model, exporter) into OUT; its manifest record."""
     out, name, how = task
@@ -160,13 +184,18 @@ def run_job(task):
     try:
         module = make()
         dynamic = dyn
-        if kind == "image" and how != "dynamo":
+        if how == "optimum":
+            if kind != "text":
+                raise ValueError("optimum exports Hugging Face models only")
+            optimum_export(module, kind, path)
+        elif kind == "image" and how != "dynamo":
             # The exporter's own input name, then a dynamic batch under it (as users write
             # dynamic_axes={"<that name>": {0: "batch"}}).
             export(module, args, None, None, path, how)
             first = onnx.load(str(path), load_external_data=False).graph.input[0].name
             dynamic = {first: {0: "batch"}}
-        export(module, args, names, dynamic, path, how)
+        if how != "optimum":
+            export(module, args, names, dynamic, path, how)
         m = onnx.load(str(path))
         rec["stripped"] = strip(m)
         rec["opset"] = max((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")),
@@ -191,19 +220,36 @@ def run_job(task):
 
 
 def main():
+    import argparse
     import multiprocessing as mp
-    out = Path(sys.argv[1])
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out", type=Path)
+    ap.add_argument("workers", type=int, nargs="?", default=8)
+    ap.add_argument("--exporters", default="ts14,ts17,dynamo")
+    ap.add_argument("--merge", action="store_true",
+                    help="add these records to OUT/manifest.json instead of replacing it")
+    args = ap.parse_args()
+    out = args.out
     out.mkdir(parents=True, exist_ok=True)
-    workers = int(sys.argv[2]) if len(sys.argv) > 2 else 8
-    manifest = {"torch": torch.__version__, "onnx": onnx.__version__, "models": []}
-    for mod in ("transformers", "timm", "torchvision"):
+    versions = {"torch": torch.__version__, "onnx": onnx.__version__}
+    for mod in ("transformers", "timm", "torchvision", "optimum"):
         try:
-            manifest[mod] = __import__(mod).__version__
-        except ImportError:
+            versions[mod] = __import__(mod).__version__
+        except (ImportError, AttributeError):
             pass
-    tasks = [(str(out), name, how) for name in job_table() for how in ("ts14", "ts17", "dynamo")]
-    with mp.get_context("spawn").Pool(workers) as pool:
-        manifest["models"] = pool.map(run_job, tasks, chunksize=1)
+    exporters = args.exporters.split(",")
+    jobs = job_table()
+    tasks = [(str(out), name, how) for name in jobs for how in exporters
+             if how != "optimum" or jobs[name][0] == "text"]
+    with mp.get_context("spawn").Pool(args.workers) as pool:
+        records = pool.map(run_job, tasks, chunksize=1)
+    if args.merge and (out / "manifest.json").exists():
+        manifest = json.loads((out / "manifest.json").read_text())
+        names = {r["name"] for r in records}
+        manifest["models"] = [r for r in manifest["models"] if r["name"] not in names] + records
+        manifest.setdefault("runs", []).append(dict(versions, exporters=exporters))
+    else:
+        manifest = dict(versions, models=records)
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
 
 
