@@ -1,7 +1,8 @@
 """GPU op cases for InstanceNormalization, GroupNormalization (opset 18's per-group and 21's
 per-channel scale), Resize (nearest, linear and cubic, the exporters' coordinate modes, scales
-and sizes, opsets 10-19) and Einsum (the two-operand forms transformer exports use). Einsum and antialiased Resize have
-no CUDA kernel: they run on the host (fallback-ok). Registered into gpu_op_cases.CASES."""
+and sizes, opsets 10-19) and Einsum (the two-operand forms transformer exports use, diagonals,
+reductions, three operands; src/cuda/einsum.cu). Antialiased Resize has no CUDA kernel: it runs on
+the host (fallback-ok). Registered into gpu_op_cases.CASES."""
 
 import numpy as np
 from gpu_op_cases import case
@@ -80,7 +81,7 @@ resize_case("resize_vit_pos_embed", (1, 64, 14, 14), "cubic", sizes=[1, 64, 16, 
 
 
 def einsum_case(name, equation, *shapes):
-    @case(name, flags=HOST)
+    @case(name, flags=GPU)
     def build(g):
         g.opset = 12
         ins = [g.input(f"x{i}", "T", g.randn(*s)) for i, s in enumerate(shapes)]
@@ -94,3 +95,7 @@ einsum_case("einsum_small_attention_context", "bhqk,bhkd->bhqd", (2, 3, 6, 5), (
 einsum_case("einsum_small_transpose", "ij->ji", (6, 9))
 einsum_case("einsum_small_ellipsis_linear", "...d,ed->...e", (2, 4, 16), (12, 16))
 einsum_case("einsum_small_implicit_outer", "i,j", (5,), (7,))
+einsum_case("einsum_small_diagonal_trace", "bii->b", (3, 6, 6))
+einsum_case("einsum_small_reduce_rows", "ij->i", (7, 33))
+einsum_case("einsum_small_three_operands", "ij,jk,k->i", (4, 5), (5, 6), (6,))
+einsum_case("einsum_small_broadcast_batch", "bij,jk->bik", (2, 3, 4), (4, 5))

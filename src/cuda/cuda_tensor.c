@@ -249,5 +249,6 @@ const cuda_kernel cuda_tensor_kernels[] = {
     {"ScatterND", cuda_tensor_scatter_nd, NULL},
     {"Tile", cuda_tensor_tile, NULL},
     {"Trilu", cuda_tensor_trilu, NULL},
+    {"Einsum", cuda_tensor_einsum, NULL},
     {NULL, NULL, NULL},
 };

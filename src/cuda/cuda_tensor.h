@@ -26,5 +26,6 @@ graft_status cuda_tensor_scatter_nd(cuda_backend *be, const op_call *c, void **s
                                     bool *handled);
 graft_status cuda_tensor_tile(cuda_backend *be, const op_call *c, void **state, bool *handled);
 graft_status cuda_tensor_trilu(cuda_backend *be, const op_call *c, void **state, bool *handled);
+graft_status cuda_tensor_einsum(cuda_backend *be, const op_call *c, void **state, bool *handled);
 
 #endif

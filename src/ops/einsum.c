@@ -1,6 +1,6 @@
 /* einsum.c: shape inference of Einsum: the equation's terms (letters, at most one ellipsis
- * each, repeated letters for diagonals), its explicit or implicit output, and the sizes every
- * label takes, with broadcasting only within the ellipsis as numpy has it. */
+ * each, repeated letters for diagonals), its explicit or implicit output, the sizes every label
+ * takes (broadcasting only within the ellipsis, as numpy has it), and the loops the kernels run. */
 #include <ctype.h>
 #include <string.h>
 
@@ -210,4 +210,32 @@ graft_status op_infer_Einsum(const ir_node *node, const value_info *in, int n_in
     out[0].ndim = p.out_ndim;
     for (int d = 0; d < p.out_ndim; d++) out[0].dims[d] = p.label_dim[p.out_label[d]];
     return GRAFT_OK;
+}
+
+void einsum_make_loops(const einsum_plan *p, const int *op_ndim, const int64_t *const *op_dims,
+                       einsum_loops *L) {
+    memset(L, 0, sizeof *L);
+    int slot[EINSUM_MAX_LABELS];
+    for (int l = 0; l < EINSUM_MAX_LABELS; l++) slot[l] = -1;
+    for (int d = 0; d < p->out_ndim; d++) {
+        slot[p->out_label[d]] = L->n_all;
+        L->dims[L->n_all++] = p->label_dim[p->out_label[d]];
+    }
+    L->n_out = L->n_all;
+    for (int k = 0; k < p->n_operands; k++)
+        for (int d = 0; d < p->op_ndim[k]; d++) {
+            int l = p->op_label[k][d];
+            if (slot[l] < 0) {
+                slot[l] = L->n_all;
+                L->dims[L->n_all++] = p->label_dim[l];
+            }
+        }
+    for (int k = 0; k < p->n_operands; k++) {
+        int64_t stride = 1;
+        for (int d = op_ndim[k] - 1; d >= 0; d--) {
+            int l = p->op_label[k][d];
+            if (op_dims[k][d] == p->label_dim[l]) L->strides[k][slot[l]] += stride;
+            stride *= op_dims[k][d];
+        }
+    }
 }

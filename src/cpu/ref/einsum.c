@@ -6,43 +6,6 @@
 #include "../../core/scalar.h"
 #include "../../ops/einsum.h"
 
-/* The labels as loops: the output's first, then the contracted ones, with each operand's
- * element stride per loop (0 where it broadcasts or lacks the label). */
-typedef struct einsum_loops {
-    int n_out, n_all;
-    int64_t dims[EINSUM_MAX_LABELS];
-    int64_t strides[EINSUM_MAX_OPERANDS][EINSUM_MAX_LABELS];
-} einsum_loops;
-
-static void make_loops(const einsum_plan *p, const op_call *c, einsum_loops *L) {
-    memset(L, 0, sizeof *L);
-    int slot[EINSUM_MAX_LABELS];
-    for (int l = 0; l < EINSUM_MAX_LABELS; l++) slot[l] = -1;
-    for (int d = 0; d < p->out_ndim; d++) {
-        slot[p->out_label[d]] = L->n_all;
-        L->dims[L->n_all++] = p->label_dim[p->out_label[d]];
-    }
-    L->n_out = L->n_all;
-    for (int k = 0; k < p->n_operands; k++)
-        for (int d = 0; d < p->op_ndim[k]; d++) {
-            int l = p->op_label[k][d];
-            if (slot[l] < 0) {
-                slot[l] = L->n_all;
-                L->dims[L->n_all++] = p->label_dim[l];
-            }
-        }
-    for (int k = 0; k < p->n_operands; k++) {
-        const tensor *t = c->in[k];
-        int64_t stride = 1;
-        for (int d = t->ndim - 1; d >= 0; d--) {
-            int l = p->op_label[k][d];
-            /* a repeated label (a diagonal) steps along both dims at once */
-            if (t->dims[d] == p->label_dim[l]) L->strides[k][slot[l]] += stride;
-            stride *= t->dims[d];
-        }
-    }
-}
-
 static double load_f(const tensor *t, int64_t i) {
     return t->dtype == GRAFT_DTYPE_F32 ? (double)((const float *)t->data)[i] : tensor_get_f64(t, i);
 }
@@ -91,7 +54,13 @@ graft_status ref_Einsum(const op_call *c) {
     tensor *y = c->out[0];
     TRY(op_expect_output(c, y, c->in[0]->dtype, p.out_ndim, out_dims));
     einsum_loops L;
-    make_loops(&p, c, &L);
+    int op_ndim[EINSUM_MAX_OPERANDS];
+    const int64_t *op_dims[EINSUM_MAX_OPERANDS];
+    for (int k = 0; k < c->n_in; k++) {
+        op_ndim[k] = c->in[k]->ndim;
+        op_dims[k] = c->in[k]->dims;
+    }
+    einsum_make_loops(&p, op_ndim, op_dims, &L);
     bool flt = dtype_is_float(y->dtype);
     int64_t total = tensor_numel(y);
     for (int64_t o = 0; o < total; o++) {
