@@ -250,11 +250,15 @@ def write_table(path, manifest, rows, gpu):
                 f"Runtime on the CPU (max relative error <= {GPU_TOL['gpu_fp32']:g} / "
                 f"{GPU_TOL['gpu_bf16']:g}), from the GPU run at {gpu['commit']} on {gpu['date']} "
                 f"({gpu['gpu']})." if gpu else " The GPU columns: not measured yet.")
+    later = "".join(
+        f"; the {', '.join(r.get('exporters', []))} exports later with torch {r.get('torch')}, "
+        f"transformers {r.get('transformers')}, optimum {r.get('optimum', '-')}"
+        for r in manifest.get("runs", []))
     lines = ["# Model zoo: what graft loads, matches and fine-tunes", "",
              "Written by `tools/zoo_check.py --table docs/models.md` (the CPU build) from the",
              "skeletons in `models/zoo.tgz` that `tools/zoo_export.py` exported with torch "
              f"{manifest.get('torch')}, torchvision {manifest.get('torchvision')}, timm "
-             f"{manifest.get('timm')}, transformers {manifest.get('transformers')} (random weights, "
+             f"{manifest.get('timm')}, transformers {manifest.get('transformers')}{later} (random weights, "
              "reduced depth for the transformers; default names untouched). `load`: graft info; "
              "`parity`: graft run vs ONNX Runtime (max relative error <= 1e-4); `finetune`: graft "
              "finetune --epochs 2 --cache DIR on examples/digits/train or examples/reviews/train.csv; `export`: "

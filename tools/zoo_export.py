@@ -232,10 +232,11 @@ def main():
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     versions = {"torch": torch.__version__, "onnx": onnx.__version__}
-    for mod in ("transformers", "timm", "torchvision", "optimum"):
+    from importlib import metadata
+    for mod in ("transformers", "timm", "torchvision", "optimum", "optimum-onnx"):
         try:
-            versions[mod] = __import__(mod).__version__
-        except (ImportError, AttributeError):
+            versions[mod] = metadata.version(mod)
+        except metadata.PackageNotFoundError:
             pass
     exporters = args.exporters.split(",")
     jobs = job_table()
