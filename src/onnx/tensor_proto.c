@@ -119,7 +119,9 @@ static graft_status open_external(const Onnx__TensorProto *tp, const char *base_
     if (strncmp(file_real, dir_real, dl) != 0 || (file_real[dl] != '/' && dl > 1))
         return err_set(e, GRAFT_E_MALFORMED_MODEL,
                        "tensor '%s': external data '%s' resolves to '%s', outside the model's "
-                       "folder '%s' (a symbolic link out of the folder is not followed)",
+                       "folder '%s' (a symbolic link out of the folder is not followed: copy the "
+                       "files into one folder, e.g. `huggingface-cli download --local-dir DIR` "
+                       "instead of the hub cache's links)",
                        tname(tp), location, file_real, dir_real);
     int64_t len;
     graft_status st = open_regular(file_real, O_NOFOLLOW, "external data file ", fd, &len, e);
