@@ -128,7 +128,59 @@ def run_and_compare(args, path, feeds, work, extra=(), tol=TOL):
     return worst <= tol, f"max relative error {worst:.2g}"
 
 
-def finetune(args, path, kind, work):
+# The tokenizer each Hugging Face family ships, trained here at the zoo models' vocabulary size
+# (1000) on the tokenizer tests' corpus: WordPiece (vocab.txt) for BERT, DistilBERT, ELECTRA and
+# MPNet; byte-level BPE (vocab.json + merges.txt, RoBERTa's <s> <pad> </s> order) for RoBERTa;
+# SentencePiece unigram (.model) for ALBERT and DeBERTa-v2 ([CLS] A [SEP]) and XLM-RoBERTa
+# (<s> A </s>).
+TOKENIZER_KIND = {"hf_roberta": "bpe", "hf_albert": "spm_cls", "hf_xlm_roberta": "spm",
+                  "hf_deberta_v2": "spm_cls"}
+_tokenizers = {}
+
+
+def corpus_lines():
+    sys.path.insert(0, str(ROOT / "tools"))
+    import make_hf_tokenizers
+    return make_hf_tokenizers.build_corpus()
+
+
+def family_tokenizer(model, root):
+    """The --tokenizer (or --vocab) arguments for a zoo model's family, made once per run."""
+    kind = TOKENIZER_KIND.get(model, "wordpiece")
+    if kind in _tokenizers:
+        return _tokenizers[kind]
+    out = root / f"tokenizer_{kind}"
+    out.mkdir(parents=True, exist_ok=True)
+    if kind == "wordpiece":
+        vocab = out / "vocab.txt"
+        lines = (ROOT / "tests/data/tokenizer/vocab.txt").read_text(encoding="utf-8").splitlines()
+        vocab.write_text("\n".join(lines[:1000]) + "\n", encoding="utf-8")
+        args = ["--vocab", str(vocab)]
+    elif kind == "bpe":
+        from tokenizers import ByteLevelBPETokenizer
+        tok = ByteLevelBPETokenizer()
+        tok.train_from_iterator(corpus_lines(), vocab_size=1000, min_frequency=2,
+                                special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+                                show_progress=False)
+        tok.save_model(str(out))
+        args = ["--tokenizer", str(out)]
+    else:
+        import sentencepiece as spm
+        text = out / "corpus.txt"
+        text.write_text("\n".join(corpus_lines()) + "\n", encoding="utf-8")
+        spm.SentencePieceTrainer.train(input=str(text), model_prefix=str(out / "spiece"),
+                                       vocab_size=1000, model_type="unigram", pad_id=0,
+                                       unk_id=1, bos_id=2, eos_id=3, minloglevel=2,
+                                       user_defined_symbols=["[CLS]", "[SEP]"]
+                                       if kind == "spm_cls" else [])
+        (out / "corpus.txt").unlink()
+        (out / "spiece.vocab").unlink()
+        args = ["--tokenizer", str(out / "spiece.model")]
+    _tokenizers[kind] = args
+    return args
+
+
+def finetune(args, path, kind, work, model=""):
     out = work / "grafted.onnx"
     # --cache: the feature cache needs the feature size known when the model loads (shape
     # inference through the whole backbone), as users' runs with a cache do.
@@ -138,11 +190,9 @@ def finetune(args, path, kind, work):
         cmd = common + ["--data", str(ROOT / "examples/digits/train"), "--val-split", "0.2",
                         "--batch", "8"]
     else:
-        vocab = work / "vocab1000.txt"
-        lines = (ROOT / "tests/data/tokenizer/vocab.txt").read_text(encoding="utf-8").splitlines()
-        vocab.write_text("\n".join(lines[:1000]) + "\n", encoding="utf-8")
-        cmd = common + ["--data", str(ROOT / "examples/reviews/train.csv"), "--vocab", str(vocab),
-                        "--max-len", "16", "--val-split", "0.2", "--batch", "8"]
+        cmd = common + ["--data", str(ROOT / "examples/reviews/train.csv"),
+                        *family_tokenizer(model, work.parent), "--max-len", "16",
+                        "--val-split", "0.2", "--batch", "8"]
     rc, err = graft(args, cmd, timeout=600)
     return (rc == 0 and out.exists()), (err if rc else "trained 2 epochs"), out
 
@@ -189,7 +239,7 @@ def check_model(args, rec, tmp):
         check_gpu(args, path, feeds, work, res)
     if "finetune" not in args.stages:
         return res
-    ok, note, out = finetune(args, path, rec["kind"], work)
+    ok, note, out = finetune(args, path, rec["kind"], work, rec["model"])
     res["finetune"] = (ok, note)
     if ok:
         grafted = onnx.load(str(out))
