@@ -240,7 +240,8 @@ int text_model_open(const char *cmd, graft_ctx *ctx, const graft_model *m, const
     } else {
         return cli_error(cmd, "the model takes token ids but carries no tokenizer (metadata "
                               "graft.text.vocab, .tokenizer, .bpe or .sentencepiece); give its "
-                              "tokenizer files with --tokenizer"),
+                              "vocab.txt, tokenizer.json, vocab.json + merges.txt or .model with "
+                              "--vocab or --tokenizer"),
                1;
     }
     if (st != GRAFT_OK)
