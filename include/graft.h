@@ -538,8 +538,9 @@ typedef struct graft_text_options {
     char label_separator; /* several labels in one field (multi-label); 0: one label */
     int regression;       /* the label column holds numbers */
     int pad_to_longest;   /* 1: pad each batch to its longest text, not to max_len */
-    /* The vocabulary's text in memory (vocab_size bytes, copied), used instead of vocab_path
-     * when not NULL, e.g. the one a model carries (see README, "text models"). */
+    /* The tokenizer's bytes in memory (vocab_size bytes, copied; what
+     * graft_tokenizer_load_memory takes), used instead of vocab_path when not NULL, e.g. the
+     * one a model carries (see README, "text models"). */
     const char *vocab_data;
     size_t vocab_size;
     /* Rows this many tokens wide when more than max_len (texts still cut at max_len, the rest
@@ -568,7 +569,9 @@ GRAFT_API graft_status graft_tokenizer_encode(graft_ctx *ctx, const graft_tokeni
                                               const char *a, const char *b, int max_len, int pad,
                                               int64_t *ids, int64_t *type_ids, int64_t *mask,
                                               size_t cap, size_t *len);
-/* The same from a vocab.txt's or tokenizer.json's bytes in memory (copied). */
+/* The same from bytes in memory (copied): a vocab.txt's or tokenizer.json's text, a SentencePiece
+ * .model's bytes, or vocab.json + merges.txt as the JSON object {"vocab.json": {token: id, ...},
+ * "merges.txt": "the file's text"} (what graft_tokenizer_data gives for them). */
 GRAFT_API graft_status graft_tokenizer_load_memory(graft_ctx *ctx, const char *vocab, size_t size,
                                                    int cased, graft_tokenizer **out);
 /* The id of a token exactly as the vocabulary writes it ("[CLS]"), or -1. */
@@ -588,9 +591,13 @@ typedef enum graft_token_role {
 GRAFT_API int64_t graft_tokenizer_special_id(const graft_tokenizer *tok, graft_token_role role);
 /* The text of an id as the vocabulary writes it (owned by tok), or NULL when out of range. */
 GRAFT_API const char *graft_tokenizer_token(const graft_tokenizer *tok, int64_t id);
-/* 1 when tok came from a tokenizer.json, 2 from vocab.json + merges.txt or a SentencePiece .model
- * (not one text file), 0 for a vocab.txt. */
+/* What tok came from: 0 a vocab.txt, 1 a tokenizer.json, 2 vocab.json + merges.txt, 3 a
+ * SentencePiece .model. */
 GRAFT_API int graft_tokenizer_is_json(const graft_tokenizer *tok);
+/* The bytes graft_tokenizer_load_memory builds tok again from (owned by tok, NUL-terminated,
+ * *size bytes before the NUL): the file's bytes, or for vocab.json + merges.txt the JSON object
+ * above. Text for kinds 0 to 2 (is_json), binary for a .model. */
+GRAFT_API const char *graft_tokenizer_data(const graft_tokenizer *tok, size_t *size);
 
 /* The image files under a folder, found as torchvision's ImageFolder finds them: recursively,
  * links followed, files whose names end (in any case) in .jpg .jpeg .png .ppm .bmp .pgm .tif

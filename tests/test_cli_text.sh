@@ -227,7 +227,7 @@ del m.metadata_props[:]
 m.metadata_props.extend(keep)
 onnx.save(m, sys.argv[2])
 PY
-one_error text_predict_no_vocab 1 'give its vocab.txt or tokenizer.json with --vocab' \
+one_error text_predict_no_vocab 1 'with --vocab or --tokenizer' \
     "$GRAFT" predict --model "$TMP/bare.onnx" --text "$T"
 one_error text_eval_no_vocab 1 'carries no tokenizer' \
     "$GRAFT" eval --model "$TMP/bare.onnx" --data "$TMP/test.csv"

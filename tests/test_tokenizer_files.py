@@ -5,8 +5,13 @@ the tokenizers package) against tokenizers.ByteLevelBPETokenizer with RobertaPro
 SentencePiece .model files (unigram and bpe, trained here with the sentencepiece package, nmt_nfkc
 normalization) against SentencePieceProcessor.encode wrapped in [CLS]/[SEP] or <s>/</s> as graft's
 rule says; then broken files. Every line of tools/make_hf_tokenizers.py's corpus (4,000 lines).
+Then `graft finetune` of the tiny BERT with a SentencePiece unigram .model and with RoBERTa's
+vocab.json + merges.txt: the export carries them (graft.text.sentencepiece, graft.text.bpe),
+predict and eval need no tokenizer, predictions equal those with --tokenizer, and broken
+carried tokenizers are clear errors.
 
-usage: tests/test_tokenizer_files.py path/to/graft [DIR]   (DIR default build/hf-tokenizers)
+usage: tests/test_tokenizer_files.py path/to/graft [DIR [GEN]]
+       (DIR default build/hf-tokenizers, GEN default tests/data/gen)
 Prints PASS/FAIL/SKIP lines; without the tokenizers or sentencepiece package, a SKIP.
 """
 import json
@@ -144,7 +149,9 @@ def errors(graft, out):
     os.makedirs(nm, exist_ok=True)
     shutil.copy(os.path.join(out, "files_roberta", "vocab.json"), nm)
     cases.append(("merges_missing", os.path.join(nm, "vocab.json"), "needs merges.txt beside it"))
-    cases.append(("file_missing", os.path.join(d, "nothing.model"), "cannot open"))
+    cases.append(("file_missing", os.path.join(d, "nothing.model"),
+                  "cannot open SentencePiece model"))
+    cases.append(("vocab_missing", os.path.join(d, "nothing.txt"), "cannot open vocabulary"))
     empty = os.path.join(d, "emptydir")
     os.makedirs(empty, exist_ok=True)
     cases.append(("dir_empty", empty, "the folder has no tokenizer.json"))
@@ -158,9 +165,124 @@ def errors(graft, out):
             print(f"FAIL error_{name}: exit {p.returncode}, stderr {p.stderr[:300]!r} (want {want!r})")
 
 
+def run(graft, *args):
+    p = subprocess.run([graft, *args], capture_output=True, text=True, encoding="utf-8")
+    return p.returncode, p.stdout, p.stderr
+
+
+def set_meta(src, dst, key, value):
+    import onnx
+    m = onnx.load(src)
+    props = [(p.key, p.value) for p in m.metadata_props if p.key != key]
+    del m.metadata_props[:]
+    for k, v in props + ([(key, value)] if value is not None else []):
+        m.metadata_props.add(key=k, value=v)
+    onnx.save(m, dst)
+
+
+def check_carried(name, model, tok):
+    """The export's metadata holds the tokenizer files, readable with onnx and json/base64."""
+    import base64
+    import onnx
+    meta = {p.key: p.value for p in onnx.load(model).metadata_props}
+    keys = sorted(k for k in meta if k in ("graft.text.vocab", "graft.text.tokenizer",
+                                           "graft.text.bpe", "graft.text.sentencepiece"))
+    if tok.endswith(".model"):
+        ok = keys == ["graft.text.sentencepiece"] and \
+            base64.b64decode(meta[keys[0]], validate=True) == open(tok, "rb").read()
+    else:
+        bundle = json.loads(meta.get("graft.text.bpe", "{}"))
+        ok = keys == ["graft.text.bpe"] and sorted(bundle) == ["merges.txt", "vocab.json"] and \
+            bundle["vocab.json"] == json.load(open(os.path.join(tok, "vocab.json"))) and \
+            bundle["merges.txt"] == open(os.path.join(tok, "merges.txt"), encoding="utf-8",
+                                         newline="").read()
+    print(f"PASS {name}_carried" if ok else f"FAIL {name}_carried: keys {keys}")
+
+
+def finetune(graft, out, gen):
+    """finetune with the files, then predict / eval from the export alone."""
+    bert = os.path.join(gen, "bert_tiny_decomposed.onnx")
+    if not os.path.exists(bert):
+        print(f"SKIP finetune_files: {bert} not generated")
+        return
+    from tokenizers import ByteLevelBPETokenizer
+    rob = os.path.join(out, "files_roberta_600")  # ids within the tiny BERT's 1,000
+    if not os.path.exists(os.path.join(rob, "merges.txt")):
+        os.makedirs(rob, exist_ok=True)
+        trainer = ByteLevelBPETokenizer()
+        with open(os.path.join(out, "corpus.txt"), encoding="utf-8") as f:
+            trainer.train_from_iterator([t.replace("\t", " ") for t in f], vocab_size=600,
+                                        min_frequency=2, show_progress=False,
+                                        special_tokens=SPECIALS)
+        trainer.save_model(rob)
+    d = os.path.join(out, "files_finetune")
+    os.makedirs(d, exist_ok=True)
+    train, lines = os.path.join(d, "train.csv"), os.path.join(d, "lines.txt")
+    with open(train, "w", encoding="utf-8") as f:
+        f.write("text,label\n")
+        for w in ["good", "great", "fine", "nice", "happy", "bad", "poor", "sad", "awful", "dull"]:
+            lab = "pos" if w in ("good", "great", "fine", "nice", "happy") else "neg"
+            f.write(f"the {w} movie,{lab}\na {w} day,{lab}\n")
+    with open(lines, "w", encoding="utf-8") as f:
+        f.write("the good movie\na dull day\nHello, World! café naïve <mask> 日本語\n"
+                "an unknownword xyzzy that runs on and on past the sixteen token limit\n")
+    spm_model = os.path.join(out, "files_spm_t5.model")  # unigram, with <pad>
+    for name, tok in [("finetune_spm_unigram", spm_model), ("finetune_bpe_files", rob)]:
+        model = os.path.join(d, name + ".onnx")
+        rc, _, err = run(graft, "finetune", "--model", bert, "--data", train, "--tokenizer", tok,
+                         "--max-len", "16", "--pooling", "mean", "--val-split", "0", "--epochs",
+                         "4", "--lr", "0.01", "--no-cache", "--out", model)
+        if rc != 0 or not os.path.exists(model):
+            print(f"FAIL {name}: exit {rc}: {err[-400:]}")
+            continue
+        print(f"PASS {name}")
+        check_carried(name, model, tok)
+        pred = ["predict", "--model", model, "--lines", lines, "--format", "jsonl", "--top-k", "2"]
+        rc1, alone, err1 = run(graft, *pred)
+        rc2, given, err2 = run(graft, *pred, "--tokenizer", tok)
+        if rc1 == 0 and rc2 == 0 and alone == given and len(alone.splitlines()) == 4:
+            print(f"PASS {name}_predict_alone")
+        else:
+            print(f"FAIL {name}_predict_alone: exits {rc1} {rc2}, {err1[-300:]} {err2[-300:]}")
+        rc, res, err = run(graft, "eval", "--model", model, "--data", train, "--json")
+        ok = rc == 0 and '"accuracy"' in res
+        print(f"PASS {name}_eval_alone" if ok else f"FAIL {name}_eval_alone: {rc} {err[-300:]}")
+    corrupt(graft, d, os.path.join(d, "finetune_spm_unigram.onnx"),
+            os.path.join(d, "finetune_bpe_files.onnx"), spm_model)
+
+
+def corrupt(graft, d, spm_onnx, bpe_onnx, spm_model):
+    import base64
+    if not (os.path.exists(spm_onnx) and os.path.exists(bpe_onnx)):
+        return
+    half = base64.b64encode(open(spm_model, "rb").read()[:5000]).decode()
+    cases = [("not_base64", spm_onnx, "graft.text.sentencepiece", "QUJD!!==",
+              "metadata graft.text.sentencepiece: not base64 (character 5)"),
+             ("bad_length", spm_onnx, "graft.text.sentencepiece", "QUJDR",
+              "metadata graft.text.sentencepiece: base64 of 5 characters"),
+             ("spm_truncated", spm_onnx, "graft.text.sentencepiece", half,
+              "the model's tokenizer: the vocabulary: not a SentencePiece model"),
+             ("bpe_no_merges", bpe_onnx, "graft.text.bpe", '{"vocab.json": {"a": 0}}',
+              "the model's tokenizer: the vocabulary: not the object {\"vocab.json\""),
+             ("bpe_not_json", bpe_onnx, "graft.text.bpe", '{"vocab.json": {"a": 0}, "merges',
+              "the model's tokenizer: the vocabulary: not valid JSON"),
+             ("bpe_merge_unknown", bpe_onnx, "graft.text.bpe",
+              '{"vocab.json": {"a": 0}, "merges.txt": "a b\\n"}',
+              "merges.txt line 1: merge 0 names 'b', which is not in the vocabulary")]
+    for name, src, key, value, want in cases:
+        bad = os.path.join(d, f"corrupt_{name}.onnx")
+        set_meta(src, bad, key, value)
+        rc, _, err = run(graft, "predict", "--model", bad, "--text", "a good day")
+        if rc == 1 and want in err:
+            print(f"PASS carried_{name}")
+        else:
+            print(f"FAIL carried_{name}: exit {rc}, stderr {err[:300]!r} (want {want!r})")
+
+
 def main():
     graft = sys.argv[1]
     out = sys.argv[2] if len(sys.argv) > 2 else "build/hf-tokenizers"
+    gen = sys.argv[3] if len(sys.argv) > 3 else "tests/data/gen"
     try:
         import sentencepiece  # noqa: F401
         import tokenizers  # noqa: F401
@@ -177,6 +299,7 @@ def main():
     bpe_files(graft, out, lines, corpus)
     spm_files(graft, out, lines, corpus)
     errors(graft, out)
+    finetune(graft, out, gen)
     return 0
 
 

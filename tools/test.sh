@@ -188,7 +188,7 @@ if setup_build build/release --buildtype=release; then
     # against Hugging Face's tokenizers on every corpus line.
     run_suite hf_tokenizers python3 tests/test_hf_tokenizers.py $R/graft build/hf-tokenizers
     # vocab.json + merges.txt and SentencePiece .model files against tokenizers / sentencepiece.
-    run_suite tokenizer_files python3 tests/test_tokenizer_files.py $R/graft build/hf-tokenizers
+    run_suite tokenizer_files python3 tests/test_tokenizer_files.py $R/graft build/hf-tokenizers "$GEN"
     run_suite cli_device tests/test_cli_device.sh $R/graft "$GEN"
     # The model zoo (models/zoo.tgz: torchvision, timm and Hugging Face exports as the exporters
     # write them, random weights): load, parity with ONNX Runtime, finetune, export;
@@ -286,7 +286,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     run_suite asan_wordpiece $A/tests/test_wordpiece tests/data/tokenizer
     run_suite asan_tokenize_cli tests/test_tokenize_cli.sh $A/graft tests/data/tokenizer
     run_suite asan_hf_tokenizers python3 tests/test_hf_tokenizers.py $A/graft build/hf-tokenizers
-    run_suite asan_tokenizer_files python3 tests/test_tokenizer_files.py $A/graft build/hf-tokenizers
+    run_suite asan_tokenizer_files python3 tests/test_tokenizer_files.py $A/graft build/hf-tokenizers "$GEN"
     run_suite asan_cli_device tests/test_cli_device.sh $A/graft "$GEN"
 else
     echo "FAIL build_asan"; failed=$((failed + 1))

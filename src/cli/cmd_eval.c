@@ -56,8 +56,9 @@ static const cli_option eval_options[] = {
     {"text-column", "NAME", "text", NULL, "text models", "the texts' column of a .csv/.tsv file"},
     {"label-column", "NAME", "label", NULL, NULL, "the labels' column of a .csv/.tsv file"},
     {"vocab", "FILE", NULL, NULL, NULL,
-     "the tokenizer, for a model that carries none: BERT's vocab.txt or a Hugging Face "
-     "tokenizer.json (default: the model's graft.text.tokenizer or graft.text.vocab)"},
+     "the tokenizer, for a model that carries none: BERT's vocab.txt, a Hugging Face "
+     "tokenizer.json, vocab.json + merges.txt, a SentencePiece .model or their folder (default: "
+     "the one the model carries, graft.text.*)"},
     {"tokenizer", "FILE", NULL, NULL, NULL, "the same as --vocab"},
     {"cased", NULL, NULL, NULL, NULL, "keep case and accents (default: as the model says)"},
     {"max-len", "N", NULL, NULL, NULL,

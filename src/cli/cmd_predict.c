@@ -65,8 +65,9 @@ static const cli_option predict_options[] = {
     {"text", "STRING", NULL, NULL, NULL, "classify STRING (may be given several times)"},
     {"text-column", "NAME", "text", NULL, NULL, "the column of a .csv/.tsv file's texts"},
     {"vocab", "FILE", NULL, NULL, NULL,
-     "the tokenizer, for a model that carries none: BERT's vocab.txt or a Hugging Face "
-     "tokenizer.json (default: the model's graft.text.tokenizer or graft.text.vocab)"},
+     "the tokenizer, for a model that carries none: BERT's vocab.txt, a Hugging Face "
+     "tokenizer.json, vocab.json + merges.txt, a SentencePiece .model or their folder (default: "
+     "the one the model carries, graft.text.*)"},
     {"tokenizer", "FILE", NULL, NULL, NULL, "the same as --vocab"},
     {"cased", NULL, NULL, NULL, NULL, "keep case and accents (default: as the model says)"},
     {"max-len", "N", NULL, NULL, NULL,
@@ -96,8 +97,9 @@ static const cli_command predict_command = {
         "gets a softmax; one whose output is named \"probabilities\" (or whose rows sum to 1) "
         "is taken as it is.\n\n"
         "A model whose inputs are token ids (one `graft finetune --vocab` wrote) classifies "
-        "texts instead, tokenized as its metadata says (graft.text.vocab or .tokenizer, .cased, "
-        ".max_len, .inputs): each FILE is one text, each DIR is searched recursively for *.txt "
+        "texts instead, tokenized as its metadata says (graft.text.vocab, .tokenizer, .bpe or "
+        ".sentencepiece, .cased, .max_len, .inputs): each FILE is one text, each DIR is searched "
+        "recursively for *.txt "
         "files, a "
         ".csv or .tsv file gives the texts of its --text-column, and - (or no argument at all, "
         "with standard input not a terminal) the lines of standard input, one text each. Texts "

@@ -9,6 +9,8 @@
 
 #include "cli_util.h"
 
+#define MAX_TOKENIZER_BYTES (1u << 30) /* a carried SentencePiece model, decoded: 1 GiB */
+
 static const char *const ROLE_NAMES[TEXT_ROLES] = {"ids", "mask", "type_ids"};
 
 int text_model_detect(const graft_model *m) {
@@ -153,26 +155,93 @@ void text_fit_fixed_len(const char *cmd, const char *input, long fixed, long *ma
     if (*max_len < fixed) *pad_len = (int)fixed; /* cut at max_len, rows padded to fixed */
 }
 
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* RFC 4648 base64 with padding (malloc'd), or NULL when out of memory. */
+static char *base64_encode(const unsigned char *d, size_t n) {
+    if (n > ((size_t)-1 - 1) / 4 * 3 - 3) return NULL;
+    char *out = malloc((n + 2) / 3 * 4 + 1), *o = out;
+    if (!out) return NULL;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)d[i] << 16 | (i + 1 < n ? (uint32_t)d[i + 1] << 8 : 0) |
+                     (i + 2 < n ? d[i + 2] : 0);
+        *o++ = B64[v >> 18], *o++ = B64[v >> 12 & 63];
+        *o++ = i + 1 < n ? B64[v >> 6 & 63] : '=';
+        *o++ = i + 2 < n ? B64[v & 63] : '=';
+    }
+    *o = 0;
+    return out;
+}
+
+/* The bytes of base64 text s (malloc'd into *out, *size); an error names the key and offset. */
+static int base64_decode(const char *cmd, const char *key, const char *s, char **out,
+                         size_t *size) {
+    size_t n = strlen(s), pad = n >= 1 && s[n - 1] == '=' ? 1 + (n >= 2 && s[n - 2] == '=') : 0;
+    if (n == 0 || n % 4 || n / 4 * 3 - pad > MAX_TOKENIZER_BYTES)
+        return cli_error(cmd,
+                         "metadata %s: base64 of %zu characters (want a multiple of 4 and "
+                         "at most %u bytes decoded)",
+                         key, n, MAX_TOKENIZER_BYTES),
+               1;
+    unsigned char *b = malloc(n / 4 * 3 + 1);
+    if (!b) return cli_error(cmd, "metadata %s: out of memory", key), 1;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i += 4) {
+        uint32_t v = 0;
+        for (size_t k = 0; k < 4; k++) {
+            const char *c = s[i + k] ? strchr(B64, s[i + k]) : NULL;
+            if (!c && !(s[i + k] == '=' && i + k >= n - pad)) {
+                free(b);
+                return cli_error(cmd, "metadata %s: not base64 (character %zu)", key, i + k + 1), 1;
+            }
+            v = v << 6 | (uint32_t)(c ? c - B64 : 0);
+        }
+        b[at++] = (unsigned char)(v >> 16);
+        if (i + 4 < n || pad < 2) b[at++] = (unsigned char)(v >> 8);
+        if (i + 4 < n || pad < 1) b[at++] = (unsigned char)v;
+    }
+    *out = (char *)b, *size = at;
+    return 0;
+}
+
+/* The tokenizer the model carries, as graft_tokenizer_load_memory takes it: *data is the
+ * metadata's text, or decoded into *owned. 0 with *data NULL when it carries none. */
+static int carried_tokenizer(const char *cmd, const graft_model *m, const char **data, size_t *size,
+                             char **owned) {
+    static const char *const text_keys[] = {"graft.text.tokenizer", "graft.text.vocab",
+                                            "graft.text.bpe"};
+    *data = NULL, *owned = NULL;
+    for (size_t k = 0; k < sizeof text_keys / sizeof *text_keys && !*data; k++)
+        if ((*data = cli_metadata(m, text_keys[k]))) *size = strlen(*data);
+    const char *spm = cli_metadata(m, "graft.text.sentencepiece");
+    if (*data || !spm) return 0;
+    if (base64_decode(cmd, "graft.text.sentencepiece", spm, owned, size)) return 1;
+    *data = *owned;
+    return 0;
+}
+
 int text_model_open(const char *cmd, graft_ctx *ctx, const graft_model *m, const text_overrides *o,
                     text_model *tm) {
     *tm = (text_model){.data = GRAFT_TEXT_OPTIONS_INIT};
-    const char *vocab = cli_metadata(m, "graft.text.tokenizer"); /* a tokenizer.json */
-    if (!vocab) vocab = cli_metadata(m, "graft.text.vocab");
     long cased = o->cased;
     if (!o->cased && metadata_int(cmd, m, "graft.text.cased", 0, 1, &cased)) return 1;
     tm->data.cased = (int)cased;
     if (assign_roles(cmd, ctx, m, tm) || settle_max_len(cmd, m, o, tm)) return 1;
+    const char *vocab = NULL;
+    size_t size = 0;
+    if (!o->vocab && carried_tokenizer(cmd, m, &vocab, &size, &tm->owned)) return 1;
     graft_status st;
     if (o->vocab) {
         tm->data.vocab_path = o->vocab;
         st = graft_tokenizer_load(ctx, o->vocab, tm->data.cased, &tm->tok);
     } else if (vocab) {
-        tm->data.vocab_data = vocab, tm->data.vocab_size = strlen(vocab);
-        st = graft_tokenizer_load_memory(ctx, vocab, strlen(vocab), tm->data.cased, &tm->tok);
+        tm->data.vocab_data = vocab, tm->data.vocab_size = size;
+        st = graft_tokenizer_load_memory(ctx, vocab, size, tm->data.cased, &tm->tok);
     } else {
         return cli_error(cmd, "the model takes token ids but carries no tokenizer (metadata "
-                              "graft.text.vocab or graft.text.tokenizer); give its vocab.txt or "
-                              "tokenizer.json with --vocab"),
+                              "graft.text.vocab, .tokenizer, .bpe or .sentencepiece); give its "
+                              "vocab.txt, tokenizer.json, vocab.json + merges.txt or .model with "
+                              "--vocab or --tokenizer"),
                1;
     }
     if (st != GRAFT_OK)
@@ -184,29 +253,8 @@ int text_model_open(const char *cmd, graft_ctx *ctx, const graft_model *m, const
 
 void text_model_close(text_model *tm) {
     graft_tokenizer_free(tm->tok);
-    tm->tok = NULL;
-}
-
-static char *read_all(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n == cap) {
-            char *b = realloc(buf, (cap = cap ? cap * 2 : 1 << 16) + 1);
-            if (!b) break;
-            buf = b;
-        }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad || !buf) return free(buf), NULL;
-    buf[n] = 0, *size = n;
-    return buf;
+    free(tm->owned);
+    tm->tok = NULL, tm->owned = NULL;
 }
 
 /* "ids=input_ids,mask=attention_mask,type_ids=token_type_ids" for the model's inputs. */
@@ -237,32 +285,28 @@ static void special_entry(const graft_tokenizer *tok, char *out, size_t size) {
 
 int text_model_record(const char *cmd, graft_ctx *ctx, graft_model *m, const finetune_opts *o) {
     static const char *const poolings[] = {"cls", "none", "cls", "pooler", "mean", "spatial"};
+    /* the tokenizer itself, under the key that says which kind it is */
+    static const char *const keys[] = {"graft.text.vocab", "graft.text.tokenizer", "graft.text.bpe",
+                                       "graft.text.sentencepiece"};
     graft_tokenizer *tok;
     if (graft_tokenizer_load(ctx, o->vocab, o->cased, &tok) != GRAFT_OK)
         return cli_error(cmd, "%s", graft_last_error(ctx)), 1;
     char special[1024], inputs[1024], num[32];
     special_entry(tok, special, sizeof special);
-    int json = graft_tokenizer_is_json(tok);
-    graft_tokenizer_free(tok);
-    if (json == 2) /* vocab.json + merges.txt or a .model: not one text file to carry */
-        return cli_error(cmd,
-                         "--tokenizer %s: the exported model carries a vocab.txt or tokenizer.json "
-                         "only; convert this tokenizer to a tokenizer.json (transformers' "
-                         "AutoTokenizer.from_pretrained(...).save_pretrained(DIR) writes one)",
-                         o->vocab),
-               1;
-    if (inputs_entry(cmd, ctx, m, inputs, sizeof inputs)) return 1;
+    int kind = graft_tokenizer_is_json(tok);
     size_t size;
-    char *vocab = read_all(o->vocab, &size);
-    if (!vocab) return cli_error(cmd, "cannot read '%s': %s", o->vocab, strerror(errno)), 1;
-    if (strlen(vocab) != size) {
-        free(vocab);
-        return cli_error(cmd, "%s: a NUL byte in the vocabulary", o->vocab), 1;
+    const char *data = graft_tokenizer_data(tok, &size);
+    char *b64 = kind == 3 ? base64_encode((const unsigned char *)data, size) : NULL;
+    int bad = inputs_entry(cmd, ctx, m, inputs, sizeof inputs);
+    if (!bad && kind == 3 && !b64) bad = (cli_error(cmd, "%s: out of memory", o->vocab), 1);
+    if (!bad && kind != 3 && strlen(data) != size)
+        bad = (cli_error(cmd, "%s: a NUL byte in the vocabulary", o->vocab), 1);
+    if (bad || (unsigned)kind >= sizeof keys / sizeof *keys) {
+        free(b64), graft_tokenizer_free(tok);
+        return bad ? 1 : (cli_error(cmd, "%s: unknown tokenizer kind %d", o->vocab, kind), 1);
     }
-    /* the tokenizer itself, under the key that says which kind it is */
-    graft_status st =
-        graft_model_set_metadata(m, json ? "graft.text.tokenizer" : "graft.text.vocab", vocab);
-    free(vocab);
+    graft_status st = graft_model_set_metadata(m, keys[kind], b64 ? b64 : data);
+    free(b64), graft_tokenizer_free(tok);
     snprintf(num, sizeof num, "%d", o->cased != 0);
     if (st == GRAFT_OK) st = graft_model_set_metadata(m, "graft.text.cased", num);
     snprintf(num, sizeof num, "%d", o->max_len);

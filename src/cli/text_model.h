@@ -29,6 +29,7 @@ typedef struct text_model {
     graft_text_options data;       /* for graft_dataset_open_text: the vocabulary, cased, max_len,
                                       pad_to_longest (unless the ids input takes a fixed length) */
     const char *input[TEXT_ROLES]; /* the model's input for each role; NULL: it has none */
+    char *owned;                   /* the carried tokenizer's bytes when decoded (base64) */
 } text_model;
 
 /* 1 when the model takes token ids (every input an integer tensor) rather than images. */

@@ -1,6 +1,6 @@
 /* hf_files.c: GPT-2 / RoBERTa byte-level BPE from vocab.json + merges.txt as an hf_tokenizer (the
  * BPE model and ByteLevel pre-tokenizer of hf_*.c); RoBERTa's "<s> A </s>" when the vocabulary
- * has <s> and </s>. */
+ * has <s> and </s>; both files as one JSON object in memory (the bundle). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,15 +9,12 @@
 #include "data/hf_load.h"
 
 #define MAX_ID 0x7fffffff
+#define MAX_BUNDLE_BYTES (1u << 30) /* 1 GiB */
 
-static graft_status read_vocab(loader *l, const char *json, size_t size) {
-    json_error_t jerr;
-    json_t *root = json_loadb(json, size, 0, &jerr);
+/* vocab.json's object of token: id into the vocabulary. */
+static graft_status read_vocab(loader *l, json_t *root) {
     graft_status st = GRAFT_OK;
-    if (!root)
-        st = hf_bad(l, "vocab.json is not valid JSON (line %d, column %d: %s)", jerr.line,
-                    jerr.column, jerr.text);
-    else if (!json_is_object(root) || json_object_size(root) == 0)
+    if (!json_is_object(root) || json_object_size(root) == 0)
         st = hf_bad(l, "vocab.json is not an object of token: id");
     const char *key;
     json_t *v;
@@ -32,7 +29,6 @@ static graft_status read_vocab(loader *l, const char *json, size_t size) {
                 break;
             }
         }
-    json_decref(root);
     return st;
 }
 
@@ -90,12 +86,11 @@ static graft_status specials(loader *l) {
     return GRAFT_OK;
 }
 
-static graft_status build(loader *l, const char *vocab, size_t vocab_size, const char *merges,
-                          size_t merges_size) {
+static graft_status build(loader *l, json_t *vocab, const char *merges, size_t merges_size) {
     hf_tokenizer *t = l->t;
     t->model.kind = HF_BPE;
     t->model.unk = -1; /* byte-level: every byte has a token */
-    TRY(read_vocab(l, vocab, vocab_size));
+    TRY(read_vocab(l, vocab));
     TRY(read_merges(l, merges, merges_size));
     if (!(t->pretoks = calloc(1, sizeof *t->pretoks))) return hf_oom(l);
     t->n_pretoks = 1;
@@ -105,9 +100,25 @@ static graft_status build(loader *l, const char *vocab, size_t vocab_size, const
     return specials(l);
 }
 
-graft_status hf_from_bpe_files(hf_tokenizer **out, const char *vocab_json, size_t vocab_size,
-                               const char *merges, size_t merges_size, const char *name,
-                               graft_err *e) {
+/* {"vocab.json": {...}, "merges.txt": "..."}: the two files as one JSON text (*out, malloc'd). */
+static graft_status make_bundle(loader *l, json_t *vocab, const char *merges, size_t merges_size,
+                                char **out) {
+    json_t *root = json_object(), *m = json_stringn(merges, merges_size);
+    graft_status st = GRAFT_OK;
+    if (!m)
+        st = hf_bad(l, "merges.txt is not UTF-8 text without NUL bytes");
+    else if (!root || json_object_set(root, "vocab.json", vocab) ||
+             json_object_set(root, "merges.txt", m) ||
+             !(*out = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER)))
+        st = hf_oom(l);
+    json_decref(m);
+    json_decref(root);
+    return st;
+}
+
+/* The tokenizer from the parsed vocab.json and merges.txt; the bundle too when asked. */
+static graft_status from_parts(hf_tokenizer **out, json_t *vocab, const char *merges,
+                               size_t merges_size, const char *name, char **bundle, graft_err *e) {
     *out = NULL;
     hf_tokenizer *t = calloc(1, sizeof *t);
     if (!t || !(t->name = strdup(name))) {
@@ -116,11 +127,55 @@ graft_status hf_from_bpe_files(hf_tokenizer **out, const char *vocab_json, size_
     }
     t->cls = t->sep = t->pad = t->unk = -1;
     loader l = {t, e};
-    graft_status st = build(&l, vocab_json, vocab_size, merges, merges_size);
+    graft_status st = build(&l, vocab, merges, merges_size);
+    if (st == GRAFT_OK && bundle) st = make_bundle(&l, vocab, merges, merges_size, bundle);
     if (st != GRAFT_OK) {
         hf_tokenizer_free(t);
         return st;
     }
     *out = t;
     return GRAFT_OK;
+}
+
+graft_status hf_from_bpe_files(hf_tokenizer **out, const char *vocab_json, size_t vocab_size,
+                               const char *merges, size_t merges_size, const char *name,
+                               char **bundle, graft_err *e) {
+    *out = NULL;
+    if (bundle) *bundle = NULL;
+    json_error_t jerr;
+    json_t *vocab = json_loadb(vocab_json, vocab_size, 0, &jerr);
+    if (!vocab)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "%s: vocab.json is not valid JSON (line %d, column %d: %s)", name, jerr.line,
+                       jerr.column, jerr.text);
+    graft_status st = from_parts(out, vocab, merges, merges_size, name, bundle, e);
+    json_decref(vocab);
+    return st;
+}
+
+graft_status hf_from_bpe_bundle(hf_tokenizer **out, const char *data, size_t size, const char *name,
+                                graft_err *e) {
+    *out = NULL;
+    if (size > MAX_BUNDLE_BYTES)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "%s: vocab.json + merges.txt of %zu bytes, more than the %u bytes allowed",
+                       name, size, MAX_BUNDLE_BYTES);
+    json_error_t jerr;
+    json_t *root = json_loadb(data, size, 0, &jerr);
+    if (!root)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "%s: not valid JSON (line %d, column %d: %s)",
+                       name, jerr.line, jerr.column, jerr.text);
+    json_t *vocab = json_object_get(root, "vocab.json");
+    json_t *merges = json_object_get(root, "merges.txt");
+    graft_status st;
+    if (!json_is_object(vocab) || !json_is_string(merges) || json_object_size(root) != 2)
+        st = err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                     "%s: not the object {\"vocab.json\": {token: id, ...}, \"merges.txt\": "
+                     "\"...\"} (vocab.json + merges.txt in one)",
+                     name);
+    else
+        st = from_parts(out, vocab, json_string_value(merges), json_string_length(merges), name,
+                        NULL, e);
+    json_decref(root);
+    return st;
 }

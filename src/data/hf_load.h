@@ -37,11 +37,14 @@ graft_status hf_load_model(loader *l, const json_t *model);
 graft_status hf_load_post(loader *l, const json_t *root);
 
 /* Builders for the files that are not a tokenizer.json (hf_files.c, hf_spm.c): name is the file
- * for messages. vocab.json + merges.txt (GPT-2 / RoBERTa byte-level BPE); a SentencePiece .model
- * (Unigram or BPE). */
+ * for messages. vocab.json + merges.txt (GPT-2 / RoBERTa byte-level BPE), with *bundle (when not
+ * NULL; malloc'd text) the two as the JSON object {"vocab.json": {...}, "merges.txt": "..."} that
+ * hf_from_bpe_bundle reads back; a SentencePiece .model (Unigram or BPE). */
 graft_status hf_from_bpe_files(hf_tokenizer **out, const char *vocab_json, size_t vocab_size,
                                const char *merges, size_t merges_size, const char *name,
-                               graft_err *e);
+                               char **bundle, graft_err *e);
+graft_status hf_from_bpe_bundle(hf_tokenizer **out, const char *data, size_t size, const char *name,
+                                graft_err *e);
 graft_status hf_from_spm(hf_tokenizer **out, const unsigned char *data, size_t size,
                          const char *name, graft_err *e);
 

@@ -1,5 +1,6 @@
-/* tokenizer_api.c: graft_tokenizer: a vocab.txt's WordPiece or a tokenizer.json pipeline, told
- * apart by content, behind one handle (internal calls in tokenizer.h, public ones in graft.h). */
+/* tokenizer_api.c: graft_tokenizer: a vocab.txt's WordPiece, a tokenizer.json pipeline, vocab.json
+ * + merges.txt or a SentencePiece .model, told apart by content, behind one handle with the bytes
+ * it was built from (internal calls in tokenizer.h, public ones in graft.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,12 +10,17 @@
 #include "data/hf_load.h"
 #include "data/hf_tokenizer.h"
 #include "data/tokenizer.h"
+#include "data/unicode.h"
 #include "data/wordpiece.h"
+
+enum { KIND_VOCAB_TXT, KIND_JSON, KIND_BPE_FILES, KIND_SPM }; /* graft_tokenizer_is_json's */
 
 struct graft_tokenizer {
     wordpiece *wp;    /* a vocab.txt, or */
     hf_tokenizer *hf; /* a tokenizer.json, vocab.json + merges.txt or SentencePiece .model */
-    bool files;       /* hf came from vocab.json + merges.txt or a .model */
+    int kind;
+    char *data; /* what graft_tokenizer_load_memory builds it again from (NUL-terminated) */
+    size_t size;
 };
 
 static size_t skip_ws(const char *d, size_t n, size_t i) {
@@ -36,12 +42,35 @@ static bool is_vocab_json(const char *d, size_t n) {
     return i < n && (d[i] == '-' || (d[i] >= '0' && d[i] <= '9'));
 }
 
+static bool is_utf8(const char *d, size_t n) {
+    uint32_t cp;
+    for (size_t pos = 0; pos < n;)
+        if (utf8_decode(d, n, &pos, &cp)) return false;
+    return true;
+}
+
 /* A SentencePiece model: named *.model, or a protobuf (field 1, length-delimited) with a NUL byte
- * early on (no text vocabulary has one). */
+ * early on or bytes that are not UTF-8 (a text vocabulary has neither). */
 static bool is_spm(const char *path, const char *d, size_t n) {
     size_t len = path ? strlen(path) : 0;
     if (len > 6 && !strcmp(path + len - 6, ".model")) return true;
-    return n > 2 && d[0] == 0x0a && memchr(d, 0, n < 4096 ? n : 4096) != NULL;
+    if (n <= 2 || d[0] != 0x0a) return false;
+    return memchr(d, 0, n < 4096 ? n : 4096) != NULL || !is_utf8(d, n);
+}
+
+/* vocab.json + merges.txt in one: {"vocab.json": ..., "merges.txt": ...} (either first). */
+static bool is_bpe_bundle(const char *d, size_t n) {
+    static const char *const keys[] = {"\"vocab.json\"", "\"merges.txt\""};
+    size_t i = skip_ws(d, n, 0);
+    if (i == n || d[i++] != '{') return false;
+    i = skip_ws(d, n, i);
+    for (int k = 0; k < 2; k++) {
+        size_t len = strlen(keys[k]);
+        if (n - i > len && !memcmp(d + i, keys[k], len) && skip_ws(d, n, i + len) < n &&
+            d[skip_ws(d, n, i + len)] == ':')
+            return true;
+    }
+    return false;
 }
 
 bool tokenizer_is_json(const char *data, size_t size) {
@@ -60,22 +89,40 @@ graft_status tokenizer_load_memory(graft_tokenizer **out, const char *data, size
     *out = NULL;
     graft_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "%s: out of memory", name);
-    graft_status st;
-    if (is_spm(NULL, data, size))
-        st = hf_from_spm(&t->hf, (const unsigned char *)data, size, name, e), t->files = true;
+    graft_status st = GRAFT_OK;
+    if (!(t->data = malloc(size + 1)))
+        st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "%s: out of memory", name);
+    else
+        memcpy(t->data, data, size), t->data[size] = 0, t->size = size;
+    if (st != GRAFT_OK)
+        ;
+    else if (is_spm(NULL, data, size))
+        st = hf_from_spm(&t->hf, (const unsigned char *)data, size, name, e), t->kind = KIND_SPM;
+    else if (is_bpe_bundle(data, size))
+        st = hf_from_bpe_bundle(&t->hf, data, size, name, e), t->kind = KIND_BPE_FILES;
     else if (is_vocab_json(data, size))
         st = err_set(e, GRAFT_E_INVALID_ARGUMENT,
                      "%s: a vocab.json needs its merges.txt: load it from its folder", name);
     else if (tokenizer_is_json(data, size))
-        st = hf_tokenizer_load(&t->hf, data, size, name, e);
+        st = hf_tokenizer_load(&t->hf, data, size, name, e), t->kind = KIND_JSON;
     else
         st = wordpiece_load_memory(&t->wp, data, size, name, lowercase, e);
     if (st != GRAFT_OK) {
-        free(t);
+        free(t->data), free(t);
         return st;
     }
     *out = t;
     return GRAFT_OK;
+}
+
+/* What a tokenizer file is, by its name, for messages. */
+static const char *file_kind(const char *path) {
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    size_t len = strlen(base);
+    if (len > 6 && !strcmp(base + len - 6, ".model")) return "SentencePiece model";
+    if (!strcmp(base, "vocab.json")) return "vocab.json";
+    if (len > 5 && !strcmp(base + len - 5, ".json")) return "tokenizer.json";
+    return "vocabulary";
 }
 
 static bool is_dir(const char *path) {
@@ -120,10 +167,11 @@ static graft_status load_bpe_files(graft_tokenizer *t, const char *path, const c
                        path, merges_path);
     char *merges = NULL;
     size_t msize = 0;
-    TRY(tokenizer_read_file(merges_path, &merges, &msize, e));
-    graft_status st = hf_from_bpe_files(&t->hf, vocab, size, merges, msize, path, e);
+    TRY(tokenizer_read_file(merges_path, "merges.txt", &merges, &msize, e));
+    graft_status st = hf_from_bpe_files(&t->hf, vocab, size, merges, msize, path, &t->data, e);
     free(merges);
-    t->files = true;
+    t->kind = KIND_BPE_FILES;
+    if (t->data) t->size = strlen(t->data);
     return st;
 }
 
@@ -135,20 +183,22 @@ graft_status tokenizer_load(graft_tokenizer **out, const char *path, bool lowerc
         TRY(pick_in_dir(path, picked, sizeof picked, e));
         path = picked;
     }
-    TRY(tokenizer_read_file(path, &data, &size, e));
+    TRY(tokenizer_read_file(path, file_kind(path), &data, &size, e));
     graft_status st;
     if (is_spm(path, data, size) || is_vocab_json(data, size)) {
         graft_tokenizer *t = calloc(1, sizeof *t);
-        if (!t)
+        if (!t) {
             st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "%s: out of memory", path);
-        else if (is_spm(path, data, size))
-            st = hf_from_spm(&t->hf, (const unsigned char *)data, size, path, e), t->files = true;
-        else
+        } else if (is_spm(path, data, size)) {
+            st = hf_from_spm(&t->hf, (const unsigned char *)data, size, path, e);
+            t->kind = KIND_SPM, t->data = data, t->size = size, data = NULL; /* t keeps them */
+        } else {
             st = load_bpe_files(t, path, data, size, e);
+        }
         if (st == GRAFT_OK)
             *out = t;
         else
-            free(t);
+            tokenizer_free(t);
     } else {
         st = tokenizer_load_memory(out, data, size, path, lowercase, e);
     }
@@ -160,6 +210,7 @@ void tokenizer_free(graft_tokenizer *t) {
     if (!t) return;
     wordpiece_free(t->wp);
     hf_tokenizer_free(t->hf);
+    free(t->data);
     free(t);
 }
 
@@ -213,7 +264,12 @@ int64_t graft_tokenizer_special_id(const graft_tokenizer *tok, graft_token_role 
 }
 
 int graft_tokenizer_is_json(const graft_tokenizer *tok) {
-    return !tok || !tok->hf ? 0 : tok->files ? 2 : 1;
+    return tok ? tok->kind : 0;
+}
+
+const char *graft_tokenizer_data(const graft_tokenizer *tok, size_t *size) {
+    if (size) *size = tok ? tok->size : 0;
+    return tok ? tok->data : NULL;
 }
 
 graft_status graft_tokenizer_encode(graft_ctx *ctx, const graft_tokenizer *tok, const char *a,

@@ -108,9 +108,10 @@ void wordpiece_free(wordpiece *wp) {
     free(wp);
 }
 
-graft_status tokenizer_read_file(const char *path, char **out, size_t *size, graft_err *e) {
+graft_status tokenizer_read_file(const char *path, const char *what, char **out, size_t *size,
+                                 graft_err *e) {
     FILE *f = fopen(path, "rb");
-    if (!f) return err_set(e, GRAFT_E_IO, "%s: cannot open vocabulary: %s", path, strerror(errno));
+    if (!f) return err_set(e, GRAFT_E_IO, "%s: cannot open %s: %s", path, what, strerror(errno));
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap + 1);
     while (buf) {
@@ -124,10 +125,10 @@ graft_status tokenizer_read_file(const char *path, char **out, size_t *size, gra
     int bad = ferror(f);
     fclose(f);
     if (!buf)
-        return err_set(e, GRAFT_E_OUT_OF_MEMORY, "%s: out of memory reading vocabulary", path);
+        return err_set(e, GRAFT_E_OUT_OF_MEMORY, "%s: out of memory reading the %s", path, what);
     if (bad) {
         free(buf);
-        return err_set(e, GRAFT_E_IO, "%s: read error", path);
+        return err_set(e, GRAFT_E_IO, "%s: cannot read %s: %s", path, what, strerror(errno));
     }
     buf[n] = 0;
     *out = buf, *size = n;
@@ -201,7 +202,7 @@ graft_status wordpiece_load(wordpiece **out, const char *vocab_path, bool lowerc
     wordpiece *wp = calloc(1, sizeof *wp);
     if (!wp) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "%s: out of memory", vocab_path);
     size_t size = 0;
-    graft_status st = tokenizer_read_file(vocab_path, &wp->pool, &size, e);
+    graft_status st = tokenizer_read_file(vocab_path, "vocabulary", &wp->pool, &size, e);
     if (st != GRAFT_OK) {
         wordpiece_free(wp);
         return st;

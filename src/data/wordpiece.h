@@ -28,8 +28,10 @@ int64_t wordpiece_token_id(const wordpiece *wp, const char *token, size_t len);
 /* The token of an id (NUL-terminated, owned by wp), or NULL when out of range. */
 const char *wordpiece_token(const wordpiece *wp, int64_t id);
 int64_t wordpiece_pad_id(const wordpiece *wp);
-/* A vocabulary or tokenizer file, whole, NUL-terminated (*size without the NUL); errors name it. */
-graft_status tokenizer_read_file(const char *path, char **out, size_t *size, graft_err *e);
+/* A vocabulary or tokenizer file, whole, NUL-terminated (*size without the NUL); errors name the
+ * path and what the file is ("vocabulary", "merges.txt", "SentencePiece model"...). */
+graft_status tokenizer_read_file(const char *path, const char *what, char **out, size_t *size,
+                                 graft_err *e);
 
 /* Tokenize text[0..len) without special tokens around it: *ids (malloc'd, grown as needed,
  * capacity *cap) receives *n ids. Invalid UTF-8 is GRAFT_E_INVALID_ARGUMENT naming the byte
