@@ -311,7 +311,7 @@ def write_table(path, manifest, rows, gpu):
              f"{manifest.get('timm')}, transformers {manifest.get('transformers')}{later} (random weights, "
              "reduced depth for the transformers; default names untouched). `load`: graft info; "
              "`parity`: graft run vs ONNX Runtime (max relative error <= 1e-4); `finetune`: graft "
-             "finetune --epochs 2 --cache DIR on examples/digits/train or examples/reviews/train.csv; `export`: "
+             "finetune --epochs 2 --cache DIR on examples/digits/train or examples/reviews/train.csv (with the family's kind of tokenizer: WordPiece, byte-level BPE files or a SentencePiece model); `export`: "
              "the grafted model in graft vs ONNX Runtime; `prune`: graft prune --method channels "
              "(images) or heads (texts) --sparsity 0.25, the pruned model in graft vs ONNX Runtime, "
              "or the reason graft gives for refusing. `-`: not reached." + gpu_note, "",
