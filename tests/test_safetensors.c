@@ -2,6 +2,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,13 +39,13 @@ static int64_t i64v[3] = {-1, 0, 1234567890123LL};
 static int32_t i32v[2] = {-7, 42};
 static uint8_t u8v[5] = {0, 1, 2, 254, 255};
 static uint8_t boolv[3] = {1, 0, 1};
-static const int64_t d23[] = {2, 3}, d4[] = {4}, d22[] = {2, 2}, d3[] = {3}, d2[] = {2},
-                     d5[] = {5}, d04[] = {0, 4};
+static const int64_t d23[] = {2, 3}, d4[] = {4}, d22[] = {2, 2}, d3[] = {3}, d2[] = {2}, d5[] = {5},
+                     d04[] = {0, 4};
 #define N_T 9
 static const st_tensor_in tens[N_T] = {
-    {"weight", GRAFT_DTYPE_F32, 2, d23, f32v},   {"half", GRAFT_DTYPE_F16, 1, d4, f16v},
-    {"brain", GRAFT_DTYPE_BF16, 2, d22, bf16v},  {"scalar", GRAFT_DTYPE_F64, 0, NULL, f64v},
-    {"step", GRAFT_DTYPE_I64, 1, d3, i64v},      {"i32", GRAFT_DTYPE_I32, 1, d2, i32v},
+    {"weight", GRAFT_DTYPE_F32, 2, d23, f32v},     {"half", GRAFT_DTYPE_F16, 1, d4, f16v},
+    {"brain", GRAFT_DTYPE_BF16, 2, d22, bf16v},    {"scalar", GRAFT_DTYPE_F64, 0, NULL, f64v},
+    {"step", GRAFT_DTYPE_I64, 1, d3, i64v},        {"i32", GRAFT_DTYPE_I32, 1, d2, i32v},
     {"bytes \"q\"\n", GRAFT_DTYPE_U8, 1, d5, u8v}, {"mask", GRAFT_DTYPE_BOOL, 1, d3, boolv},
     {"empty", GRAFT_DTYPE_F32, 2, d04, NULL},
 };
@@ -97,8 +99,9 @@ static void test_round_trip(void) {
     st = safetensors_write(path, NULL, 0, NULL, NULL, 0, &err);
     f = NULL;
     if (st == GRAFT_OK) st = safetensors_open(&f, path, &err);
-    CHECK("empty_file", st == GRAFT_OK && safetensors_count(f) == 0 &&
-          safetensors_meta_count(f) == 0, "%s", err.msg);
+    CHECK("empty_file",
+          st == GRAFT_OK && safetensors_count(f) == 0 && safetensors_meta_count(f) == 0, "%s",
+          err.msg);
     safetensors_free(f);
 }
 
@@ -136,46 +139,53 @@ static void test_hostile(void) {
         size_t nd;
         const char *want;
     } cases[] = {
-        {"reject_json_unclosed", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}", 4,
-         "expected ',' or '}'"},
-        {"reject_json_garbage", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}x", 4,
-         "trailing"},
-        {"reject_json_number", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1.0],\"data_offsets\":[0,4]}}", 4,
-         "fraction"},
-        {"reject_json_negative", "{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4,
-         "non-negative"},
-        {"reject_json_escape", "{\"a\\q\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4,
-         "bad escape"},
+        {"reject_json_unclosed", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}",
+         4, "expected ',' or '}'"},
+        {"reject_json_garbage", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}x",
+         4, "trailing"},
+        {"reject_json_number", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1.0],\"data_offsets\":[0,4]}}",
+         4, "fraction"},
+        {"reject_json_negative",
+         "{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4, "non-negative"},
+        {"reject_json_escape",
+         "{\"a\\q\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "bad escape"},
         {"reject_json_key", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"offsets\":[0,4]}}", 4,
          "unknown key"},
         {"reject_json_missing", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1]}}", 4, "lacks"},
         {"reject_not_object", "[]", 0, "expected '{'"},
         {"reject_dtype", "{\"a\":{\"dtype\":\"F8_E4M3\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1,
          "unsupported dtype"},
-        {"reject_size_mismatch", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", 8,
-         "data_offsets span"},
-        {"reject_offsets_range", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 4,
-         "outside"},
-        {"reject_offsets_reversed", "{\"a\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[3,1]}}", 4,
-         "outside"},
-        {"reject_offsets_overlap", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
-         "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[2,6]}}", 8, "overlap"},
-        {"reject_offsets_gap", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8,
-         "gap"},
-        {"reject_offsets_uncovered", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
-         8, "cover 4 of the 8"},
-        {"reject_duplicate", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
-         "\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}", 2, "duplicate tensor"},
+        {"reject_size_mismatch", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}",
+         8, "data_offsets span"},
+        {"reject_offsets_range", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+         4, "outside"},
+        {"reject_offsets_reversed",
+         "{\"a\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[3,1]}}", 4, "outside"},
+        {"reject_offsets_overlap",
+         "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+         "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[2,6]}}",
+         8, "overlap"},
+        {"reject_offsets_gap", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+         8, "gap"},
+        {"reject_offsets_uncovered",
+         "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 8, "cover 4 of the 8"},
+        {"reject_duplicate",
+         "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+         "\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
+         2, "duplicate tensor"},
         {"reject_meta_value", "{\"__metadata__\":{\"k\":1}}", 0, "must be strings"},
         {"reject_meta_duplicate", "{\"__metadata__\":{\"k\":\"1\",\"k\":\"2\"}}", 0, "duplicate"},
-        {"reject_rank", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,1]}}",
-         1, "more than 8"},
-        {"reject_huge_shape", "{\"a\":{\"dtype\":\"F32\",\"shape\":[9223372036854775807,4],"
-         "\"data_offsets\":[0,4]}}", 4, "larger than the file"},
+        {"reject_rank",
+         "{\"a\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,1]}}", 1,
+         "more than 8"},
+        {"reject_huge_shape",
+         "{\"a\":{\"dtype\":\"F32\",\"shape\":[9223372036854775807,4],"
+         "\"data_offsets\":[0,4]}}",
+         4, "larger than the file"},
         {"reject_nul", "{\"a\\u0000\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1,
          "\\u0000"},
-        {"reject_surrogate", "{\"\\ud800x\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1,
-         "surrogate"},
+        {"reject_surrogate",
+         "{\"\\ud800x\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1, "surrogate"},
         {"reject_utf8", "{\"\xff\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1,
          "UTF-8"},
     };
@@ -184,14 +194,18 @@ static void test_hostile(void) {
         expect_bad(cases[i].name, buf, n, cases[i].want);
     }
     /* escapes and padding a writer may produce are accepted */
-    n = make_file(buf, "{ \"__metadata__\" : { \"k\\u00e9\\n\" : \"\\ud83d\\ude00\\/\" } ,"
-                       "\"a\":{\"data_offsets\":[0,2],\"shape\":[],\"dtype\":\"F16\"}}   ", 2);
+    n = make_file(buf,
+                  "{ \"__metadata__\" : { \"k\\u00e9\\n\" : \"\\ud83d\\ude00\\/\" } ,"
+                  "\"a\":{\"data_offsets\":[0,2],\"shape\":[],\"dtype\":\"F16\"}}   ",
+                  2);
     safetensors_file *f = NULL;
     graft_err err = {0};
     graft_status st = safetensors_from_memory(&f, buf, n, &err);
     const char *v = f ? safetensors_meta(f, "k\xc3\xa9\n") : NULL;
-    CHECK("accept_escapes", st == GRAFT_OK && v && strcmp(v, "\xf0\x9f\x98\x80/") == 0 &&
-          safetensors_find(f, "a") && safetensors_find(f, "a")->numel == 1, "%s", err.msg);
+    CHECK("accept_escapes",
+          st == GRAFT_OK && v && strcmp(v, "\xf0\x9f\x98\x80/") == 0 && safetensors_find(f, "a") &&
+              safetensors_find(f, "a")->numel == 1,
+          "%s", err.msg);
     safetensors_free(f);
 }
 
@@ -216,8 +230,8 @@ static void test_fuzz(void) {
     size_t hlen = (size_t)b[0] | ((size_t)b[1] << 8);
     unsigned char *c = malloc(size);
     for (size_t i = 0; c && i < 8 + hlen; i++) {
-        static const unsigned char subst[] = {0, '"', '\\', '{', '}', '[', ']', ',', ':', '9',
-                                              0xff, ' '};
+        static const unsigned char subst[] = {0,   '"', '\\', '{', '}',  '[',
+                                              ']', ',', ':',  '9', 0xff, ' '};
         for (size_t k = 0; k < sizeof subst; k++) {
             memcpy(c, b, size);
             c[i] = subst[k];
@@ -242,8 +256,8 @@ static void test_atomic(void) {
     graft_status st = safetensors_write(path, tens, N_T, mkeys, mvals, 2, &err);
     safetensors_file *f = NULL;
     if (st == GRAFT_OK) st = safetensors_open(&f, path, &err);
-    CHECK("overwrite", st == GRAFT_OK && check_contents(f, why, sizeof why) == 0, "%s %s",
-          err.msg, why);
+    CHECK("overwrite", st == GRAFT_OK && check_contents(f, why, sizeof why) == 0, "%s %s", err.msg,
+          why);
     safetensors_free(f);
     /* no temporary files are left next to it */
     char cmd[1400];
@@ -262,6 +276,31 @@ static void test_atomic(void) {
     st = safetensors_write(path, dup, 2, NULL, NULL, 0, &err);
     CHECK("write_rejects_duplicates", st == GRAFT_E_INVALID_ARGUMENT && access(path, F_OK) != 0,
           "status %d", (int)st);
+}
+
+/* A killed writer's temporary (unlocked) is removed by the next write; a live writer's (locked
+ * through another open file description) is kept. */
+static void test_stale_temps(void) {
+    char path[1200], stale[1300], live[1300];
+    graft_err err = {0};
+    path_in(path, sizeof path, "resume.safetensors");
+    snprintf(stale, sizeof stale, "%s.tmp.Ab12Cd", path);
+    snprintf(live, sizeof live, "%s.tmp.Ef34Gh", path);
+    FILE *fp = fopen(stale, "wb");
+    if (fp) fputs("half a checkpoint", fp), fclose(fp);
+    int held = open(live, O_WRONLY | O_CREAT, 0644);
+    bool locked = held >= 0 && flock(held, LOCK_EX) == 0;
+    graft_status st = safetensors_write(path, tens, N_T, mkeys, mvals, 2, &err);
+    CHECK("stale_temp_removed", st == GRAFT_OK && access(stale, F_OK) != 0, "status %d, %s %s",
+          (int)st, err.msg, access(stale, F_OK) == 0 ? "still there" : "");
+    CHECK("live_temp_kept", locked && access(live, F_OK) == 0, "locked %d", (int)locked);
+    if (held >= 0) close(held);
+    fp = fopen(stale, "wb");
+    if (fp) fputs("x", fp), fclose(fp);
+    int removed = safetensors_remove_stale_temps(path);
+    CHECK("stale_temps_on_start",
+          removed == 2 && access(stale, F_OK) != 0 && access(live, F_OK) != 0, "removed %d",
+          removed);
 }
 
 /* A file written by the Python safetensors package (tools/check_safetensors.py write). */
@@ -316,6 +355,7 @@ int main(int argc, char **argv) {
     test_hostile();
     test_fuzz();
     test_atomic();
+    test_stale_temps();
     test_python();
     return test_failures ? 1 : 0;
 }

@@ -254,6 +254,7 @@ graft_status graft_trainer_load(graft_trainer *t, const char *path) {
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                        "the trainer's feature size is not known yet; fit once or use a model "
                        "with a static feature size");
+    (void)safetensors_remove_stale_temps(path);
     safetensors_file *f;
     graft_status st = safetensors_open(&f, path, e);
     if (st == GRAFT_OK) {

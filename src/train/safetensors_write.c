@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -195,8 +197,44 @@ static void sync_parent(const char *path) {
     }
 }
 
+/* Whether name is one of path's temporaries: "<base of path>.tmp." and mkstemp's 6 characters. */
+static bool is_temp_of(const char *name, const char *base) {
+    size_t bl = strlen(base);
+    return strncmp(name, base, bl) == 0 && strncmp(name + bl, ".tmp.", 5) == 0 &&
+           strlen(name + bl + 5) == 6;
+}
+
+int safetensors_remove_stale_temps(const char *path) {
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    const char *base = slash ? slash + 1 : path;
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else
+        snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int removed = 0;
+    for (struct dirent *de; (de = readdir(d));) {
+        if (!is_temp_of(de->d_name, base)) continue;
+        char full[8192];
+        snprintf(full, sizeof full, "%s/%s", dir, de->d_name);
+        int fd = open(full, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0) continue;
+        struct stat sb;
+        /* a writer holds its temporary locked until it is renamed: an unlocked one is stale */
+        if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+            unlink(full) == 0)
+            removed++;
+        close(fd);
+    }
+    closedir(d);
+    return removed;
+}
+
 static graft_status write_atomic(const char *path, const sbuf *h, const wr_item *items, int n,
                                  graft_err *err) {
+    (void)safetensors_remove_stale_temps(path);
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 16);
     if (!tmp) return err_set(err, GRAFT_E_OUT_OF_MEMORY, "safetensors_write: out of memory");
@@ -210,14 +248,16 @@ static graft_status write_atomic(const char *path, const sbuf *h, const wr_item 
         return GRAFT_E_IO;
     }
     (void)fchmod(fd, 0644);
+    (void)flock(fd, LOCK_EX); /* released when the file is closed, or the process dies */
     FILE *fp = fdopen(fd, "wb");
     bool ok = fp && write_all(fp, h, items, n);
     int saved = errno;
+    if (fp) ok = (fflush(fp) == 0) && ok;
+    if (ok && rename(tmp, path) != 0) ok = false, saved = errno;
     if (fp)
         ok = (fclose(fp) == 0) && ok;
     else
         close(fd);
-    if (ok && rename(tmp, path) != 0) ok = false, saved = errno;
     if (!ok) {
         unlink(tmp);
         err_set(err, GRAFT_E_IO, "cannot write %s: %s", path, strerror(saved));
