@@ -11,7 +11,7 @@ TARGETS=${*:-onnx image safetensors feature_cache tokenizer csv npy}
 B=build/fuzz
 W=build/fuzz-work
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
-export TMPDIR=$W/tmp
+export TMPDIR=$PWD/$W/tmp # the targets write their inputs here when a reader takes a path
 mkdir -p "$W/tmp"
 
 if [ ! -f "$B/build.ninja" ]; then
