@@ -9,7 +9,7 @@ export DEBIAN_FRONTEND=noninteractive
 echo "install-deps: Debian packages (apt-get)"
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
-    build-essential meson ninja-build pkg-config git \
+    build-essential meson ninja-build pkg-config git clang libclang-rt-14-dev \
     libprotobuf-c-dev protobuf-c-compiler libdnnl-dev libonnx-testdata \
     libjpeg62-turbo-dev libpng-dev libjansson-dev libicu-dev chromium fortunes \
     python3 python3-venv >/dev/null

@@ -292,5 +292,9 @@ else
     echo "FAIL build_asan"; failed=$((failed + 1))
 fi
 
+# libFuzzer targets (clang, build/fuzz): each fuzzed 20 s from the fixtures, then the committed
+# regression inputs replayed (tools/fuzz.sh; docs/testing.md, "Fuzzing").
+run_suite fuzz tools/fuzz.sh 20
+
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" = 0 ]

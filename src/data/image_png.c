@@ -101,11 +101,27 @@ static graft_status png_failure(const png_guard *g, const char *what, graft_err 
     return err_set(e, GRAFT_E_MALFORMED_MODEL, "image '%s': corrupt PNG: %s", what, g->msg);
 }
 
+/* The bytes libpng may be given: all of them, or up to the first chunk that declares more data
+ * than the file holds. libpng allocates a chunk's declared length before reading it, so a
+ * 200-byte file declaring a 2 GB text chunk would allocate 2 GB only to fail on the short read;
+ * cut there, libpng fails at that chunk's header instead (the same failure, without the
+ * allocation). */
+static size_t png_sane_size(const uint8_t *data, size_t size) {
+    size_t pos = 8; /* the signature */
+    while (pos + 8 <= size) {
+        uint32_t len = (uint32_t)data[pos] << 24 | (uint32_t)data[pos + 1] << 16 |
+                       (uint32_t)data[pos + 2] << 8 | data[pos + 3];
+        if ((uint64_t)len + 12 > size - pos) return pos;
+        pos += (size_t)len + 12; /* length, type, data, CRC */
+    }
+    return size;
+}
+
 graft_status image_decode_png(const uint8_t *data, size_t size, const char *what,
                               int64_t max_pixels, image_u8 *out, int *orientation, graft_err *e) {
     png_guard g;
     memset(&g, 0, sizeof g);
-    g.data = data, g.size = size;
+    g.data = data, g.size = png_sane_size(data, size);
     png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &g, guard_error, guard_warning);
     png_infop info = png ? png_create_info_struct(png) : NULL;
     if (!info) {

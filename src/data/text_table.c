@@ -271,7 +271,8 @@ static int resolve_labels(text_table *t) {
             t->lab_idx[used++] = find_class(t->classes, t->nclasses, p, len);
             if (!multi) s = NULL;
         }
-        qsort(t->lab_idx + first, (size_t)(used - first), sizeof(int32_t), cmp_i32);
+        if (used > first) /* lab_idx is NULL while no row has had a label */
+            qsort(t->lab_idx + first, (size_t)(used - first), sizeof(int32_t), cmp_i32);
         int64_t u = first;
         for (int64_t k = first; k < used; k++)
             if (u == first || t->lab_idx[u - 1] != t->lab_idx[k]) t->lab_idx[u++] = t->lab_idx[k];
