@@ -120,12 +120,8 @@ static graft_status make_bundle(loader *l, json_t *vocab, const char *merges, si
 static graft_status from_parts(hf_tokenizer **out, json_t *vocab, const char *merges,
                                size_t merges_size, const char *name, char **bundle, graft_err *e) {
     *out = NULL;
-    hf_tokenizer *t = calloc(1, sizeof *t);
-    if (!t || !(t->name = strdup(name))) {
-        free(t);
-        return err_set(e, GRAFT_E_OUT_OF_MEMORY, "%s: out of memory", name);
-    }
-    t->cls = t->sep = t->pad = t->unk = -1;
+    hf_tokenizer *t;
+    TRY(hf_tokenizer_new(&t, name, e));
     loader l = {t, e};
     graft_status st = build(&l, vocab, merges, merges_size);
     if (st == GRAFT_OK && bundle) st = make_bundle(&l, vocab, merges, merges_size, bundle);

@@ -26,6 +26,17 @@ graft_status hf_oom(loader *l) {
     return err_set(l->e, GRAFT_E_OUT_OF_MEMORY, "%s: out of memory", l->t->name);
 }
 
+graft_status hf_tokenizer_new(hf_tokenizer **out, const char *name, graft_err *e) {
+    hf_tokenizer *t = calloc(1, sizeof *t);
+    if (!t || !(t->name = strdup(name))) {
+        free(t);
+        return err_set(e, GRAFT_E_OUT_OF_MEMORY, "%s: out of memory", name);
+    }
+    t->cls = t->sep = t->pad = t->unk = -1;
+    *out = t;
+    return GRAFT_OK;
+}
+
 bool hf_get_bool(const json_t *o, const char *key, bool dflt) {
     const json_t *v = json_object_get(o, key);
     return json_is_boolean(v) ? json_is_true(v) : dflt;

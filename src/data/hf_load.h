@@ -15,6 +15,8 @@ typedef struct loader {
 /* GRAFT_E_INVALID_ARGUMENT with "FILE: message". */
 graft_status hf_bad(loader *l, const char *fmt, ...) GRAFT_PRINTF(2, 3);
 graft_status hf_oom(loader *l);
+/* A new, empty tokenizer named name (special ids -1); out-of-memory is an error naming it. */
+graft_status hf_tokenizer_new(hf_tokenizer **out, const char *name, graft_err *e);
 bool hf_get_bool(const json_t *o, const char *key, bool dflt);
 /* A string member (its length in *len when len is not NULL), or NULL when absent or null. */
 const char *hf_get_str(const json_t *o, const char *key, size_t *len);

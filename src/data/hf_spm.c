@@ -215,12 +215,8 @@ static graft_status build(loader *l, const GraftSpm__ModelProto *mp) {
 graft_status hf_from_spm(hf_tokenizer **out, const unsigned char *data, size_t size,
                          const char *name, graft_err *e) {
     *out = NULL;
-    hf_tokenizer *t = calloc(1, sizeof *t);
-    if (!t || !(t->name = strdup(name))) {
-        free(t);
-        return err_set(e, GRAFT_E_OUT_OF_MEMORY, "%s: out of memory", name);
-    }
-    t->cls = t->sep = t->pad = t->unk = -1;
+    hf_tokenizer *t;
+    TRY(hf_tokenizer_new(&t, name, e));
     loader l = {t, e};
     GraftSpm__ModelProto *mp = NULL;
     graft_status st = GRAFT_OK;
