@@ -376,6 +376,9 @@ typedef struct graft_extract_report {
     int64_t done, total;      /* samples of this source read so far (skipped ones too), of total */
     int64_t backbone_samples; /* of those, run through the backbone (the rest: the cache) */
     double seconds;           /* since this source's first batch */
+    /* Why this source's cache file was replaced by an empty one ("rebuilt: corrupt or incomplete
+     * (...): PATH", key or shape changed); NULL when it was reused, new, or there is none. */
+    const char *cache_note;
 } graft_extract_report;
 /* Return non-zero to stop the backbone phase after this batch: graft_trainer_fit_source then
  * returns GRAFT_OK without training (features already computed stay in the cache file). */

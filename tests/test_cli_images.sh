@@ -147,6 +147,13 @@ runs="$(big_run) $(big_run --fast-decode) $(big_run) $(big_run --fast-decode)"
 files=$(find "$TMP/bigcache" -name 'features-*.cache' | wc -l)
 [ "$runs" = "8 8 0 0" ] && [ "$files" = 4 ]
 check cli_images_fast_decode_own_cache $? "samples run '$runs' (want 8 8 0 0), $files files (want 4)"
+# A damaged cache file is rebuilt, and the run says why.
+for f in "$TMP"/bigcache/features-*.cache; do
+    printf 'garbage' | dd of="$f" bs=1 seek=4200 conv=notrunc 2>/dev/null
+done
+runs=$(big_run)
+[ "$runs" = 8 ] && grep -qE "^graft: warning: the feature cache of the training data was rebuilt: corrupt.*: $TMP/bigcache/features-" "$TMP/big.txt"
+check cli_images_cache_rebuild_reason $? "samples run '$runs' (want 8); $(grep -i cache "$TMP/big.txt" | head -3)"
 "$GRAFT" predict --model "$TMP/big.onnx" --top-k 2 --format jsonl "$TMP/big" >"$TMP/full.jsonl" \
     2>"$TMP/fd.err" &&
     "$GRAFT" predict --model "$TMP/big.onnx" --top-k 2 --format jsonl --fast-decode "$TMP/big" \

@@ -50,6 +50,11 @@ int finetune_on_extract(const graft_extract_report *p, void *user) {
     double t = progress_now();
     int64_t total = r->n_train + r->n_val, done = (p->validation ? r->n_train : 0) + p->done;
     r->backbone_ran[p->validation != 0] = p->backbone_samples;
+    if (p->done == 0 && p->cache_note) {
+        if (r->tty) progress_clear();
+        fprintf(stderr, "graft: warning: the feature cache of the %s data was %s\n",
+                p->validation ? "validation" : "training", p->cache_note);
+    }
     if (!p->validation && p->done == 0) {
         r->phase = PHASE_BACKBONE, r->backbone_t0 = t, r->shown_at = 0;
         r->backbone_ran[1] = 0;

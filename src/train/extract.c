@@ -116,6 +116,12 @@ static graft_status open_cache(graft_trainer *t, const char *path, const graft_b
     TRY(feature_cache_open(fc, &why, path, &key, src->n_samples, t->dim, t->options.cache_dtype,
                            e));
     t->cache_reason = why;
+    t->cache_note[0] = 0;
+    if (why != FEATURE_CACHE_NEW && why != FEATURE_CACHE_REUSED) {
+        const char *detail = feature_cache_reason_detail(*fc);
+        snprintf(t->cache_note, sizeof t->cache_note, "%s%s%s%s: %s", feature_cache_reason_str(why),
+                 detail[0] ? " (" : "", detail, detail[0] ? ")" : "", path);
+    }
     return GRAFT_OK;
 }
 
@@ -157,8 +163,9 @@ static graft_status batch_features(graft_trainer *t, feature_cache *fc, graft_na
 static bool report_progress(graft_trainer *t, int validation, int64_t done, int64_t total,
                             int64_t backbone_before, double t0) {
     if (validation < 0 || !t->options.extract_callback) return false;
-    graft_extract_report r = {validation, done, total, t->backbone_samples - backbone_before,
-                              seconds() - t0};
+    graft_extract_report r = {validation,     done,
+                              total,          t->backbone_samples - backbone_before,
+                              seconds() - t0, t->cache_note[0] ? t->cache_note : NULL};
     return t->options.extract_callback(&r, t->options.callback_user) != 0;
 }
 
@@ -217,6 +224,7 @@ graft_status trainer_extract_reported(graft_trainer *t, const graft_batch_source
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                        "a feature cache needs the feature size known when the model loads");
     feature_cache *fc = NULL;
+    t->cache_note[0] = 0;
     if (cache_path) TRY(open_cache(t, cache_path, src, &fc, e));
     int64_t n = src->n_samples;
     float *feats = t->head_ready ? malloc(sizeof(float) * (size_t)(n * t->dim)) : NULL;

@@ -49,6 +49,7 @@ struct graft_trainer {
     double backbone_seconds, head_seconds;
     int64_t skipped_steps; /* fp16 steps skipped for inf/NaN gradients */
     int cache_reason;      /* feature_cache_reason of the last cache opened */
+    char cache_note[600];  /* why that cache was rebuilt ("" when it was not) */
     /* early stopping: the best validation loss so far, epochs since, the weights then */
     double best_metric;
     int bad_epochs;
