@@ -489,6 +489,34 @@ static void float_targets(const char *gen, data *d) {
     }
 }
 
+/* A NaN in the targets stops training at its step with an error naming the step and samples,
+ * and the weights are left as they were before it. */
+static void nan_loss(const char *gen, data *d) {
+    static float target[N * 4];
+    for (int i = 0; i < N * 4; i++) target[i] = (float)(d->labels[i / 4] == i % 4);
+    target[4 * 5 + 1] = NAN;
+    graft_tensor y = {GRAFT_DTYPE_F32, 2, {N, 4}, target};
+    graft_ctx *ctx;
+    graft_trainer *t = NULL;
+    graft_ctx_create(NULL, &ctx);
+    graft_model *m = load_cut(ctx, gen, GRAFT_POOLING_CLS);
+    graft_status st = m ? GRAFT_OK : GRAFT_E_NOT_FOUND;
+    graft_head_options ho = GRAFT_HEAD_OPTIONS_INIT;
+    ho.n_outputs = 4;
+    graft_train_options to = GRAFT_TRAIN_OPTIONS_INIT;
+    to.loss = GRAFT_LOSS_MSE, to.epochs = 3, to.batch_size = 16, to.lr = 3e-2;
+    if (st == GRAFT_OK) st = graft_trainer_create(m, &ho, &to, &t);
+    if (st == GRAFT_OK) st = graft_trainer_fit(t, d->in, 3, &y, NULL, 0, NULL);
+    const char *msg = graft_last_error(ctx);
+    CHECK("fit_nan_loss_stops",
+          st == GRAFT_E_INVALID_ARGUMENT && strstr(msg, "loss is NaN") &&
+              strstr(msg, "epoch 1, step") && strstr(msg, "samples"),
+          "status %d: %s", st, msg);
+    graft_trainer_free(t);
+    graft_model_free(m);
+    graft_ctx_free(ctx);
+}
+
 int main(int argc, char **argv) {
     const char *gen = argc > 1 ? argv[1] : "tests/data/gen";
     char path[1024];
@@ -564,5 +592,6 @@ int main(int argc, char **argv) {
     early_stopping(gen, &d);
     batch_source(gen, &d);
     float_targets(gen, &d);
+    nan_loss(gen, &d);
     return test_failures ? 1 : 0;
 }

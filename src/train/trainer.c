@@ -3,6 +3,7 @@
 #include "trainer.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -106,6 +107,11 @@ graft_status trainer_step(graft_trainer *t, const float *x, const void *y, int64
     float *dlogits = malloc(sizeof(float) * (size_t)(n * c));
     if (!dlogits) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory in a training step");
     graft_status st = loss_compute(loss, dlogits, &t->loss, logits, y, n, c, e);
+    /* A NaN or infinite loss stops before its gradients reach the weights (fp16 leaves an
+     * overflow to the loss scaler, which skips the step). */
+    if (st == GRAFT_OK && !isfinite(*loss) && t->options.precision != GRAFT_PRECISION_FP16)
+        st = err_set(e, GRAFT_E_INVALID_ARGUMENT, "the training loss is %s",
+                     isnan(*loss) ? "NaN" : "infinite");
     if (st == GRAFT_OK) {
         *correct = count_correct(t, logits, y, n);
         /* Accumulated micro-batches each contribute 1/k of the step's gradient (PyTorch's
@@ -233,6 +239,23 @@ void trainer_epoch_order(graft_trainer *t, int64_t *order, int64_t n) {
     rng_shuffle(&t->rng, order, n);
 }
 
+/* A NaN or infinite training loss stops the run: the step, and the samples of its batch (their
+ * indices in the data, which the caller maps to files), named. */
+static graft_status non_finite_loss(const graft_trainer *t, double loss, const int64_t *samples,
+                                    int64_t m, graft_err *e) {
+    char list[160] = "";
+    size_t at = 0;
+    for (int64_t i = 0; i < m && i < 8 && at < sizeof list; i++)
+        at += (size_t)snprintf(list + at, sizeof list - at, "%s%lld", i ? ", " : "",
+                               (long long)samples[i]);
+    return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                   "the training loss is %s at epoch %lld, step %lld (the batch of samples %s%s): "
+                   "the features, targets or weights hold NaN/Inf, or the learning rate makes "
+                   "training diverge; stopped before this step changed the weights",
+                   isnan(loss) ? "NaN" : "infinite", (long long)t->epoch + 1,
+                   (long long)t->step + 1, list, m > 8 ? ", ..." : "");
+}
+
 /* One epoch; *stop set when the callback asks. */
 static graft_status run_epoch(graft_trainer *t, epoch_state *s, const float *x, const void *y,
                               int64_t n, double *mean_loss, double *acc, bool *stop, graft_err *e) {
@@ -249,7 +272,11 @@ static graft_status run_epoch(graft_trainer *t, epoch_state *s, const float *x, 
         }
         double loss;
         int64_t correct;
-        TRY(trainer_step(t, s->xb, s->yb, m, trainer_current_lr(t), &loss, &correct, e));
+        loss = 0.0;
+        graft_status st =
+            trainer_step(t, s->xb, s->yb, m, trainer_current_lr(t), &loss, &correct, e);
+        if (st != GRAFT_OK && !isfinite(loss)) return non_finite_loss(t, loss, s->order + at, m, e);
+        TRY(st);
         t->epoch_loss += loss * (double)m;
         t->epoch_correct += correct;
         t->epoch_at = at + m;
@@ -309,7 +336,7 @@ graft_status trainer_run(graft_trainer *t, const float *x, const void *y, int64_
         st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory starting training");
     bool stop = false;
     while (st == GRAFT_OK && !stop && t->epoch < t->options.epochs) {
-        double loss, acc;
+        double loss = 0.0, acc = 0.0;
         st = run_epoch(t, &s, x, y, n, &loss, &acc, &stop, e);
         if (st == GRAFT_OK && !stop) st = trainer_end_epoch(t, loss, acc, vx, vy, vn, &stop, e);
     }
