@@ -231,4 +231,18 @@ else
     echo "SKIP vocab_larger_than_model_rejected: $BERT not generated"
     echo "SKIP export_text_checkpoint_only: $BERT not generated"
 fi
+
+# A run that diverges (a huge learning rate) stops at the step whose loss is NaN/Inf, names it
+# and points at the last checkpoint to resume from.
+"$GRAFT" finetune --model $M --data $TRAIN --val $VAL "${IMG[@]}" --seed 1 --lr 1e6 \
+    --optimizer sgd --epochs 20 --checkpoint "$TMP/nan" --out "$TMP/nan.onnx" \
+    >"$TMP/nan.txt" 2>&1
+rc=$?
+if [ $rc = 1 ] && grep -qE "training loss is (NaN|infinite) at epoch [0-9]+, step [0-9]+ \(the batch of samples" "$TMP/nan.txt" &&
+    grep -q "the last checkpoint written is $TMP/nan/" "$TMP/nan.txt" && [ ! -e "$TMP/nan.onnx" ]; then
+    pass cli_checkpoint_nan_loss_stops
+else
+    fail cli_checkpoint_nan_loss_stops "exit $rc: $(tail -3 "$TMP/nan.txt")"
+fi
+
 exit 0

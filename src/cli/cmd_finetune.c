@@ -246,7 +246,14 @@ static int fit(session *s, const finetune_opts *o, run *r) {
     r->n_val = s->val ? graft_dataset_size(s->val) : 0;
     r->epoch_t0 = progress_now();
     r->phase = PHASE_SETUP;
-    return session_fit(s, o);
+    int rc = session_fit(s, o);
+    /* After a failed run (a NaN loss, say), where to resume from. */
+    if (rc && o->checkpoint_dir && access(r->last_path, R_OK) == 0)
+        fprintf(stderr,
+                "graft finetune: the last checkpoint written is %s (--resume continues "
+                "from it)\n",
+                r->last_path);
+    return rc;
 }
 
 /* Round k > 1: a fresh backbone pruned through round k, cut, and a new head (the features may
