@@ -85,7 +85,9 @@ for t in $TARGETS; do
     onnx) dict=(-dict=tests/fuzz/onnx.dict) ;;
     tokenizer | safetensors) dict=(-dict=tests/fuzz/json.dict) ;;
     esac
-    "$exe" -max_total_time="$SECS" -rss_limit_mb=2048 -timeout=10 -detect_leaks=1 \
+    # A fixed seed (FUZZ_SEED, default 1): the test command's run is the same sequence of inputs
+    # on every machine (a slower one runs a prefix of it); FUZZ_SEED=0 draws a new one.
+    "$exe" -seed="${FUZZ_SEED:-1}" -max_total_time="$SECS" -rss_limit_mb=2048 -timeout=10 -detect_leaks=1 \
         -print_final_stats=1 -artifact_prefix="$art/" "${dict[@]}" "$W/corpus/$t" >"$log" 2>&1
     rc=$?
     if [ "$rc" != 0 ]; then

@@ -57,6 +57,7 @@ typedef struct executor {
     size_t out_host_bytes[EXEC_MAX_OUTPUTS];
     bool count_flops;
     double flops;
+    size_t max_buffer_bytes; /* 0: no cap; else a larger buffer is refused (probe runs) */
     graft_run_stats stats;
 } executor;
 

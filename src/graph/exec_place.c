@@ -102,6 +102,10 @@ graft_status exec_place_nodes(executor *x, graft_err *e) {
 }
 
 graft_status exec_buffer_alloc(executor *x, bool dev, size_t bytes, void **out, graft_err *e) {
+    if (x->max_buffer_bytes && bytes > x->max_buffer_bytes)
+        return err_set(e, GRAFT_E_OUT_OF_MEMORY,
+                       "a buffer of %zu bytes is over this run's limit of %zu bytes", bytes,
+                       x->max_buffer_bytes);
     if (dev) return x->device->alloc(x->device->impl, bytes, out, e);
     *out = calloc(1, bytes ? bytes : 1);
     if (!*out)

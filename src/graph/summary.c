@@ -41,6 +41,10 @@ static bool too_large_to_measure(const graft_model *m) {
     return false;
 }
 
+/* The FLOPs probe runs one sample; a buffer larger than this (a value whose size only the run
+ * shows, in a hostile or unusual graph) ends it with the FLOPs unknown rather than allocating. */
+#define SUMMARY_PROBE_MAX_BUFFER ((size_t)256 << 20)
+
 static double measure_flops(graft_model *m) {
     graft_err e;
     if (too_large_to_measure(m)) return -1.0;
@@ -51,11 +55,13 @@ static double measure_flops(graft_model *m) {
         tensor *bound = calloc((size_t)m->g.n_inputs + 1, sizeof *bound);
         if (bound && model_bind_inputs(m, in, m->g.n_inputs, bound, &e) == GRAFT_OK) {
             m->exec.count_flops = true;
+            m->exec.max_buffer_bytes = SUMMARY_PROBE_MAX_BUFFER;
             /* A fixed batch (the dummy's leading dim) counts as that many samples. */
             int64_t batch =
                 m->g.n_inputs && bound[0].ndim > 0 && bound[0].dims[0] > 0 ? bound[0].dims[0] : 1;
             if (exec_run(&m->exec, bound, &e) == GRAFT_OK) flops = m->exec.flops / (double)batch;
             m->exec.count_flops = false;
+            m->exec.max_buffer_bytes = 0;
         }
         free(bound);
     }
