@@ -443,7 +443,10 @@ GRAFT_API graft_status graft_trainer_fit(graft_trainer *trainer, const graft_nam
  * dim 0, and sets kept[i] to 1 for each delivered sample start + i and 0 for one it skipped (an
  * unreadable file: the source reports it); the tensors' data stay owned by the source and valid
  * until the next read. `identity` names the data and its preprocessing for the feature cache key
- * (NULL: the source cannot be cached). */
+ * (NULL: the source cannot be cached). `read_labels` (optional, NULL: none) gives the labels of
+ * [start, start + count) alone, every one of them, without reading the inputs: the trainer calls
+ * it for a batch whose features are all in the feature cache, so a warm rerun decodes no image;
+ * its tensor stays valid until the next call of either function. */
 typedef struct graft_batch_source {
     int64_t n_samples;
     int n_inputs;
@@ -451,6 +454,7 @@ typedef struct graft_batch_source {
                          graft_tensor *labels, unsigned char *kept);
     void *user;
     const char *identity;
+    graft_status (*read_labels)(void *user, int64_t start, int64_t count, graft_tensor *labels);
 } graft_batch_source;
 
 /* Train on a source; validation source optional (NULL). The backbone reads every sample once. */

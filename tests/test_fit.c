@@ -411,6 +411,80 @@ static graft_status skipping_read(void *user, int64_t start, int64_t count, graf
     return GRAFT_OK;
 }
 
+/* Counts of a counting source's calls: reads of inputs (with skipped samples when skip), and
+ * of labels alone. */
+typedef struct counted {
+    data *d;
+    int skip, reads, label_reads;
+} counted;
+
+static graft_status skipping_read(void *user, int64_t start, int64_t count, graft_named_tensor *in,
+                                  graft_tensor *labels, unsigned char *kept);
+
+static graft_status counted_read(void *user, int64_t start, int64_t count, graft_named_tensor *in,
+                                 graft_tensor *labels, unsigned char *kept) {
+    counted *c = user;
+    c->reads++;
+    return (c->skip ? skipping_read : my_read)(c->d, start, count, in, labels, kept);
+}
+
+static graft_status counted_labels(void *user, int64_t start, int64_t count, graft_tensor *y) {
+    counted *c = user;
+    c->label_reads++;
+    *y = (graft_tensor){GRAFT_DTYPE_I64, 1, {count}, c->d->labels + start};
+    return GRAFT_OK;
+}
+
+/* A source with read_labels over a warm cache: no input is read again, the result is the cold
+ * run's; with skipped samples (never cached) only the batches holding one are read again. */
+static void warm_cache_reads_no_input(const char *gen, data *d, int skip) {
+    graft_ctx *ctx;
+    graft_model *m;
+    graft_ctx_create(NULL, &ctx);
+    char dir[] = "/tmp/graft_fit_warmXXXXXX", path[256];
+    if (!mkdtemp(dir) || (m = load_cut(ctx, gen, GRAFT_POOLING_CLS)) == NULL) {
+        graft_ctx_free(ctx);
+        return;
+    }
+    snprintf(path, sizeof path, "%s/features.cache", dir);
+    graft_head_options ho = GRAFT_HEAD_OPTIONS_INIT;
+    ho.n_outputs = 4;
+    graft_train_options to = GRAFT_TRAIN_OPTIONS_INIT;
+    to.epochs = 5, to.batch_size = 16, to.lr = 3e-2, to.seed = 3, to.cache_path = path;
+    seen s[2] = {{0}, {0}};
+    counted c[2] = {{d, skip, 0, 0}, {d, skip, 0, 0}};
+    graft_status st = GRAFT_OK;
+    for (int run = 0; run < 2 && st == GRAFT_OK; run++) {
+        graft_trainer *t = NULL;
+        to.callback = on_report, to.callback_user = &s[run];
+        graft_batch_source src = {
+            N, 3, counted_read, &c[run], skip ? "skip" : "all", counted_labels};
+        st = graft_trainer_create(m, &ho, &to, &t);
+        if (st == GRAFT_OK) st = graft_trainer_fit_source(t, &src, NULL);
+        graft_trainer_free(t);
+    }
+    int batches = (N + 15) / 16, with_skips = 0;
+    for (int b = 0; b < batches; b++)
+        for (int i = b * 16; i < (b + 1) * 16 && i < N; i++)
+            if (i % 5 == 4) {
+                with_skips++;
+                break;
+            }
+    int want_reads = skip ? with_skips : 0;
+    CHECK(skip ? "warm_cache_rereads_only_batches_with_skips" : "warm_cache_reads_no_input",
+          st == GRAFT_OK && c[0].reads == batches && c[1].reads == want_reads &&
+              c[1].label_reads == batches - want_reads && s[1].last_loss == s[0].last_loss &&
+              s[1].backbone_samples == 0,
+          "status %d: %s; reads %d then %d (want %d), label reads %d, loss %.9g vs %.9g, "
+          "backbone %lld",
+          st, graft_last_error(ctx), c[0].reads, c[1].reads, want_reads, c[1].label_reads,
+          s[1].last_loss, s[0].last_loss, (long long)s[1].backbone_samples);
+    unlink(path);
+    rmdir(dir);
+    graft_model_free(m);
+    graft_ctx_free(ctx);
+}
+
 static void batch_source(const char *gen, data *d) {
     graft_ctx *ctx;
     graft_model *m;
@@ -423,7 +497,7 @@ static void batch_source(const char *gen, data *d) {
         graft_train_options to = GRAFT_TRAIN_OPTIONS_INIT;
         to.epochs = 5, to.batch_size = 16, to.lr = 3e-2, to.seed = 3;
         to.callback = on_report, to.callback_user = &s;
-        graft_batch_source src = {N, 3, my_read, d, NULL};
+        graft_batch_source src = {N, 3, my_read, d, NULL, NULL};
         graft_status st = graft_trainer_create(m, &ho, &to, &t);
         if (st == GRAFT_OK) st = graft_trainer_fit_source(t, &src, &src);
         seen plain;
@@ -436,7 +510,7 @@ static void batch_source(const char *gen, data *d) {
         graft_trainer_free(t);
         seen k = {0};
         to.callback_user = &k;
-        graft_batch_source skipping = {N, 3, skipping_read, d, NULL};
+        graft_batch_source skipping = {N, 3, skipping_read, d, NULL, NULL};
         st = graft_trainer_create(m, &ho, &to, &t);
         if (st == GRAFT_OK) st = graft_trainer_fit_source(t, &skipping, NULL);
         CHECK("fit_source_skips_samples",
@@ -587,6 +661,8 @@ int main(int argc, char **argv) {
     graft_model_free(m);
     graft_ctx_free(ctx);
     feature_cache(gen, &d);
+    warm_cache_reads_no_input(gen, &d, 0);
+    warm_cache_reads_no_input(gen, &d, 1);
     resume(gen, &d);
     extract_stop_and_metadata(gen, &d);
     early_stopping(gen, &d);

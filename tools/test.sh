@@ -292,9 +292,10 @@ else
     echo "FAIL build_asan"; failed=$((failed + 1))
 fi
 
-# libFuzzer targets (clang, build/fuzz): each fuzzed 20 s from the fixtures, then the committed
-# regression inputs replayed (tools/fuzz.sh; docs/testing.md, "Fuzzing").
-run_suite fuzz tools/fuzz.sh 20
+# libFuzzer targets (clang, build/fuzz): each fuzzed for a fixed number of inputs (about 15 s)
+# from committed seeds, then the committed regression inputs replayed (tools/fuzz.sh --ci;
+# docs/testing.md, "Fuzzing").
+run_suite fuzz tools/fuzz.sh --ci
 
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" = 0 ]

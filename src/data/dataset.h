@@ -87,5 +87,7 @@ graft_status pipeline_create(pipeline **out, graft_dataset *ds, int threads, int
 void pipeline_free(pipeline *p);
 graft_status pipeline_read(void *user, int64_t start, int64_t count, graft_named_tensor *inputs,
                            graft_tensor *labels, unsigned char *kept);
+/* The labels of samples [start, start + count) alone (graft_batch_source.read_labels). */
+graft_status pipeline_read_labels(void *user, int64_t start, int64_t count, graft_tensor *labels);
 
 #endif

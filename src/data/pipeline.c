@@ -34,6 +34,8 @@ struct pipeline {
     void *(*alloc)(void *user, size_t bytes);
     void (*release)(void *user, void *ptr);
     void *alloc_user;
+    void *label_rows;       /* pipeline_read_labels' buffer */
+    int64_t label_capacity; /* samples it holds */
 };
 
 static void *buffer_alloc(pipeline *p, size_t bytes) {
@@ -208,6 +210,7 @@ void pipeline_free(pipeline *p) {
     if (!p) return;
     stop_producer(p);
     free_slots(p);
+    free(p->label_rows);
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->changed);
     free(p);
@@ -265,5 +268,28 @@ graft_status pipeline_read(void *user, int64_t start, int64_t count, graft_named
     p->held = p->read_slot;
     p->read_slot = (p->read_slot + 1) % p->depth;
     pthread_mutex_unlock(&p->lock);
+    return GRAFT_OK;
+}
+
+graft_status pipeline_read_labels(void *user, int64_t start, int64_t count, graft_tensor *labels) {
+    pipeline *p = user;
+    graft_dataset *ds = p->ds;
+    graft_err *e = &ds->ctx->err;
+    if (start < 0 || count < 1 || start + count > ds->n)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "samples %lld..%lld are outside the %lld",
+                       (long long)start, (long long)(start + count), (long long)ds->n);
+    dataset_shared *sh = ds->sh;
+    size_t ls = dataset_label_size(sh);
+    if (count > p->label_capacity) {
+        void *rows = realloc(p->label_rows, ls * (size_t)count);
+        if (!rows) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory for labels");
+        p->label_rows = rows;
+        p->label_capacity = count;
+    }
+    memcpy(p->label_rows, (char *)ds->labels + (size_t)start * ls, ls * (size_t)count);
+    *labels = (graft_tensor){sh->label_dtype,
+                             sh->label_width == 1 && sh->label_dtype == GRAFT_DTYPE_I64 ? 1 : 2,
+                             {count, sh->label_width},
+                             p->label_rows};
     return GRAFT_OK;
 }

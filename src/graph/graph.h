@@ -13,7 +13,7 @@ graft_status graph_resolve_ops(ir_graph *g, graft_err *e);
  * GRAFT_MAX_DIMS axes and GRAPH_MAX_ELEMENTS elements (an error naming the node otherwise); a
  * constant folded at load has at most FOLD_MAX_ELEMENTS elements and FOLD_MAX_BYTES bytes (a
  * larger one is left for run time, never allocated at load). */
-#define GRAPH_MAX_ELEMENTS ((int64_t)1 << 40)
+#define GRAPH_MAX_ELEMENTS OP_MAX_ELEMENTS
 #define FOLD_MAX_ELEMENTS ((int64_t)64 << 20)
 #define FOLD_MAX_BYTES ((int64_t)256 << 20)
 

@@ -77,7 +77,9 @@ static graft_status merge(const ir_node *n, ir_value *v, const value_info *vi, g
 }
 
 /* An inferred shape within the limits: rank at most GRAFT_MAX_DIMS, no negative dim other than
- * unknown (-1), and a product of its known dims (overflow-checked) of at most GRAPH_MAX_ELEMENTS.
+ * unknown (-1), and a product of its known non-zero dims (overflow-checked) of at most
+ * GRAPH_MAX_ELEMENTS: a zero dim does not excuse the others, whose products (strides, a later
+ * Reshape's) would overflow.
  */
 static graft_status check_limits(const ir_node *n, int k, const value_info *vi, graft_err *e) {
     if (!vi->present || vi->ndim < 0) return GRAFT_OK;
@@ -90,8 +92,7 @@ static graft_status check_limits(const ir_node *n, int k, const value_info *vi, 
         if (d < -1)
             return op_error(n, e, GRAFT_E_SHAPE, "output %d has negative dim %lld", k,
                             (long long)d);
-        if (d == 0) break;   /* no elements */
-        if (d < 0) continue; /* unknown */
+        if (d <= 0) continue; /* no elements, or unknown */
         if (numel > GRAPH_MAX_ELEMENTS / d) {
             char s[256];
             return op_error(n, e, GRAFT_E_SHAPE,

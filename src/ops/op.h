@@ -5,6 +5,10 @@
 
 #include "../graph/ir.h"
 
+/* The most elements a value may have (docs/engine.md "Limits"); shape rules that multiply dims
+ * check against it before they multiply. */
+#define OP_MAX_ELEMENTS ((int64_t)1 << 40)
+
 /* What is known about a tensor while inferring: dtype (UNDEFINED: unknown), rank (-1: unknown),
  * dims (-1: unknown until run time) and, when known, the value itself. At run time everything
  * is known and `value` points at the real tensor. `present` is false for an omitted optional

@@ -185,6 +185,10 @@ graft_status op_infer_Tile(const ir_node *node, const value_info *in, int n_in, 
         if (reps.v[d] < 0)
             return op_error(node, e, GRAFT_E_INVALID_ARGUMENT, "repeat %d is %lld", d,
                             (long long)reps.v[d]);
+        if (out[0].dims[d] > 0 && reps.v[d] > OP_MAX_ELEMENTS / out[0].dims[d])
+            return op_error(node, e, GRAFT_E_SHAPE,
+                            "repeat %d (%lld) makes axis %d over graft's limit of 2^40 elements", d,
+                            (long long)reps.v[d], d);
         if (out[0].dims[d] >= 0) out[0].dims[d] *= reps.v[d];
     }
     return GRAFT_OK;
@@ -310,6 +314,10 @@ graft_status tile_check(const op_call *c, int64_t *repeats) {
         if (repeats[d] < 0)
             return op_error(c->node, c->err, GRAFT_E_INVALID_ARGUMENT, "repeat %d is %lld", d,
                             (long long)repeats[d]);
+        if (x->dims[d] > 0 && repeats[d] > OP_MAX_ELEMENTS / x->dims[d])
+            return op_error(c->node, c->err, GRAFT_E_SHAPE,
+                            "repeat %d (%lld) makes axis %d over graft's limit of 2^40 elements", d,
+                            (long long)repeats[d], d);
         dims[d] = x->dims[d] * repeats[d];
     }
     return op_expect_output(c, c->out[0], x->dtype, x->ndim, dims);

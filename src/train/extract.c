@@ -35,6 +35,16 @@ static graft_status tensor_read(void *user, int64_t start, int64_t count,
     return GRAFT_OK;
 }
 
+static graft_status tensor_read_labels(void *user, int64_t start, int64_t count,
+                                       graft_tensor *labels) {
+    tensor_source *s = user;
+    *labels = *s->labels;
+    int64_t row = labels->dims[0] ? graft_tensor_numel(labels) / labels->dims[0] : 0;
+    labels->dims[0] = count;
+    labels->data = (char *)labels->data + (size_t)(start * row) * graft_dtype_size(labels->dtype);
+    return GRAFT_OK;
+}
+
 graft_status tensor_source_init(tensor_source *s, const graft_named_tensor *in, int n_in,
                                 const graft_tensor *labels, graft_err *e) {
     memset(s, 0, sizeof *s);
@@ -59,17 +69,32 @@ graft_status tensor_source_init(tensor_source *s, const graft_named_tensor *in, 
     s->labels = labels;
     snprintf(s->identity, sizeof s->identity, "tensors:%016llx",
              (unsigned long long)hash64_final(&h));
-    s->source = (graft_batch_source){labels->dims[0], n_in, tensor_read, s, s->identity};
+    s->source = (graft_batch_source){labels->dims[0],   n_in, tensor_read, s, s->identity,
+                                     tensor_read_labels};
     return GRAFT_OK;
 }
 
-static graft_status check_batch(const graft_trainer *t, const graft_batch_source *src,
-                                const graft_named_tensor *in, const graft_tensor *y, int64_t m,
-                                graft_err *e) {
+static graft_status check_batch(const graft_batch_source *src, const graft_named_tensor *in,
+                                int64_t m, graft_err *e) {
     for (int i = 0; i < src->n_inputs; i++)
         if (in[i].tensor.ndim < 1 || in[i].tensor.dims[0] != m)
             return err_set(e, GRAFT_E_SHAPE, "the source gave input '%s' without %lld samples",
                            in[i].name ? in[i].name : "?", (long long)m);
+    return GRAFT_OK;
+}
+
+/* Whether every sample of [at, at + m) has its features in the cache and the source can give
+ * their labels alone. */
+static bool all_cached(const feature_cache *fc, const graft_batch_source *src, int64_t at,
+                       int64_t m) {
+    if (!fc || !src->read_labels) return false;
+    for (int64_t i = 0; i < m; i++)
+        if (!feature_cache_has(fc, at + i)) return false;
+    return true;
+}
+
+static graft_status check_labels(const graft_trainer *t, const graft_tensor *y, int64_t m,
+                                 graft_err *e) {
     if (!y->data) return err_set(e, GRAFT_E_INVALID_ARGUMENT, "the source gave no labels");
     if (t->options.loss == GRAFT_LOSS_CROSS_ENTROPY) {
         if (y->dtype != GRAFT_DTYPE_I64 || y->ndim != 1 || y->dims[0] != m)
@@ -189,10 +214,18 @@ static graft_status read_all(graft_trainer *t, const graft_batch_source *src, fe
         graft_tensor y = {0};
         memset(in, 0, sizeof in);
         memset(kept, 0, (size_t)m);
-        st = src->read(src->user, at, m, in, &y, kept);
+        bool warm = all_cached(fc, src, at, m);
+        if (warm) {
+            /* Every feature is in the cache: the labels alone, no input read or decoded. */
+            st = src->read_labels(src->user, at, m, &y);
+            memset(kept, 1, (size_t)m);
+        } else {
+            st = src->read(src->user, at, m, in, &y, kept);
+        }
         for (int64_t i = 0; i < m; i++)
             if (kept[i]) idx[got++] = at + i;
-        if (st == GRAFT_OK && got > 0) st = check_batch(t, src, in, &y, got, e);
+        if (st == GRAFT_OK && got > 0) st = check_labels(t, &y, got, e);
+        if (st == GRAFT_OK && got > 0 && !warm) st = check_batch(src, in, got, e);
         if (st != GRAFT_OK) break;
         if (got > 0) {
             memcpy(labels + (size_t)row * ls, y.data, ls * (size_t)got);
