@@ -201,7 +201,7 @@ static graft_status read_names(file_walk *w, const char *dir, char ***out, int64
 
 /* What a file type is called in a note. */
 static const char *type_name(mode_t m) {
-    return S_ISFIFO(m)  ? "a FIFO"
+    return S_ISFIFO(m)   ? "a FIFO"
            : S_ISSOCK(m) ? "a socket"
            : S_ISCHR(m)  ? "a character device"
            : S_ISBLK(m)  ? "a block device"
@@ -280,8 +280,10 @@ static graft_status walk_entry(file_walk *w, char *path, const char *name, int d
     } else if (S_ISREG(sb.st_mode)) {
         return walk_file(w, path, name, &sb, e);
     } else if (S_ISDIR(sb.st_mode) && w->flat) {
-        st = add_note(w, path, true, "a folder (the files of a class folder are read, not its "
-                                     "subfolders)", e);
+        st = add_note(w, path, true,
+                      "a folder (the files of a class folder are read, not its "
+                      "subfolders)",
+                      e);
     } else if (S_ISDIR(sb.st_mode)) {
         int limit = w->max_depth > 0 ? w->max_depth : FILE_WALK_MAX_DEPTH;
         const char *first;
@@ -339,6 +341,32 @@ graft_status file_walk_dir(file_walk *w, const char *dir, graft_err *e) {
     return GRAFT_OK;
 }
 
+/* Entry name of root as a class folder (kept: *keep) or a note; links only in the second pass
+ * (links_pass), so a real folder is the class and a link to it the repeat. */
+static graft_status class_entry(file_walk *w, const char *root, const char *name, bool links_pass,
+                                bool *keep, graft_err *e) {
+    *keep = false;
+    char *path = join(root, name);
+    if (!path) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory listing '%s'", root);
+    struct stat sb;
+    char why[1400];
+    const char *first;
+    graft_status st = GRAFT_OK;
+    bool is_link = lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode);
+    if (is_link != links_pass) {
+        /* the other pass's entry (an entry lstat cannot read: the first pass's) */
+    } else if (!look(path, &sb, why, sizeof why)) {
+        st = add_note(w, path, true, why, e);
+    } else if (S_ISDIR(sb.st_mode) && (st = mark_dir(w, path, &sb, &first, e)) == GRAFT_OK) {
+        if (first)
+            st = note_repeat(w, path, first, true, e);
+        else
+            *keep = true;
+    }
+    free(path);
+    return st;
+}
+
 graft_status file_walk_classes(file_walk *w, const char *root, char ***names, int64_t *n,
                                graft_err *e) {
     *names = NULL, *n = 0;
@@ -347,31 +375,22 @@ graft_status file_walk_classes(file_walk *w, const char *root, char ***names, in
     char **v;
     int io_error;
     TRY(read_names(w, root, &v, &count, &io_error, e));
-    graft_status st = GRAFT_OK;
-    for (int64_t i = 0; i < count; i++) {
-        char *path = st == GRAFT_OK ? join(root, v[i]) : NULL;
-        struct stat sb;
-        char why[1400];
-        const char *first = NULL;
-        bool keep = false;
-        if (st != GRAFT_OK) {
-        } else if (!path) {
-            st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory listing '%s'", root);
-        } else if (!look(path, &sb, why, sizeof why)) {
-            st = add_note(w, path, true, why, e);
-        } else if (S_ISDIR(sb.st_mode) && (st = mark_dir(w, path, &sb, &first, e)) == GRAFT_OK) {
-            if (first)
-                st = note_repeat(w, path, first, true, e);
-            else
-                keep = true;
+    bool *keep = calloc((size_t)count + 1, sizeof *keep);
+    graft_status st = keep ? GRAFT_OK : err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    for (int pass = 0; pass < 2; pass++)
+        for (int64_t i = 0; i < count && st == GRAFT_OK; i++) {
+            bool k = false;
+            st = class_entry(w, root, v[i], pass == 1, &k, e);
+            keep[i] |= k;
         }
-        free(path);
-        if (keep)
+    for (int64_t i = 0; i < count; i++) {
+        if (st == GRAFT_OK && keep[i])
             v[kept++] = v[i];
         else
             free(v[i]);
     }
-    if (st != GRAFT_OK) return file_names_free(v, kept), st;
+    free(keep);
+    if (st != GRAFT_OK) return free(v), st;
     *names = v, *n = kept;
     return GRAFT_OK;
 }

@@ -93,8 +93,7 @@ static graft_status scan(image_folder *f, file_walk *w, char **classes, int n_cl
 /* What the listing left out, now that the data set exists: every note (skipped files, link
  * loops, folders and files reached twice) into its list of skipped files, with the reason. */
 static void report_notes(dataset_shared *sh, const file_walk *w) {
-    for (int64_t i = 0; i < w->n_notes; i++)
-        dataset_skip(sh, w->notes[i].path, w->notes[i].reason);
+    for (int64_t i = 0; i < w->n_notes; i++) dataset_skip(sh, w->notes[i].path, w->notes[i].reason);
 }
 
 /* PIL's convert("L") (ITU-R 601-2 luma, rounded), written back to all three channels so the
@@ -308,8 +307,8 @@ static graft_status open_images_like(const graft_dataset *like, const char *dir,
     int n = like->sh->n_classes, n_present = 0;
     char **classes = calloc((size_t)n + 1, sizeof *classes);
     bool *present = calloc((size_t)n + 1, sizeof *present);
-    graft_status st = classes && present ? GRAFT_OK
-                                         : err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    graft_status st =
+        classes && present ? GRAFT_OK : err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
     for (int64_t i = 0; i < n_found && st == GRAFT_OK; i++) {
         int known = -1;
         for (int c = 0; c < n && known < 0; c++)

@@ -41,8 +41,8 @@ graft_status text_folder_list(text_folder *f, const char *dir, char *const *know
         f->file_start[c] = f->w.n_paths, f->note_start[c] = f->w.n_notes;
         st = file_walk_dir(&f->w, sub, e);
         if (st == GRAFT_OK && f->w.n_paths == f->file_start[c])
-            st = err_set(e, GRAFT_E_INVALID_ARGUMENT, "%s: empty class folder (no .txt files)",
-                         sub);
+            st =
+                err_set(e, GRAFT_E_INVALID_ARGUMENT, "%s: empty class folder (no .txt files)", sub);
         if (st == GRAFT_OK && !is_known(f->classes[c], known, n_known))
             st = err_set(e, GRAFT_E_INVALID_ARGUMENT,
                          "%s: class '%s' is not one of the %d classes of the data it must match",
