@@ -142,6 +142,19 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* Depth-first order of sorted names: paths compared with '/' below every other byte, so a
+ * folder's files come where its name falls among its siblings' names. */
+static int cmp_depth_first(const void *a, const void *b) {
+    const unsigned char *x = *(unsigned char *const *)a, *y = *(unsigned char *const *)b;
+    while (*x && *x == *y) x++, y++;
+    int cx = *x == '/' ? 1 : *x ? *x + 1 : 0, cy = *y == '/' ? 1 : *y ? *y + 1 : 0;
+    return cx - cy;
+}
+
+static int cmp_note(const void *a, const void *b) {
+    return cmp_depth_first(&((const file_note *)a)->path, &((const file_note *)b)->path);
+}
+
 /* torchvision's order, sorted(os.walk(...)) then sorted names: by folder path, then name. */
 static int cmp_walk_order(const void *a, const void *b) {
     const char *x = *(char *const *)a, *y = *(char *const *)b;
@@ -313,11 +326,22 @@ static graft_status walk_dir(file_walk *w, const char *dir, int depth, graft_err
         err_clear(e);
         return add_note(w, dir, true, why, e);
     }
-    for (int64_t i = 0; i < n && st == GRAFT_OK; i++) {
-        char *path = join(dir, names[i]);
-        st = path ? walk_entry(w, path, names[i], depth, e)
-                  : err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory listing '%s'", dir);
-    }
+    /* links in a second pass: where a tree holds a file or folder and a link to it, the real
+     * path is listed and the link is the repeat */
+    for (int pass = 0; pass < 2; pass++)
+        for (int64_t i = 0; i < n && st == GRAFT_OK; i++) {
+            char *path = join(dir, names[i]);
+            struct stat sb;
+            if (!path) {
+                st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory listing '%s'", dir);
+                break;
+            }
+            bool is_link = lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode);
+            if (is_link == (pass == 1))
+                st = walk_entry(w, path, names[i], depth, e); /* takes path */
+            else
+                free(path);
+        }
     file_names_free(names, n);
     return st;
 }
@@ -334,10 +358,13 @@ static graft_status top_dir(file_walk *w, const char *dir, graft_err *e) {
 
 graft_status file_walk_dir(file_walk *w, const char *dir, graft_err *e) {
     TRY(top_dir(w, dir, e));
-    int64_t start = w->n_paths;
+    int64_t start = w->n_paths, first_note = w->n_notes;
     TRY(walk_dir(w, dir, 0, e));
-    if (w->kind == FILE_WALK_IMAGES && w->n_paths > start)
-        qsort(w->paths + start, (size_t)(w->n_paths - start), sizeof *w->paths, cmp_walk_order);
+    if (w->n_notes > first_note)
+        qsort(w->notes + first_note, (size_t)(w->n_notes - first_note), sizeof *w->notes, cmp_note);
+    if (w->n_paths > start)
+        qsort(w->paths + start, (size_t)(w->n_paths - start), sizeof *w->paths,
+              w->kind == FILE_WALK_IMAGES ? cmp_walk_order : cmp_depth_first);
     return GRAFT_OK;
 }
 
