@@ -176,6 +176,7 @@ if setup_build build/release --buildtype=release; then
     run_suite cli_tools tests/test_cli_tools.sh $R/graft "$GEN"
     run_suite cli_help tests/test_cli_help.sh $R/graft
     run_suite cli_images tests/test_cli_images.sh $R/graft "$GEN"
+    run_suite cli_data_folders tests/test_cli_data_folders.sh $R/graft "$GEN"
     run_suite cli_names tests/test_cli_names.sh $R/graft "$GEN"
     run_suite cli_fixbatch tests/test_cli_fixbatch.sh $R/graft
     rm -rf build/test-logs/runlog build/test-logs/runlog-interrupted
@@ -281,6 +282,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     run_suite asan_cli_tools tests/test_cli_tools.sh $A/graft "$GEN"
     run_suite asan_cli_help tests/test_cli_help.sh $A/graft
     run_suite asan_cli_images tests/test_cli_images.sh $A/graft "$GEN"
+    run_suite asan_cli_data_folders tests/test_cli_data_folders.sh $A/graft "$GEN"
     run_suite asan_cli_names tests/test_cli_names.sh $A/graft "$GEN"
     run_suite asan_cli_fixbatch tests/test_cli_fixbatch.sh $A/graft
     rm -rf build/test-logs/runlog-asan build/test-logs/runlog-asan-interrupted
