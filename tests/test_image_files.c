@@ -1,7 +1,8 @@
 /* test_image_files.c: which files an image folder holds (graft_image_files and
  * graft_dataset_open_images): nested folders recursed in torchvision's order, only image names
  * (any case), hidden files and folders left out, formats graft does not decode skipped and
- * reported, link loops and links to '.' or to another class not entered twice.
+ * reported, link loops and links to '.' or to another class not entered twice and listed
+ * among the skipped files (tests/test_file_walk.c has the other hostile entries).
  *   test_image_files SCRATCH_DIR  (made afresh) */
 #include <errno.h>
 #include <stdio.h>
