@@ -608,14 +608,20 @@ GRAFT_API const char *graft_tokenizer_data(const graft_tokenizer *tok, size_t *s
 
 /* The image files under a folder, found as torchvision's ImageFolder finds them: recursively,
  * links followed, files whose names end (in any case) in .jpg .jpeg .png .ppm .bmp .pgm .tif
- * .tiff or .webp; other files are ignored, and so are names starting with '.' (hidden files
- * and folders). Order: by folder path, then by name within a folder (sorted(os.walk)). JPEG and
- * PNG files are listed; the other image formats (unless their content is JPEG or PNG) and
- * unreadable entries are notes with skipped = 1; a folder reached again (its device and inode
- * already listed: a link loop, a link to '.') is not entered again, a note with skipped = 0.
- * An unreadable DIR is an error. */
+ * .tiff or .webp; other regular files are ignored, and so are names starting with '.' (hidden
+ * files and folders). Order: by folder path, then by name within a folder (sorted(os.walk)).
+ * JPEG and PNG files are listed. Every entry left out otherwise is a note with its reason:
+ * skipped = 1 for the other image formats (unless their content is JPEG or PNG), dangling links,
+ * unreadable entries and what is neither a regular file nor a folder (a FIFO, a socket, a
+ * device: never opened); skipped = 0 for a repeat, where nothing is lost: a folder reached again
+ * (its device and inode already listed: a link loop, a link to '.') is not entered again, a
+ * file reached again (a link or hard link to a listed file) is not listed again. An unreadable
+ * DIR, folders nested more than 64 deep and more than 10 million entries are errors. */
 typedef struct graft_file_list graft_file_list;
 GRAFT_API graft_status graft_image_files(graft_ctx *ctx, const char *dir, graft_file_list **out);
+/* The .txt files (any case) under a folder by the same rules, in depth-first order of sorted
+ * names (a folder's entries by name, each subfolder's files where its name falls). */
+GRAFT_API graft_status graft_text_files(graft_ctx *ctx, const char *dir, graft_file_list **out);
 GRAFT_API int64_t graft_file_list_count(const graft_file_list *list);
 GRAFT_API const char *graft_file_list_path(const graft_file_list *list, int64_t index);
 GRAFT_API int64_t graft_file_list_note_count(const graft_file_list *list);

@@ -97,8 +97,10 @@ read -r _ want_images <"$F/expected.txt"
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["samples"] == int(sys.argv[2]), d["samples"]
-assert [s["path"].rsplit("/", 1)[1] for s in d["skipped"]] == ["old.bmp"], d["skipped"]
-assert "not supported" in d["skipped"][0]["reason"], d["skipped"]
+assert [s["path"].rsplit("/", 1)[1] for s in d["skipped"]] == ["self", "loop", "old.bmp"], d["skipped"]
+assert d["skipped"][0]["reason"].startswith("link loop: leads back to "), d["skipped"]
+assert d["skipped"][1]["reason"].endswith("/images' (not entered again)"), d["skipped"]
+assert "not supported" in d["skipped"][2]["reason"], d["skipped"]
 PY
 check cli_images_eval_nested_once $? "$(cat "$TMP/eval.err")"
 timeout 60 "$GRAFT" predict --model "$TMP/a.onnx" --top-k 1 "$IMAGES" >"$TMP/pred.txt" 2>"$TMP/pred.err"
@@ -107,14 +109,16 @@ files=$(cut -d: -f1 "$TMP/pred.txt" | sort -u | wc -l)
 [ $rc = 1 ] && [ "$(wc -l <"$TMP/pred.txt")" = "$want_images" ] && [ "$files" = "$want_images" ] &&
     grep -q 'more/deeper/red7.jpg' "$TMP/pred.txt" &&
     grep -q "skipped '.*red/old.bmp': BMP images are not supported" "$TMP/pred.err" &&
-    grep -q 'red/loop: .*not entered twice' "$TMP/pred.err" &&
+    grep -q "skipped '.*red/loop': link loop: leads back to '.*/images' (not entered again)" "$TMP/pred.err" &&
     ! grep -qE 'notes.txt|hidden|\.cache' "$TMP/pred.txt" "$TMP/pred.err"
 check cli_images_predict_loop_each_image_once $? "rc $rc, $(wc -l <"$TMP/pred.txt") lines, $files files: $(cat "$TMP/pred.err")"
-# A link to '.' alone: every image once, a warning, and success (nothing was left out).
+# A link to '.' alone: every image once, the loop listed as skipped, and success (no image was
+# left out).
 timeout 60 "$GRAFT" predict --model "$TMP/a.onnx" --top-k 1 "$IMAGES/blue" >"$TMP/pred.txt" 2>"$TMP/pred.err"
 rc=$?
 [ $rc = 0 ] && [ "$(wc -l <"$TMP/pred.txt")" = 8 ] && [ "$(wc -l <"$TMP/pred.err")" = 1 ] &&
-    grep -q 'blue/self: .*not entered twice' "$TMP/pred.err" && ! grep -q '/self/' "$TMP/pred.txt"
+    grep -q "skipped '.*blue/self': link loop: leads back to '.*/blue' (not entered again)" "$TMP/pred.err" &&
+    ! grep -q '/self/' "$TMP/pred.txt"
 check cli_images_predict_link_to_dot $? "rc $rc: $(cat "$TMP/pred.txt" "$TMP/pred.err")"
 # Sorted by folder, then name (torchvision's sorted(os.walk)): blue/ before blue/more/.
 "$GRAFT" predict --model "$TMP/a.onnx" --top-k 1 --format csv "$IMAGES/blue" 2>/dev/null |

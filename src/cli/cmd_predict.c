@@ -190,8 +190,9 @@ static int list_add(file_list *l, const char *path) {
     return (l->v[l->n] = strdup(path)) ? (int)(++l->n, 0) : -1;
 }
 
-/* The files of one folder argument (graft_image_files: ImageFolder's rules); what it skipped
- * is a warning each, and makes *some_skipped 1; a folder not entered twice is a warning. */
+/* The files of one folder argument (graft_image_files: ImageFolder's rules); what it left out
+ * is a warning each; what may hold an image makes *some_skipped 1 (a repeat, a link loop or a
+ * file reached twice, does not: nothing is lost). */
 static int add_folder(graft_ctx *ctx, const char *dir, file_list *out, int *some_skipped) {
     graft_file_list *l;
     if (graft_image_files(ctx, dir, &l) != GRAFT_OK)
@@ -201,10 +202,7 @@ static int add_folder(graft_ctx *ctx, const char *dir, file_list *out, int *some
         const char *path, *why;
         int skipped;
         graft_file_list_note(l, i, &path, &why, &skipped);
-        if (skipped)
-            fprintf(stderr, "graft predict: warning: skipped '%s': %s\n", path, why);
-        else
-            fprintf(stderr, "graft predict: warning: %s: %s\n", path, why);
+        fprintf(stderr, "graft predict: warning: skipped '%s': %s\n", path, why);
         *some_skipped |= skipped;
     }
     for (int64_t i = 0; i < graft_file_list_count(l) && rc == 0; i++)

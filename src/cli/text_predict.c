@@ -3,7 +3,6 @@
 #include "text_predict.h"
 
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,47 +63,32 @@ static int has_ext(const char *path, const char *ext) {
     return n > k && strcasecmp(path + n - k, ext) == 0;
 }
 
-static int cmp_str(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Every *.txt file under dir, recursively, in sorted order within each folder. */
-static int list_dir(const char *cmd, const char *dir, item_list *out) {
-    DIR *d = opendir(dir);
-    if (!d) return cli_error(cmd, "cannot open folder '%s': %s", dir, strerror(errno)), -1;
-    char **names = NULL;
-    size_t n = 0, cap = 0;
+/* Every .txt file under dir (graft_text_files: links followed, no folder entered twice, no
+ * file listed twice), in depth-first name order. What the listing left out is a warning each;
+ * *left_out becomes 1 when something that may hold a text was skipped (not for a repeat). */
+static int list_dir(const char *cmd, graft_ctx *ctx, const char *dir, item_list *out,
+                    int *left_out) {
+    graft_file_list *l;
+    if (graft_text_files(ctx, dir, &l) != GRAFT_OK)
+        return cli_error(cmd, "%s", graft_last_error(ctx)), 2;
+    for (int64_t i = 0; i < graft_file_list_note_count(l); i++) {
+        const char *path, *why;
+        int skipped;
+        graft_file_list_note(l, i, &path, &why, &skipped);
+        fprintf(stderr, "graft %s: warning: skipped %s: %s\n", cmd, path, why);
+        *left_out |= skipped;
+    }
     int rc = 0;
-    for (struct dirent *e; rc == 0 && (e = readdir(d)) != NULL;) {
-        if (e->d_name[0] == '.') continue;
-        char **v = n == cap ? realloc(names, (cap = cap ? cap * 2 : 64) * sizeof *v) : names;
-        size_t len = strlen(dir) + strlen(e->d_name) + 2;
-        if (!v || !(v[n] = malloc(len))) {
-            rc = -1, names = v ? v : names;
-            break;
-        }
-        names = v;
-        snprintf(names[n++], len, "%s/%s", dir, e->d_name);
-    }
-    closedir(d);
-    if (n) qsort(names, n, sizeof *names, cmp_str);
-    for (size_t i = 0; i < n; i++) {
-        struct stat st;
-        if (rc == 0 && stat(names[i], &st) == 0) {
-            if (S_ISDIR(st.st_mode))
-                rc = list_dir(cmd, names[i], out);
-            else if (S_ISREG(st.st_mode) && has_ext(names[i], ".txt"))
-                rc = items_add(out, ITEM_FILE, names[i]);
-        }
-        free(names[i]);
-    }
-    free(names);
-    if (rc == -1 && errno == ENOMEM) cli_error(cmd, "out of memory listing '%s'", dir);
+    for (int64_t i = 0; i < graft_file_list_count(l) && rc == 0; i++)
+        if (items_add(out, ITEM_FILE, graft_file_list_path(l, i)) != 0)
+            rc = (cli_error(cmd, "out of memory"), 1);
+    graft_file_list_free(l);
     return rc;
 }
 
 /* The sources as items, every path checked (exit status 2 when one is missing). */
-static int collect(const char *cmd, const text_predict_args *a, item_list *out) {
+static int collect(const char *cmd, graft_ctx *ctx, const text_predict_args *a, item_list *out,
+                   int *left_out) {
     if (a->n_sources == 0) {
         if (isatty(STDIN_FILENO))
             return cli_error(cmd, "no texts given: .txt files, folders, a .csv/.tsv file, --lines "
@@ -123,7 +107,7 @@ static int collect(const char *cmd, const text_predict_args *a, item_list *out) 
             rc = items_add(out, ITEM_LINES, s->value);
         } else if (S_ISDIR(st.st_mode)) {
             size_t before = out->n;
-            if (list_dir(cmd, s->value, out) != 0) return 2;
+            if ((rc = list_dir(cmd, ctx, s->value, out, left_out)) != 0) return rc;
             if (out->n == before) return cli_error(cmd, "no .txt files under '%s'", s->value);
         } else {
             int csv = has_ext(s->value, ".csv") || has_ext(s->value, ".tsv");
@@ -286,7 +270,8 @@ static void run_items(batcher *b, const item_list *items, const char *column) {
 int text_predict(const char *cmd, graft_ctx *ctx, graft_model *m, const text_model *tm,
                  const text_predict_args *a, text_emit_fn emit, void *user) {
     item_list items = {0};
-    int rc = collect(cmd, a, &items);
+    int left_out = 0;
+    int rc = collect(cmd, ctx, a, &items, &left_out);
     batcher b = {.cmd = cmd,
                  .ctx = ctx,
                  .model = m,
@@ -296,7 +281,8 @@ int text_predict(const char *cmd, graft_ctx *ctx, graft_model *m, const text_mod
                  .cut = tm->data.max_len,
                  .pad_to_longest = tm->data.pad_to_longest && !a->pad_max,
                  .emit = emit,
-                 .user = user};
+                 .user = user,
+                 .left_out = left_out};
     size_t cells = (size_t)b.cap * (size_t)b.len;
     int have = rc == 0 && (b.names = malloc((size_t)b.cap * sizeof *b.names)) != NULL;
     for (int r = 0; have && r < TEXT_ROLES; r++)

@@ -60,26 +60,18 @@ static graft_status no_images(const file_walk *w, int64_t first_note, const char
 }
 
 /* Every image under root/<class>/ (recursively, graft_image_files' rules) for the given
- * classes, class by class. Every class folder is marked first, so a link from one class to
- * another is not followed (its images stay in their own class). A class folder with no images
- * is an error; with allow_missing a class folder that is not there has no samples. */
+ * classes, class by class. The class folders were marked by file_walk_classes, so a link from
+ * one class to another is not followed (its images stay in their own class). A class folder
+ * with no images is an error; present[c] 0 (allow_missing) is a class with no samples here. */
 static graft_status scan(image_folder *f, file_walk *w, char **classes, int n_classes,
-                         bool allow_missing, int64_t **labels_out, graft_err *e) {
+                         const bool *present, int64_t **labels_out, graft_err *e) {
     char dir[4096];
-    bool already;
-    TRY(file_walk_mark(w, f->root, &already, e));
-    for (int c = 0; c < n_classes; c++) {
-        struct stat sb;
-        snprintf(dir, sizeof dir, "%s/%s", f->root, classes[c]);
-        if (!(allow_missing && stat(dir, &sb) != 0)) TRY(file_walk_mark(w, dir, &already, e));
-    }
     int64_t *labels = NULL, cap = 0;
     for (int c = 0; c < n_classes; c++) {
-        struct stat sb;
+        if (!present[c]) continue;
         snprintf(dir, sizeof dir, "%s/%s", f->root, classes[c]);
-        if (allow_missing && stat(dir, &sb) != 0) continue;
         int64_t start = w->n_paths, first_note = w->n_notes;
-        graft_status st = file_walk_images(w, dir, e);
+        graft_status st = file_walk_dir(w, dir, e);
         if (st == GRAFT_OK && w->n_paths == start) st = no_images(w, first_note, dir, e);
         if (st == GRAFT_OK && w->n_paths > cap) {
             int64_t *nl = realloc(labels, sizeof *nl * (size_t)(cap = w->cap_paths));
@@ -98,15 +90,10 @@ static graft_status scan(image_folder *f, file_walk *w, char **classes, int n_cl
     return GRAFT_OK;
 }
 
-/* What the listing noted, now that the data set exists: skipped files into its list, folders
- * not entered again as warnings. */
-static void report_notes(graft_ctx *ctx, dataset_shared *sh, const file_walk *w) {
-    for (int64_t i = 0; i < w->n_notes; i++) {
-        if (w->notes[i].skipped)
-            dataset_skip(sh, w->notes[i].path, w->notes[i].reason);
-        else
-            ctx_log(ctx, GRAFT_LOG_WARN, "%s: %s", w->notes[i].path, w->notes[i].reason);
-    }
+/* What the listing left out, now that the data set exists: every note (skipped files, link
+ * loops, folders and files reached twice) into its list of skipped files, with the reason. */
+static void report_notes(dataset_shared *sh, const file_walk *w) {
+    for (int64_t i = 0; i < w->n_notes; i++) dataset_skip(sh, w->notes[i].path, w->notes[i].reason);
 }
 
 /* PIL's convert("L") (ITU-R 601-2 luma, rounded), written back to all three channels so the
@@ -241,12 +228,12 @@ static void set_input(dataset_shared *sh, const image_folder *f) {
     sh->label_width = 1;
 }
 
-/* Build the data set over root for the given classes (owned by the call). */
+/* Build the data set over root for the given classes (owned by the call; present: which have
+ * a folder here) and the walk that listed them (its notes; freed by the call). */
 static graft_status open_with(graft_ctx *ctx, const char *root, const graft_image_options *o,
-                              char **classes, int n_classes, bool allow_missing,
+                              char **classes, int n_classes, const bool *present, file_walk *w,
                               graft_dataset **out, graft_err *e) {
     image_folder *f = calloc(1, sizeof *f);
-    file_walk w = {0};
     int64_t *labels = NULL;
     graft_status st = f ? GRAFT_OK : err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
     if (st == GRAFT_OK) {
@@ -259,7 +246,7 @@ static graft_status open_with(graft_ctx *ctx, const char *root, const graft_imag
         snprintf(f->input_name, sizeof f->input_name, "%s", name);
         f->root = strdup(root);
         st = st != GRAFT_OK ? st
-             : f->root      ? scan(f, &w, classes, n_classes, allow_missing, &labels, e)
+             : f->root      ? scan(f, w, classes, n_classes, present, &labels, e)
                             : err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
     }
     int64_t *items = st == GRAFT_OK ? malloc(sizeof(int64_t) * (size_t)(f->n_paths + 1)) : NULL;
@@ -273,13 +260,13 @@ static graft_status open_with(graft_ctx *ctx, const char *root, const graft_imag
         free_folder(f);
         free(labels), free(items);
         file_names_free(classes, n_classes);
-        file_walk_free(&w);
+        file_walk_free(w);
         return st;
     }
     set_input((*out)->sh, f);
     set_identity((*out)->sh, f);
-    report_notes(ctx, (*out)->sh, &w);
-    file_walk_free(&w);
+    report_notes((*out)->sh, w);
+    file_walk_free(w);
     return GRAFT_OK;
 }
 
@@ -294,13 +281,18 @@ graft_status graft_dataset_open_images(graft_ctx *ctx, const char *dir,
     TRY(check_options(o, e));
     char **classes;
     int64_t n_classes;
-    TRY(file_list_subdirs(dir, &classes, &n_classes, e));
-    if (n_classes == 0) {
-        free(classes);
-        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
-                       "'%s' has no class folders (expected DIR/<class>/<image>)", dir);
-    }
-    return open_with(ctx, dir, o, classes, (int)n_classes, false, out, e);
+    file_walk w = {.kind = FILE_WALK_IMAGES};
+    graft_status st = file_walk_classes(&w, dir, &classes, &n_classes, e);
+    if (st == GRAFT_OK && n_classes == 0)
+        st = err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                     "'%s' has no class folders (expected DIR/<class>/<image>)", dir);
+    bool *present = st == GRAFT_OK ? malloc((size_t)n_classes * sizeof *present) : NULL;
+    if (st == GRAFT_OK && !present) st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    if (st != GRAFT_OK) return file_names_free(classes, n_classes), file_walk_free(&w), st;
+    for (int64_t c = 0; c < n_classes; c++) present[c] = true;
+    st = open_with(ctx, dir, o, classes, (int)n_classes, present, &w, out, e);
+    free(present);
+    return st;
 }
 
 static graft_status open_images_like(const graft_dataset *like, const char *dir,
@@ -309,34 +301,39 @@ static graft_status open_images_like(const graft_dataset *like, const char *dir,
     const image_folder *lf = like->sh->impl;
     char **found;
     int64_t n_found;
-    TRY(file_list_subdirs(dir, &found, &n_found, e));
-    graft_status st = GRAFT_OK;
+    file_walk w = {.kind = FILE_WALK_IMAGES};
+    TRY(file_walk_classes(&w, dir, &found, &n_found, e));
+    /* Same classes, same order; a class missing here simply has no samples. */
+    int n = like->sh->n_classes, n_present = 0;
+    char **classes = calloc((size_t)n + 1, sizeof *classes);
+    bool *present = calloc((size_t)n + 1, sizeof *present);
+    graft_status st =
+        classes && present ? GRAFT_OK : err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
     for (int64_t i = 0; i < n_found && st == GRAFT_OK; i++) {
-        bool known = false;
-        for (int c = 0; c < like->sh->n_classes && !known; c++)
-            known = strcmp(found[i], like->sh->class_names[c]) == 0;
-        if (!known)
+        int known = -1;
+        for (int c = 0; c < n && known < 0; c++)
+            if (strcmp(found[i], like->sh->class_names[c]) == 0) known = c;
+        if (known < 0)
             st = err_set(e, GRAFT_E_INVALID_ARGUMENT,
                          "class '%s' of '%s' is not among the training classes", found[i], dir);
+        else
+            present[known] = true, n_present++;
     }
+    for (int c = 0; c < n && st == GRAFT_OK; c++)
+        if (!(classes[c] = strdup(like->sh->class_names[c])))
+            st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    if (st == GRAFT_OK && !n_present)
+        st = err_set(e, GRAFT_E_INVALID_ARGUMENT, "'%s' has none of the training classes", dir);
     file_names_free(found, n_found);
-    if (st != GRAFT_OK) return st;
-    /* Same classes, same order; a class missing here simply has no samples. */
-    int n = like->sh->n_classes, present = 0;
-    char **classes = calloc((size_t)n + 1, sizeof *classes);
-    if (!classes) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
-    for (int c = 0; c < n; c++) {
-        char path[4096];
-        struct stat sb;
-        snprintf(path, sizeof path, "%s/%s", dir, like->sh->class_names[c]);
-        present += stat(path, &sb) == 0;
-        classes[c] = strdup(like->sh->class_names[c]);
+    if (st != GRAFT_OK) {
+        if (classes) file_names_free(classes, n);
+        free(present);
+        file_walk_free(&w);
+        return st;
     }
-    if (!present) {
-        file_names_free(classes, n);
-        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "'%s' has none of the training classes", dir);
-    }
-    return open_with(like->ctx, dir, &lf->o, classes, n, true, out, e);
+    st = open_with(like->ctx, dir, &lf->o, classes, n, present, &w, out, e);
+    free(present);
+    return st;
 }
 
 static const dataset_kind image_kind = {"images", load_image, image_path, open_images_like,

@@ -2,7 +2,6 @@
 #include "text_table.h"
 
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <locale.h>
 #include <math.h>
@@ -14,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "csv.h"
+#include "text_folder.h"
 
 struct text_table {
     text_table_options opt; /* its strings point into opt_text */
@@ -500,108 +500,9 @@ graft_status text_table_load_csv(text_table **out, const char *path, const text_
 
 /* ---- folders --------------------------------------------------------------------------------- */
 
-typedef struct name_list {
-    char **names; /* (n) sorted */
-    int64_t n, cap;
-} name_list;
-
-static void names_free(name_list *l) {
-    for (int64_t i = 0; i < l->n; i++) free(l->names[i]);
-    free(l->names);
-    memset(l, 0, sizeof *l);
-}
-
-static char *join_path(const char *a, const char *b) {
-    size_t n = strlen(a) + strlen(b) + 2;
-    char *p = malloc(n);
-    if (p) snprintf(p, n, "%s/%s", a, b);
-    return p;
-}
-
-/* The entries of a folder other than "." and "..", sorted by name. */
-static graft_status list_dir(const char *dir, name_list *out, graft_err *e) {
-    memset(out, 0, sizeof *out);
-    DIR *d = opendir(dir);
-    if (!d) return err_set(e, GRAFT_E_IO, "%s: cannot open folder: %s", dir, strerror(errno));
-    struct dirent *ent;
-    while ((ent = readdir(d)) != NULL) {
-        if (strcmp(ent->d_name, ".") == 0 || strcmp(ent->d_name, "..") == 0) continue;
-        if (!grow((void **)&out->names, &out->cap, out->n + 1, sizeof(char *)) ||
-            !(out->names[out->n] = dup_str(ent->d_name))) {
-            closedir(d);
-            names_free(out);
-            return no_memory(e, dir);
-        }
-        out->n++;
-    }
-    closedir(d);
-    if (out->n) qsort(out->names, (size_t)out->n, sizeof(char *), cmp_str);
-    return GRAFT_OK;
-}
-
 static int is_dir(const char *path) {
     struct stat sb;
     return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
-}
-
-static int is_sample_name(const char *name) {
-    return name[0] != '.' && has_ext(name, ".txt");
-}
-
-/* Count the .txt names in a class folder. */
-static graft_status count_samples(const char *sub, int64_t *count, graft_err *e) {
-    name_list files;
-    TRY(list_dir(sub, &files, e));
-    *count = 0;
-    for (int64_t k = 0; k < files.n; k++) *count += is_sample_name(files.names[k]);
-    names_free(&files);
-    return GRAFT_OK;
-}
-
-/* Check one class folder: it holds .txt files and, with `like`, is one of like's classes. */
-static graft_status check_class(const char *sub, const char *name, const text_table *like,
-                                graft_err *e) {
-    int64_t samples;
-    TRY(count_samples(sub, &samples, e));
-    if (samples == 0)
-        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "%s: empty class folder (no .txt files)", sub);
-    if (like && find_class(like->classes, like->nclasses, name, strlen(name)) < 0)
-        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
-                       "%s: class '%s' is not one of the %d classes of the data it must match", sub,
-                       name, like->nclasses);
-    return GRAFT_OK;
-}
-
-/* The class folders of dir (sorted; hidden ones passed over), each checked by check_class. */
-static graft_status class_folders(const char *dir, const text_table *like, name_list *classes,
-                                  graft_err *e) {
-    name_list all;
-    TRY(list_dir(dir, &all, e));
-    memset(classes, 0, sizeof *classes);
-    graft_status st = GRAFT_OK;
-    for (int64_t i = 0; i < all.n && st == GRAFT_OK; i++) {
-        if (all.names[i][0] == '.') continue;
-        char *sub = join_path(dir, all.names[i]);
-        if (!sub) {
-            st = no_memory(e, dir);
-            break;
-        }
-        if (is_dir(sub)) {
-            st = check_class(sub, all.names[i], like, e);
-            if (st == GRAFT_OK) {
-                if (!grow((void **)&classes->names, &classes->cap, classes->n + 1, sizeof(char *)))
-                    st = no_memory(e, dir);
-                else
-                    classes->names[classes->n++] = all.names[i], all.names[i] = NULL;
-            }
-        }
-        free(sub);
-    }
-    names_free(&all);
-    if (st == GRAFT_OK && classes->n == 0)
-        st = err_set(e, GRAFT_E_INVALID_ARGUMENT, "%s: no class folders", dir);
-    if (st != GRAFT_OK) names_free(classes);
-    return st;
 }
 
 /* Read one sample file into a row of class `name`, or record why not. */
@@ -633,39 +534,41 @@ static graft_status add_file_sample(text_table *t, const char *path, const char 
     return ok ? GRAFT_OK : no_memory(e, path);
 }
 
-static graft_status load_class_folder(text_table *t, const char *dir, const char *name,
-                                      graft_err *e) {
-    char *sub = join_path(dir, name);
-    if (!sub) return no_memory(e, dir);
-    name_list files;
-    graft_status st = list_dir(sub, &files, e);
-    for (int64_t k = 0; st == GRAFT_OK && k < files.n; k++) {
-        if (files.names[k][0] == '.') continue; /* hidden files (.DS_Store and the like) */
-        char *path = join_path(sub, files.names[k]);
-        if (!path)
-            st = no_memory(e, sub);
-        else if (!has_ext(files.names[k], ".txt") || is_dir(path))
-            st = add_skip(t, path, 0, "not a .txt file") ? GRAFT_OK : no_memory(e, path);
-        else
-            st = add_file_sample(t, path, name, e);
-        free(path);
+/* Record what the listing left out (every note, link loops and files reached twice among them:
+ * nothing is left out silently). */
+static graft_status add_notes(text_table *t, const file_walk *w, int64_t from, int64_t to,
+                              graft_err *e) {
+    for (int64_t i = from; i < to; i++)
+        if (!add_skip(t, w->notes[i].path, 0, "%s", w->notes[i].reason))
+            return no_memory(e, w->notes[i].path);
+    return GRAFT_OK;
+}
+
+/* Class c's files read and its notes recorded, in name order (both lists are sorted). */
+static graft_status load_class(text_table *t, const text_folder *f, int64_t c, graft_err *e) {
+    const file_walk *w = &f->w;
+    int64_t note = f->note_start[c], end = f->note_start[c + 1];
+    graft_status st = GRAFT_OK;
+    for (int64_t k = f->file_start[c]; st == GRAFT_OK && k < f->file_start[c + 1]; k++) {
+        int64_t first = note;
+        while (note < end && strcmp(w->notes[note].path, w->paths[k]) < 0) note++;
+        st = add_notes(t, w, first, note, e);
+        if (st == GRAFT_OK) st = add_file_sample(t, w->paths[k], f->classes[c], e);
     }
-    names_free(&files);
-    free(sub);
-    return st;
+    return st == GRAFT_OK ? add_notes(t, w, note, end, e) : st;
 }
 
 static graft_status fill_from_folder(text_table *t, const char *dir, const text_table *like,
                                      graft_err *e) {
-    name_list classes;
-    TRY(class_folders(dir, like, &classes, e));
+    text_folder f;
+    TRY(text_folder_list(&f, dir, like ? like->classes : NULL, like ? like->nclasses : 0, e));
     graft_status st = GRAFT_OK;
     if (!(like ? set_classes(t, like->classes, like->nclasses)
-               : set_classes(t, classes.names, (int)classes.n)))
+               : set_classes(t, f.classes, (int)f.n_classes)))
         st = no_memory(e, dir);
-    for (int64_t c = 0; st == GRAFT_OK && c < classes.n; c++)
-        st = load_class_folder(t, dir, classes.names[c], e);
-    names_free(&classes);
+    if (st == GRAFT_OK) st = add_notes(t, &f.w, 0, f.note_start[0], e);
+    for (int64_t c = 0; st == GRAFT_OK && c < f.n_classes; c++) st = load_class(t, &f, c, e);
+    text_folder_free(&f);
     if (st == GRAFT_OK && !resolve_labels(t)) st = no_memory(e, dir);
     return st;
 }

@@ -57,7 +57,9 @@ graft_status text_table_load_csv(text_table **out, const char *path, const text_
  * are passed over), sorted; one sample per file, files in name order, the whole file as the text
  * (a leading BOM removed). A class folder without any .txt file is an error, reported before any
  * file is read. A file that is unreadable, not valid UTF-8, holds a NUL byte or is empty (or only
- * white space), and an entry of a class folder that is not a .txt file, is skipped and recorded.
+ * white space), and an entry of a class folder that is not a .txt file, is skipped and recorded,
+ * and so is every entry the folder walker leaves out (text_folder.h: a class folder linking to
+ * DIR or to another class, a file reached twice, a dangling link, a FIFO: never opened).
  * Files directly inside DIR are ignored. o may be NULL; only TEXT_LABEL_CLASS is possible. */
 graft_status text_table_load_folder(text_table **out, const char *dir, const text_table_options *o,
                                     graft_err *e);
