@@ -307,6 +307,7 @@ graft_status graft_checkpoint_metadata(graft_ctx *ctx, const char *path,
     graft_err *e = &ctx->err;
     err_clear(e);
     if (!path || !each) return err_set(e, GRAFT_E_INVALID_ARGUMENT, "no path or callback given");
+    (void)safetensors_remove_stale_temps(path); /* a resumed run's other checkpoint, too */
     safetensors_file *f;
     bool sealed;
     graft_status st = safetensors_open(&f, path, e);
