@@ -96,9 +96,19 @@ static int flip(const char *src, const char *dst, long offset, int bit) {
     return fclose(out);
 }
 
+/* The files and the trainer that loads them (fresh: every load here fails but the last). */
+typedef struct paths {
+    graft_ctx *ctx;
+    graft_trainer *u;
+    char ck[512], bad[512], before[512], after[512];
+} paths;
+
 /* Whether loading path fails with every needle in the error, the trainer's state unchanged. */
-static void expect_refused(graft_ctx *ctx, graft_trainer *t, const char *name, const char *path,
-                           const char *n1, const char *n2, const char *before, const char *after) {
+static void expect_refused(const paths *p, const char *name, const char *path, const char *n1,
+                           const char *n2) {
+    graft_ctx *ctx = p->ctx;
+    graft_trainer *t = p->u;
+    const char *before = p->before, *after = p->after;
     graft_status st = graft_trainer_load(t, path);
     char err[1200];
     snprintf(err, sizeof err, "%s", graft_last_error(ctx));
@@ -118,28 +128,12 @@ static void expect_refused(graft_ctx *ctx, graft_trainer *t, const char *name, c
           "status %d, trainer %s: %s", st, same ? "unchanged" : "changed", err);
 }
 
-static void run(graft_ctx *ctx, graft_model *m, const char *dir) {
-    graft_trainer *t = make_trainer(m), *u = make_trainer(m);
-    float x[N * 64];
-    int64_t y[N];
-    for (int i = 0; i < N * 64; i++) x[i] = (float)((i * 37 % 101) / 101.0);
-    for (int i = 0; i < N; i++) y[i] = i % 3;
-    graft_named_tensor in = {"input", {GRAFT_DTYPE_F32, 4, {N, 1, 8, 8}, x}};
-    graft_tensor labels = {GRAFT_DTYPE_I64, 1, {N}, y};
-    char ck[512], bad[512], before[512], after[512];
-    snprintf(ck, sizeof ck, "%s/ck.safetensors", dir);
-    snprintf(bad, sizeof bad, "%s/bad.safetensors", dir);
-    snprintf(before, sizeof before, "%s/before.safetensors", dir);
-    snprintf(after, sizeof after, "%s/after.safetensors", dir);
-    graft_status st =
-        t && u ? graft_trainer_fit(t, &in, 1, &labels, NULL, 0, NULL) : GRAFT_E_INTERNAL;
-    if (st == GRAFT_OK) st = graft_trainer_save(t, ck);
-    if (st == GRAFT_OK) st = graft_trainer_save(u, before); /* u: fresh, loads into it fail */
-    CHECK("checkpoint_saved", st == GRAFT_OK, "status %d: %s", st, graft_last_error(ctx));
-    if (st != GRAFT_OK) goto done;
+/* The saved file has every checksum and loads without a warning. */
+static void sealed(const paths *p, graft_trainer *t) {
+    graft_status st;
     safetensors_file *f;
     int sums = 0;
-    if (safetensors_open(&f, ck, NULL) == GRAFT_OK) {
+    if (safetensors_open(&f, p->ck, NULL) == GRAFT_OK) {
         for (int i = 0; i < safetensors_count(f); i++) {
             char key[256];
             snprintf(key, sizeof key, CHECKPOINT_SUM_PREFIX "%s",
@@ -151,33 +145,37 @@ static void run(graft_ctx *ctx, graft_model *m, const char *dir) {
     }
     CHECK("checkpoint_has_checksums", sums > 0, "%d tensor checksums", sums);
     warned[0] = '\0';
-    st = graft_trainer_load(t, ck);
+    st = graft_trainer_load(t, p->ck);
     CHECK("checkpoint_sealed_loads_quietly", st == GRAFT_OK && !warned[0], "status %d: %s %s", st,
-          graft_last_error(ctx), warned);
+          graft_last_error(p->ctx), warned);
+}
 
-    /* Damage: the last byte of the data (a tensor), a byte of the header's metadata. */
-    flip(ck, bad, -1, 3);
-    expect_refused(ctx, u, "checkpoint_damaged_tensor_byte", bad, "the file is damaged: tensor '",
-                   "does not match its checksum", before, after);
-    FILE *fp = fopen(ck, "rb");
+/* Damage: the last byte of the data (a tensor), a byte of the header's metadata. */
+static void damaged(const paths *p) {
+    graft_status st;
+    flip(p->ck, p->bad, -1, 3);
+    expect_refused(p, "checkpoint_damaged_tensor_byte", p->bad, "the file is damaged: tensor '",
+                   "does not match its checksum");
+    FILE *fp = fopen(p->ck, "rb");
     char head[4096] = {0};
     size_t got = fp ? fread(head, 1, sizeof head - 1, fp) : 0;
     if (fp) fclose(fp);
     const char *at = got > 8 ? strstr(head + 8, "\"plateau_bad_epochs\":\"") : NULL;
-    flip(ck, bad, at ? (long)(at - head) + 22 : 0, 0);
-    expect_refused(ctx, u, "checkpoint_damaged_metadata_byte", bad,
-                   "the file is damaged: its metadata does not match its checksum", NULL, before,
-                   after);
-    st = graft_checkpoint_metadata(ctx, bad, each_entry, NULL);
-    CHECK("checkpoint_metadata_damaged", st != GRAFT_OK && strstr(graft_last_error(ctx), "damaged"),
-          "status %d: %s", st, graft_last_error(ctx));
+    flip(p->ck, p->bad, at ? (long)(at - head) + 22 : 0, 0);
+    expect_refused(p, "checkpoint_damaged_metadata_byte", p->bad,
+                   "the file is damaged: its metadata does not match its checksum", NULL);
+    st = graft_checkpoint_metadata(p->ctx, p->bad, each_entry, NULL);
+    CHECK("checkpoint_metadata_damaged",
+          st != GRAFT_OK && strstr(graft_last_error(p->ctx), "damaged"), "status %d: %s", st,
+          graft_last_error(p->ctx));
     at = got > 8 ? strstr(head + 8, "\"checksum\":\"") : NULL;
-    flip(ck, bad, at ? (long)(at - head) + 8 : 0, 5); /* "checksuM": the tensors' sums stay */
-    expect_refused(ctx, u, "checkpoint_checksum_key_damaged", bad,
-                   "the file is damaged: its metadata does not match its checksum", NULL, before,
-                   after);
+    flip(p->ck, p->bad, at ? (long)(at - head) + 8 : 0, 5); /* "checksuM": the tensors' sums stay */
+    expect_refused(p, "checkpoint_checksum_key_damaged", p->bad,
+                   "the file is damaged: its metadata does not match its checksum", NULL);
+}
 
-    /* Resealed files whose content is wrong. */
+/* Resealed files whose content is wrong. */
+static void wrong_content(const paths *p) {
     struct {
         const char *name, *n1, *n2;
         edit ed;
@@ -229,24 +227,52 @@ static void run(graft_ctx *ctx, graft_model *m, const char *dir) {
          {.key = "epoch_samples", .value = "7"}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        if (rewrite(ck, bad, &cases[i].ed, 1)) {
-            CHECK(cases[i].name, 0, "could not rewrite %s", ck);
+        if (rewrite(p->ck, p->bad, &cases[i].ed, 1)) {
+            CHECK(cases[i].name, 0, "could not rewrite %s", p->ck);
             continue;
         }
-        expect_refused(ctx, u, cases[i].name, bad, cases[i].n1, cases[i].n2, before, after);
+        expect_refused(p, cases[i].name, p->bad, cases[i].n1, cases[i].n2);
     }
+}
 
-    /* An older checkpoint (no checksums) loads, with a warning naming it. */
+/* An older checkpoint (no checksums) loads, with a warning naming it. */
+static void unsealed(const paths *p) {
     edit none = {0};
     warned[0] = '\0';
-    st = rewrite(ck, bad, &none, 0) ? GRAFT_E_INTERNAL : graft_trainer_load(u, bad);
+    graft_status st =
+        rewrite(p->ck, p->bad, &none, 0) ? GRAFT_E_INTERNAL : graft_trainer_load(p->u, p->bad);
     CHECK("checkpoint_without_checksum_warns",
-          st == GRAFT_OK && strstr(warned, bad) && strstr(warned, "has no checksum"),
-          "status %d: %s / warning '%s'", st, graft_last_error(ctx), warned);
-done:
+          st == GRAFT_OK && strstr(warned, p->bad) && strstr(warned, "has no checksum"),
+          "status %d: %s / warning '%s'", st, graft_last_error(p->ctx), warned);
+}
+
+static void run(graft_ctx *ctx, graft_model *m, const char *dir) {
+    graft_trainer *t = make_trainer(m);
+    paths p = {ctx, make_trainer(m), "", "", "", ""};
+    float x[N * 64];
+    int64_t y[N];
+    for (int i = 0; i < N * 64; i++) x[i] = (float)((i * 37 % 101) / 101.0);
+    for (int i = 0; i < N; i++) y[i] = i % 3;
+    graft_named_tensor in = {"input", {GRAFT_DTYPE_F32, 4, {N, 1, 8, 8}, x}};
+    graft_tensor labels = {GRAFT_DTYPE_I64, 1, {N}, y};
+    snprintf(p.ck, sizeof p.ck, "%s/ck.safetensors", dir);
+    snprintf(p.bad, sizeof p.bad, "%s/bad.safetensors", dir);
+    snprintf(p.before, sizeof p.before, "%s/before.safetensors", dir);
+    snprintf(p.after, sizeof p.after, "%s/after.safetensors", dir);
+    graft_status st =
+        t && p.u ? graft_trainer_fit(t, &in, 1, &labels, NULL, 0, NULL) : GRAFT_E_INTERNAL;
+    if (st == GRAFT_OK) st = graft_trainer_save(t, p.ck);
+    if (st == GRAFT_OK) st = graft_trainer_save(p.u, p.before);
+    CHECK("checkpoint_saved", st == GRAFT_OK, "status %d: %s", st, graft_last_error(ctx));
+    if (st == GRAFT_OK) {
+        sealed(&p, t);
+        damaged(&p);
+        wrong_content(&p);
+        unsealed(&p);
+    }
     graft_trainer_free(t);
-    graft_trainer_free(u);
-    const char *files[] = {ck, bad, before, after};
+    graft_trainer_free(p.u);
+    const char *files[] = {p.ck, p.bad, p.before, p.after};
     for (int i = 0; i < 4; i++) remove(files[i]);
 }
 

@@ -18,7 +18,7 @@ R=(--model models/digits_cnn.onnx --data $DATA --val-split 0.25 "${IMG[@]}"
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: $2"; }
 if [ ! -d "$DATA" ]; then echo "SKIP cli_kill: $DATA missing"; exit 0; fi
-export GRAFT_TEST_WRITE_PAUSE_MS=3
+export GRAFT_TEST_WRITE_PAUSE_MS=5
 # What a run leaves: the epoch lines without their times, and each checkpoint's epoch and tensor
 # checksums (equal checksums: equal tensors).
 epochs() { sed -n 's/^\(epoch [0-9]*\/[0-9]*: .*\), [0-9.]*s$/\1/p' "$@" | sort -u; }
