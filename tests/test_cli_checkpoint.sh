@@ -64,6 +64,11 @@ if [ -s "$TMP/half.onnx" ] && [ "$(stat -c %s "$TMP/half.onnx")" -lt "$(stat -c 
 then pass export_command_line_overrides
 else fail export_command_line_overrides "fp16 export not smaller"; fi
 
+# Export trains nothing: fewer --epochs than the checkpoint has done is fine there.
+"$GRAFT" export --checkpoint "$TMP/ck" --which last --epochs 2 --out "$TMP/e2.onnx" >"$TMP/o.txt" 2>&1
+if [ $? = 0 ] && same_outputs "$TMP/run.onnx" "$TMP/e2.onnx"; then pass export_ignores_epochs
+else fail export_ignores_epochs "$(tail -2 "$TMP/o.txt")"; fi
+
 # Without validation data best is last; the default export equals the run's.
 "$GRAFT" finetune --model $M --data $TRAIN --val-split 0 "${IMG[@]}" --epochs 3 \
     --checkpoint "$TMP/nv" --out "$TMP/nv.onnx" >/dev/null 2>&1
