@@ -481,7 +481,9 @@ GRAFT_API graft_status graft_trainer_save_meta(const graft_trainer *trainer, con
                                                const char *const *keys, const char *const *values,
                                                int n);
 /* Every metadata entry of a checkpoint file (the trainer's and the application's), without a
- * trainer: each(key, value, user) per entry, in file order; a non-zero return stops there. */
+ * trainer: each(key, value, user) per entry, in file order; a non-zero return stops there.
+ * Its checksums are checked (a damaged file is an error); temporaries a killed writer of path
+ * left behind are removed, as graft_trainer_load does. */
 GRAFT_API graft_status graft_checkpoint_metadata(graft_ctx *ctx, const char *path,
                                                  int (*each)(const char *key, const char *value,
                                                              void *user),

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/test_cli_checkpoint.sh GRAFT [GEN]: finetune's best and last checkpoints and what they
-# record (`graft export` from the checkpoint alone), Ctrl-C mid-training and in the backbone
+# record (`graft export` from the checkpoint alone), damaged, older and out-of-range checkpoints
+# refused or warned about, Ctrl-C mid-training and in the backbone
 # phase, --resume, the vocabulary check, skipped files with --val-split, and the progress
 # display (sized to the terminal, the epoch clock after the backbone phase).
 set -u
@@ -63,6 +64,11 @@ if [ -s "$TMP/half.onnx" ] && [ "$(stat -c %s "$TMP/half.onnx")" -lt "$(stat -c 
 then pass export_command_line_overrides
 else fail export_command_line_overrides "fp16 export not smaller"; fi
 
+# Export trains nothing: fewer --epochs than the checkpoint has done is fine there.
+"$GRAFT" export --checkpoint "$TMP/ck" --which last --epochs 2 --out "$TMP/e2.onnx" >"$TMP/o.txt" 2>&1
+if [ $? = 0 ] && same_outputs "$TMP/run.onnx" "$TMP/e2.onnx"; then pass export_ignores_epochs
+else fail export_ignores_epochs "$(tail -2 "$TMP/o.txt")"; fi
+
 # Without validation data best is last; the default export equals the run's.
 "$GRAFT" finetune --model $M --data $TRAIN --val-split 0 "${IMG[@]}" --epochs 3 \
     --checkpoint "$TMP/nv" --out "$TMP/nv.onnx" >/dev/null 2>&1
@@ -89,7 +95,8 @@ mkdir -p "$TMP/old"
 b = open(sys.argv[1], "rb").read()
 n = struct.unpack("<Q", b[:8])[0]
 h = json.loads(b[8:8 + n])
-h["__metadata__"] = {k: v for k, v in h["__metadata__"].items() if not k.startswith("graft.")}
+h["__metadata__"] = {k: v for k, v in h["__metadata__"].items()
+                    if not k.startswith("graft.") and not k.startswith("checksum")}
 j = json.dumps(h).encode()
 j += b" " * (-(8 + len(j)) % 8)
 open(sys.argv[2], "wb").write(struct.pack("<Q", len(j)) + j + b[8 + n:])' \
@@ -105,6 +112,50 @@ else fail export_older_checkpoint_with_options "$(tail -2 "$TMP/o.txt")"; fi
 if [ $? = 2 ] && grep -q 'no checkpoint in' "$TMP/e.txt" && [ ! -e "$TMP/x.onnx" ]; then
     pass resume_without_checkpoint_fails
 else fail resume_without_checkpoint_fails "$(cat "$TMP/e.txt")"; fi
+
+# Checked checkpoints: a damaged byte is refused on resume and export, naming the file and the
+# tensor; fewer --epochs than the checkpoint has done is refused naming the field; an older
+# checkpoint (no checksums) resumes with a warning.
+mkdir -p "$TMP/dmg"
+cp "$TMP/ck/last.safetensors" "$TMP/dmg/last.safetensors"
+"$PY" -c 'import sys
+b = bytearray(open(sys.argv[1], "rb").read())
+b[-100] ^= 4
+open(sys.argv[1], "wb").write(b)' "$TMP/dmg/last.safetensors"
+"$GRAFT" finetune "${R[@]}" --epochs 9 --checkpoint "$TMP/dmg" --resume --out "$TMP/d.onnx" \
+    >/dev/null 2>"$TMP/e.txt"
+rc=$?
+if [ $rc = 1 ] && grep -q "loading checkpoint '$TMP/dmg/last.safetensors': the file is damaged: tensor '[a-z0-9_.]*' does not match its checksum" "$TMP/e.txt" &&
+    [ ! -e "$TMP/d.onnx" ]; then pass resume_damaged_checkpoint_refused
+else fail resume_damaged_checkpoint_refused "rc $rc: $(cat "$TMP/e.txt")"; fi
+"$GRAFT" export --checkpoint "$TMP/dmg" --which last --out "$TMP/d.onnx" >/dev/null 2>"$TMP/e.txt"
+rc=$?
+if [ $rc != 0 ] && grep -q "dmg/last.safetensors'.*the file is damaged" "$TMP/e.txt" &&
+    [ ! -e "$TMP/d.onnx" ]; then pass export_damaged_checkpoint_refused
+else fail export_damaged_checkpoint_refused "rc $rc: $(cat "$TMP/e.txt")"; fi
+"$GRAFT" finetune "${R[@]}" --epochs 5 --checkpoint "$TMP/ck" --resume --out "$TMP/d.onnx" \
+    >/dev/null 2>"$TMP/e.txt"
+rc=$?
+if [ $rc = 1 ] && grep -q "ck/last.safetensors': the field 'epoch' is 8: expected an integer from 0 to 5" "$TMP/e.txt"
+then pass resume_fewer_epochs_than_done_refused
+else fail resume_fewer_epochs_than_done_refused "rc $rc: $(cat "$TMP/e.txt")"; fi
+mkdir -p "$TMP/unsealed"
+"$PY" -c 'import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h["__metadata__"] = {k: v for k, v in h["__metadata__"].items() if not k.startswith("checksum")}
+j = json.dumps(h).encode()
+j += b" " * (-(8 + len(j)) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(j)) + j + b[8 + n:])' \
+    "$TMP/ck/last.safetensors" "$TMP/unsealed/last.safetensors"
+"$GRAFT" finetune "${R[@]}" --epochs 9 --checkpoint "$TMP/unsealed" --resume --out "$TMP/u.onnx" \
+    >/dev/null 2>"$TMP/e.txt"
+rc=$?
+if [ $rc = 0 ] && grep -q "unsealed/last.safetensors' has no checksum" "$TMP/e.txt" &&
+    [ "$(meta "$TMP/unsealed/last.safetensors" epoch)" = 9 ] &&
+    [ -n "$(meta "$TMP/unsealed/last.safetensors" checksum)" ]; then pass resume_unsealed_checkpoint_warns
+else fail resume_unsealed_checkpoint_warns "rc $rc: $(cat "$TMP/e.txt")"; fi
 
 # Ctrl-C mid-training: the last checkpoint is written at the step boundary (mostly mid-epoch:
 # 269 steps of batch 1 an epoch; at an epoch's end now and then), and resuming it gives the

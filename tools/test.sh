@@ -142,6 +142,7 @@ if setup_build build/release --buildtype=release; then
         && echo 'PASS bench_prune_smoke' || { tail -5 $LOGS/bench_prune_smoke.txt; echo 'FAIL bench_prune_smoke'; }"
     run_suite trainer $R/tests/test_trainer tests/data/trainer_fixtures.txt
     run_suite fit $R/tests/test_fit "$GEN"
+    run_suite checkpoint $R/tests/test_checkpoint models/digits_cnn.onnx
     run_suite digits_data python3 tools/export_digits.py build/test-logs/digits
     rm -rf build/test-logs/images
     run_suite image_folder_data python3 tools/make_image_folder.py build/test-logs/images
@@ -166,6 +167,7 @@ if setup_build build/release --buildtype=release; then
     run_suite cli tests/test_cli.sh $R/graft "$GEN" "$LOGS/cut_models"
     run_suite cli_finetune tests/test_cli_finetune.sh $R/graft "$GEN"
     run_suite cli_checkpoint tests/test_cli_checkpoint.sh $R/graft "$GEN"
+    run_suite cli_kill tests/test_cli_kill.sh $R/graft
     run_suite cli_text tests/test_cli_text.sh $R/graft "$GEN"
     # tokenizer.json files (tools/make_hf_tokenizers.py, made afresh by the first suite that
     # needs them): finetune/predict/eval with RoBERTa's and XLM-R's layouts.
@@ -257,6 +259,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     run_suite asan_missing_fixtures tests/test_missing_fixtures.sh $A
     run_suite asan_trainer $A/tests/test_trainer tests/data/trainer_fixtures.txt
     run_suite asan_fit $A/tests/test_fit "$GEN"
+    run_suite asan_checkpoint $A/tests/test_checkpoint models/digits_cnn.onnx
     run_suite asan_dataset $A/tests/test_dataset build/test-logs/images "$GEN/bad/valid_small.onnx"
     run_suite asan_image_files $A/tests/test_image_files build/test-logs/image_files-asan
     run_suite asan_file_walk $A/tests/test_file_walk build/test-logs/file_walk-asan

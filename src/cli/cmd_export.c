@@ -1,6 +1,7 @@
 /* cmd_export.c: `graft export`: the grafted model of a finetune run rebuilt from its checkpoint
  * alone (the checkpoint records the run's options, class names and preprocessing), without
  * training. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +168,10 @@ static int rebuild(session *s, finetune_opts *o, const run_saved *saved) {
         return 1;
     if (graft_model_cut(s->model, o->cut, o->pooling) != GRAFT_OK)
         return session_fail(s, "cutting");
+    /* Export trains nothing: a checkpoint further on than --epochs (given, or the default) is
+     * fine, where a resumed run would refuse it. */
+    if (saved->epoch > o->train.epochs && saved->epoch <= INT_MAX)
+        o->train.epochs = (int)saved->epoch;
     return session_make_trainer(s, o);
 }
 

@@ -144,9 +144,11 @@ int finetune_on_report(const graft_train_report *p, void *user) {
         r->best_epoch = p->epoch;
     }
     r->last_val_acc = p->val_accuracy;
+    /* best before last: a kill between the two then resumes the epoch again and finds it best
+     * already (the other order would forget that this epoch was the best). */
     if (r->last_path[0]) {
-        r->unsaved = !finetune_save(r, r->last_path, "last", p->val_loss);
         if (improved || p->val_loss < 0) finetune_save(r, r->best_path, "best", p->val_loss);
+        r->unsaved = !finetune_save(r, r->last_path, "last", p->val_loss);
     }
     r->epoch_t0 = progress_now(), r->rate_base = 0;
     return finetune_interrupted != 0;

@@ -1,12 +1,15 @@
 /* checkpoint.c: graft_trainer_save / graft_trainer_load: the whole training state in one
  * safetensors file (tensors for weights and optimizer state, metadata for the scalars, floats
  * written in hexadecimal so a resumed run is bit-for-bit the same), with the application's own
- * metadata beside it (graft_checkpoint_metadata reads it back). */
+ * metadata beside it (graft_checkpoint_metadata reads it back); checksums and every field checked
+ * on load (checkpoint_check.c). */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "safetensors.h"
+#include "checkpoint.h"
+#include "core/context.h"
 #include "trainer.h"
 
 #define MAX_TENSORS (4 * HEAD_MAX_LAYERS + 4)
@@ -76,7 +79,7 @@ static graft_status write_file(const char *path, const st_tensor_in *ts, int n_t
         memcpy(all_values, m->values, sizeof(char *) * (size_t)m->n);
         if (n > 0) memcpy(all_keys + m->n, keys, sizeof(char *) * (size_t)n);
         if (n > 0) memcpy(all_values + m->n, values, sizeof(char *) * (size_t)n);
-        st = safetensors_write(path, ts, n_tensors, all_keys, all_values, m->n + n, e);
+        st = checkpoint_write_sealed(path, ts, n_tensors, all_keys, all_values, m->n + n, e);
     }
     free(all_keys), free(all_values);
     return st;
@@ -143,81 +146,117 @@ graft_status graft_trainer_save_meta(const graft_trainer *ct, const char *path,
     return st;
 }
 
-/* A metadata value as a double ("%a" or decimal) or integer; missing is an error. */
-static graft_status get_num(const safetensors_file *f, const char *key, double *d, long long *i,
-                            graft_err *e) {
-    const char *v = safetensors_meta(f, key);
-    if (!v) return err_set(e, GRAFT_E_MALFORMED_MODEL, "the checkpoint lacks '%s'", key);
-    if (d) *d = strtod(v, NULL);
-    if (i) *i = strtoll(v, NULL, 10);
+/* The scalars of a checkpoint, parsed and checked before any of them reaches the trainer. */
+typedef struct saved {
+    long long step, micro, epoch, opt_steps, growth, skipped, plat_bad, plat_cooldown, plat_last,
+        es_bad, epoch_at, epoch_correct;
+    uint64_t rng, rng_dropout, epoch_rng;
+    double scale, plat_lr, plat_best, es_best, epoch_loss;
+} saved;
+
+#define BIG (LLONG_MAX / 4)
+
+/* The counters: epoch within the run's epochs, and step, micro-batches and the position in the
+ * epoch consistent with it and each other. */
+static graft_status parse_counters(const graft_trainer *t, const safetensors_file *f, saved *s,
+                                   graft_err *e) {
+    char why[96];
+    snprintf(why, sizeof why, "the epochs of this run: %d", t->options.epochs);
+    TRY(checkpoint_get_int(f, "epoch", 0, t->options.epochs, why, &s->epoch, e));
+    TRY(checkpoint_get_int(f, "micro", s->epoch, BIG, "at least one micro-batch an epoch",
+                           &s->micro, e));
+    TRY(checkpoint_get_int(f, "step", 0, s->micro, "at most 'micro', the micro-batches done",
+                           &s->step, e));
+    TRY(checkpoint_get_int(f, "optimizer_steps", 0, s->step, "at most 'step'", &s->opt_steps, e));
+    TRY(checkpoint_get_int(f, "skipped_steps", 0, s->step, "at most 'step'", &s->skipped, e));
+    TRY(checkpoint_get_int(f, "loss_scale_growth_tracker", 0, BIG, NULL, &s->growth, e));
+    TRY(checkpoint_get_int(f, "plateau_bad_epochs", 0, s->epoch, "at most 'epoch'", &s->plat_bad,
+                           e));
+    TRY(checkpoint_get_int(f, "plateau_cooldown", 0, BIG, NULL, &s->plat_cooldown, e));
+    TRY(checkpoint_get_int(f, "plateau_last_epoch", 0, s->epoch, "at most 'epoch'", &s->plat_last,
+                           e));
+    TRY(checkpoint_get_int(f, "early_stop_bad_epochs", 0, s->epoch, "at most 'epoch'", &s->es_bad,
+                           e));
+    s->epoch_at = 0, s->epoch_correct = 0, s->epoch_loss = 0.0;
+    /* Where in its epoch the checkpoint was taken; older checkpoints were at an epoch's end. */
+    if (!safetensors_meta(f, "epoch_rng_data_order")) return GRAFT_OK;
+    TRY(checkpoint_get_u64(f, "epoch_rng_data_order", &s->epoch_rng, e));
+    bool done = s->epoch == t->options.epochs || s->micro == 0;
+    TRY(checkpoint_get_int(f, "epoch_samples", 0, done ? 0 : BIG,
+                           done ? "0 when no epoch is under way" : NULL, &s->epoch_at, e));
+    TRY(checkpoint_get_float(f, "epoch_loss_sum", CK_NONNEG, &s->epoch_loss, e));
+    TRY(checkpoint_get_int(f, "epoch_correct", 0, s->epoch_at, "at most 'epoch_samples'",
+                           &s->epoch_correct, e));
     return GRAFT_OK;
 }
 
-static graft_status copy_tensor(const safetensors_file *f, const char *name, float *dst,
-                                int64_t numel, graft_err *e) {
-    const st_tensor *t = safetensors_find(f, name);
-    if (!t || t->dtype != GRAFT_DTYPE_F32 || t->numel != numel)
+static graft_status parse_saved(const graft_trainer *t, const safetensors_file *f, saved *s,
+                                graft_err *e) {
+    TRY(parse_counters(t, f, s, e));
+    TRY(checkpoint_get_u64(f, "rng_data_order", &s->rng, e));
+    TRY(checkpoint_get_u64(f, "rng_dropout", &s->rng_dropout, e));
+    if (!safetensors_meta(f, "epoch_rng_data_order")) s->epoch_rng = s->rng;
+    TRY(checkpoint_get_float(f, "loss_scale", CK_POSITIVE, &s->scale, e));
+    if (!(s->scale <= 3.4e38))
         return err_set(e, GRAFT_E_MALFORMED_MODEL,
-                       "the checkpoint's '%s' is missing or not float32 of %lld values", name,
-                       (long long)numel);
-    memcpy(dst, t->data, sizeof(float) * (size_t)numel);
+                       "the field 'loss_scale' is %g: beyond float32's range", s->scale);
+    TRY(checkpoint_get_float(f, "plateau_lr", CK_NONNEG, &s->plat_lr, e));
+    TRY(checkpoint_get_float(f, "plateau_best", CK_POS_INF, &s->plat_best, e));
+    TRY(checkpoint_get_float(f, "early_stop_best", CK_POS_INF, &s->es_best, e));
     return GRAFT_OK;
 }
 
-static graft_status load_scalars(graft_trainer *t, const safetensors_file *f, graft_err *e) {
-    long long i = 0;
-    double d = 0;
-    TRY(get_num(f, "step", NULL, &i, e));
-    t->step = i;
-    TRY(get_num(f, "micro", NULL, &i, e));
-    t->micro = i;
-    TRY(get_num(f, "epoch", NULL, &i, e));
-    t->epoch = i;
-    TRY(get_num(f, "optimizer_steps", NULL, &i, e));
-    optim_set_step_count(t->opt, i);
-    const char *r1 = safetensors_meta(f, "rng_data_order"),
-               *r2 = safetensors_meta(f, "rng_dropout");
-    if (!r1 || !r2) return err_set(e, GRAFT_E_MALFORMED_MODEL, "the checkpoint lacks RNG states");
-    t->rng = strtoull(r1, NULL, 10);
-    t->h.rng = strtoull(r2, NULL, 10);
-    TRY(get_num(f, "loss_scale", &d, NULL, e));
-    t->scaler.scale = (float)d;
-    TRY(get_num(f, "loss_scale_growth_tracker", NULL, &i, e));
-    t->scaler.growth_tracker = i;
-    TRY(get_num(f, "skipped_steps", NULL, &i, e));
-    t->skipped_steps = i;
+static graft_status apply_saved(graft_trainer *t, const saved *s, graft_err *e) {
+    t->step = s->step, t->micro = s->micro, t->epoch = s->epoch;
+    optim_set_step_count(t->opt, s->opt_steps);
+    t->rng = s->rng, t->h.rng = s->rng_dropout;
+    t->scaler.scale = (float)s->scale;
+    t->scaler.growth_tracker = s->growth;
+    t->skipped_steps = s->skipped;
     if (t->options.scheduler == GRAFT_SCHEDULER_PLATEAU)
         TRY(plateau_init(&t->plat, t->options.lr, e));
     t->plat.factor = t->options.gamma;
     t->plat.min_lr = t->options.min_lr;
-    TRY(get_num(f, "plateau_lr", &t->plat.lr, NULL, e));
-    TRY(get_num(f, "plateau_best", &t->plat.best, NULL, e));
-    TRY(get_num(f, "plateau_bad_epochs", NULL, &i, e));
-    t->plat.num_bad_epochs = i;
-    TRY(get_num(f, "plateau_cooldown", NULL, &i, e));
-    t->plat.cooldown_counter = i;
-    TRY(get_num(f, "plateau_last_epoch", NULL, &i, e));
-    t->plat.last_epoch = i;
-    TRY(get_num(f, "early_stop_best", &t->best_metric, NULL, e));
-    TRY(get_num(f, "early_stop_bad_epochs", NULL, &i, e));
-    t->bad_epochs = (int)i;
-    /* Where in its epoch the checkpoint was taken; older checkpoints were at an epoch's end. */
-    const char *er = safetensors_meta(f, "epoch_rng_data_order");
-    t->epoch_rng = er ? strtoull(er, NULL, 10) : t->rng;
-    t->epoch_at = 0, t->epoch_loss = 0.0, t->epoch_correct = 0;
-    if (er) {
-        TRY(get_num(f, "epoch_samples", NULL, &i, e));
-        t->epoch_at = i;
-        TRY(get_num(f, "epoch_loss_sum", &t->epoch_loss, NULL, e));
-        TRY(get_num(f, "epoch_correct", NULL, &i, e));
-        t->epoch_correct = i;
-    }
-    if (t->epoch_at < 0)
-        return err_set(e, GRAFT_E_MALFORMED_MODEL, "the checkpoint's epoch_samples is negative");
+    t->plat.lr = s->plat_lr, t->plat.best = s->plat_best;
+    t->plat.num_bad_epochs = s->plat_bad;
+    t->plat.cooldown_counter = s->plat_cooldown;
+    t->plat.last_epoch = s->plat_last;
+    t->best_metric = s->es_best;
+    t->bad_epochs = (int)s->es_bad;
+    t->epoch_rng = s->epoch_rng;
+    t->epoch_at = s->epoch_at, t->epoch_loss = s->epoch_loss, t->epoch_correct = s->epoch_correct;
     return GRAFT_OK;
 }
 
-static graft_status load_from(graft_trainer *t, const safetensors_file *f, graft_err *e) {
+/* Every tensor the trainer needs (its weights, the optimizer's state, the early-stopping best
+ * weights when saved): present, float32 of the right size, finite; into found[]. */
+static graft_status check_tensors(graft_trainer *t, const safetensors_file *f,
+                                  const st_tensor **found, float **dst, int *n, graft_err *e) {
+    *n = 0;
+    for (int i = 0; i < t->n_params; i++, (*n)++) {
+        TRY(checkpoint_check_tensor(f, t->params[i].name, t->params[i].numel, &found[*n], e));
+        dst[*n] = t->params[i].data;
+    }
+    for (int i = 0; i < optim_state_count(t->opt); i++, (*n)++) {
+        optim_state_buf b;
+        TRY(optim_state_get(&b, t->opt, i, e));
+        TRY(checkpoint_check_tensor(f, b.name, b.numel, &found[*n], e));
+        dst[*n] = b.data;
+    }
+    if (!safetensors_find(f, "trainer.best_weights")) return GRAFT_OK;
+    int64_t total = 0;
+    for (int i = 0; i < t->n_params; i++) total += t->params[i].numel;
+    TRY(checkpoint_check_tensor(f, "trainer.best_weights", total, &found[*n], e));
+    if (!t->best && !(t->best = malloc(sizeof(float) * (size_t)total)))
+        return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    dst[(*n)++] = t->best;
+    return GRAFT_OK;
+}
+
+static graft_status load_from(graft_trainer *t, const safetensors_file *f, const char *path,
+                              graft_err *e) {
+    bool sealed = false;
+    TRY(checkpoint_verify(f, &sealed, e));
     const char *format = safetensors_meta(f, "format"), *head = safetensors_meta(f, "head");
     char sig[256];
     head_signature(t, sig, sizeof sig);
@@ -227,23 +266,19 @@ static graft_status load_from(graft_trainer *t, const safetensors_file *f, graft
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                        "the checkpoint's head (%s) does not match this trainer's (%s)",
                        head ? head : "?", sig);
-    for (int i = 0; i < t->n_params; i++)
-        TRY(copy_tensor(f, t->params[i].name, t->params[i].data, t->params[i].numel, e));
-    for (int i = 0; i < optim_state_count(t->opt); i++) {
-        optim_state_buf b;
-        TRY(optim_state_get(&b, t->opt, i, e));
-        TRY(copy_tensor(f, b.name, b.data, b.numel, e));
-    }
-    const st_tensor *best = safetensors_find(f, "trainer.best_weights");
-    if (best) {
-        int64_t total = 0;
-        for (int i = 0; i < t->n_params; i++) total += t->params[i].numel;
-        float *buf = t->best ? t->best : malloc(sizeof(float) * (size_t)total);
-        if (!buf) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
-        t->best = buf;
-        TRY(copy_tensor(f, "trainer.best_weights", buf, total, e));
-    }
-    return load_scalars(t, f, e);
+    const st_tensor *found[MAX_TENSORS + 2 * HEAD_MAX_LAYERS * 3];
+    float *dst[MAX_TENSORS + 2 * HEAD_MAX_LAYERS * 3];
+    int n = 0;
+    saved s;
+    TRY(check_tensors(t, f, found, dst, &n, e));
+    TRY(parse_saved(t, f, &s, e));
+    if (!sealed)
+        ctx_log(t->model->ctx, GRAFT_LOG_WARN,
+                "checkpoint '%s' has no checksum (written by an older graft): loaded without a "
+                "check for damage; the next checkpoint written has one",
+                path);
+    for (int i = 0; i < n; i++) memcpy(dst[i], found[i]->data, found[i]->nbytes);
+    return apply_saved(t, &s, e);
 }
 
 graft_status graft_trainer_load(graft_trainer *t, const char *path) {
@@ -258,7 +293,7 @@ graft_status graft_trainer_load(graft_trainer *t, const char *path) {
     safetensors_file *f;
     graft_status st = safetensors_open(&f, path, e);
     if (st == GRAFT_OK) {
-        st = load_from(t, f, e);
+        st = load_from(t, f, path, e);
         safetensors_free(f);
     }
     if (st != GRAFT_OK) err_prefix(e, "loading checkpoint '%s'", path);
@@ -272,8 +307,11 @@ graft_status graft_checkpoint_metadata(graft_ctx *ctx, const char *path,
     graft_err *e = &ctx->err;
     err_clear(e);
     if (!path || !each) return err_set(e, GRAFT_E_INVALID_ARGUMENT, "no path or callback given");
+    (void)safetensors_remove_stale_temps(path); /* a resumed run's other checkpoint, too */
     safetensors_file *f;
+    bool sealed;
     graft_status st = safetensors_open(&f, path, e);
+    if (st == GRAFT_OK && (st = checkpoint_verify(f, &sealed, e)) != GRAFT_OK) safetensors_free(f);
     if (st != GRAFT_OK) {
         err_prefix(e, "reading checkpoint '%s'", path);
         return st;

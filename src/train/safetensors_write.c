@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <dirent.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -168,12 +169,24 @@ static graft_status build_header(sbuf *h, const wr_item *items, int n, const cha
     return GRAFT_OK;
 }
 
+/* For tests: GRAFT_TEST_WRITE_PAUSE_MS=N (1..10000) pauses every write for N ms with the header
+ * written and flushed, so that a kill lands inside a write (tests/test_cli_kill.sh). */
+static void test_pause(FILE *fp) {
+    const char *v = getenv("GRAFT_TEST_WRITE_PAUSE_MS");
+    long ms = v ? strtol(v, NULL, 10) : 0;
+    if (ms <= 0 || ms > 10000) return;
+    fflush(fp);
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
 /* Write everything to fp, flush and fsync it. */
 static bool write_all(FILE *fp, const sbuf *h, const wr_item *items, int n) {
     unsigned char len[8];
     uint64_t hn = h->n;
     for (int i = 0; i < 8; i++) len[i] = (unsigned char)(hn >> (8 * i));
     if (fwrite(len, 1, 8, fp) != 8 || fwrite(h->p, 1, h->n, fp) != h->n) return false;
+    test_pause(fp);
     for (int i = 0; i < n; i++)
         if (items[i].nbytes && fwrite(items[i].t->data, 1, items[i].nbytes, fp) != items[i].nbytes)
             return false;
