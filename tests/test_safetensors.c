@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "test_util.h"
+#include "core/temp_files.h"
 #include "train/safetensors.h"
 
 static char dir[1024];
@@ -297,7 +298,7 @@ static void test_stale_temps(void) {
     if (held >= 0) close(held);
     fp = fopen(stale, "wb");
     if (fp) fputs("x", fp), fclose(fp);
-    int removed = safetensors_remove_stale_temps(path);
+    int removed = temp_files_remove_stale(path);
     CHECK("stale_temps_on_start",
           removed == 2 && access(stale, F_OK) != 0 && access(live, F_OK) != 0, "removed %d",
           removed);

@@ -9,7 +9,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sys/file.h>
+
 #include "../core/half.h"
+#include "../core/temp_files.h"
 #include "onnx_write.h"
 
 #define EXPORT_IR_VERSION 8
@@ -469,6 +472,7 @@ static void file_append(ProtobufCBuffer *b, size_t len, const uint8_t *data) {
 
 /* Serialize mp to a temporary file next to path, sync it, and rename it over path. */
 static graft_status write_atomically(const Onnx__ModelProto *mp, const char *path, graft_err *e) {
+    (void)temp_files_remove_stale(path); /* what a killed export left */
     size_t n = strlen(path);
     char *tmp = malloc(n + 16);
     if (!tmp) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory writing '%s'", path);
@@ -479,7 +483,8 @@ static graft_status write_atomically(const Onnx__ModelProto *mp, const char *pat
         free(tmp);
         return st;
     }
-    fchmod(fd, 0644); /* mkstemp's 0600 is too narrow for a model file */
+    fchmod(fd, 0644);         /* mkstemp's 0600 is too narrow for a model file */
+    (void)flock(fd, LOCK_EX); /* held until closed or killed: an unlocked temporary is stale */
     FILE *f = fdopen(fd, "wb");
     int failed = f ? 0 : errno;
     if (f) {

@@ -10,6 +10,7 @@
 
 #include "checkpoint.h"
 #include "core/context.h"
+#include "core/temp_files.h"
 #include "trainer.h"
 
 #define MAX_TENSORS (4 * HEAD_MAX_LAYERS + 4)
@@ -289,7 +290,7 @@ graft_status graft_trainer_load(graft_trainer *t, const char *path) {
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                        "the trainer's feature size is not known yet; fit once or use a model "
                        "with a static feature size");
-    (void)safetensors_remove_stale_temps(path);
+    (void)temp_files_remove_stale(path);
     safetensors_file *f;
     graft_status st = safetensors_open(&f, path, e);
     if (st == GRAFT_OK) {
@@ -307,7 +308,7 @@ graft_status graft_checkpoint_metadata(graft_ctx *ctx, const char *path,
     graft_err *e = &ctx->err;
     err_clear(e);
     if (!path || !each) return err_set(e, GRAFT_E_INVALID_ARGUMENT, "no path or callback given");
-    (void)safetensors_remove_stale_temps(path); /* a resumed run's other checkpoint, too */
+    (void)temp_files_remove_stale(path); /* a resumed run's other checkpoint, too */
     safetensors_file *f;
     bool sealed;
     graft_status st = safetensors_open(&f, path, e);

@@ -38,10 +38,8 @@ graft_status safetensors_write(const char *path, const st_tensor_in *tensors, in
                                const char *const *meta_keys, const char *const *meta_values,
                                int n_meta, graft_err *err);
 
-/* Remove the temporaries a killed writer of path left behind ("<path>.tmp.XXXXXX" whose writer
- * no longer holds their lock; a live writer's is kept). Returns how many were removed. Called by
- * every write and when a checkpoint is loaded. */
-int safetensors_remove_stale_temps(const char *path);
+/* Stale temporaries of path ("<path>.tmp.XXXXXX") are removed on every write and when a
+ * checkpoint is loaded: temp_files_remove_stale (src/core/temp_files.h). */
 
 /* A tensor of a file that was read. `data` points into the file's buffer (valid until
  * safetensors_free); it is aligned to the element size when the file's offsets are (graft's and

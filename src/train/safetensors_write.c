@@ -2,6 +2,8 @@
  */
 #include "train/safetensors.h"
 
+#include "core/temp_files.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -211,43 +213,9 @@ static void sync_parent(const char *path) {
 }
 
 /* Whether name is one of path's temporaries: "<base of path>.tmp." and mkstemp's 6 characters. */
-static bool is_temp_of(const char *name, const char *base) {
-    size_t bl = strlen(base);
-    return strncmp(name, base, bl) == 0 && strncmp(name + bl, ".tmp.", 5) == 0 &&
-           strlen(name + bl + 5) == 6;
-}
-
-int safetensors_remove_stale_temps(const char *path) {
-    const char *slash = strrchr(path, '/');
-    char dir[4096];
-    const char *base = slash ? slash + 1 : path;
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else
-        snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    int removed = 0;
-    for (struct dirent *de; (de = readdir(d));) {
-        if (!is_temp_of(de->d_name, base)) continue;
-        char full[8192];
-        snprintf(full, sizeof full, "%s/%s", dir, de->d_name);
-        int fd = open(full, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-        if (fd < 0) continue;
-        struct stat sb;
-        /* a writer holds its temporary locked until it is renamed: an unlocked one is stale */
-        if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
-            unlink(full) == 0)
-            removed++;
-        close(fd);
-    }
-    closedir(d);
-    return removed;
-}
-
 static graft_status write_atomic(const char *path, const sbuf *h, const wr_item *items, int n,
                                  graft_err *err) {
-    (void)safetensors_remove_stale_temps(path);
+    (void)temp_files_remove_stale(path);
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 16);
     if (!tmp) return err_set(err, GRAFT_E_OUT_OF_MEMORY, "safetensors_write: out of memory");
