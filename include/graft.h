@@ -293,6 +293,28 @@ GRAFT_API graft_status graft_model_set_precision(graft_model *model, graft_dtype
 /* Where the model runs: "cpu", or "cuda:N (GPU name)". */
 GRAFT_API const char *graft_model_device(const graft_model *model);
 
+/* Inputs and outputs in GPU memory, for pipelines that keep data on the device (a model on a
+ * GPU only; GRAFT_E_UNSUPPORTED on the CPU). With inputs_on_device, the data of every input
+ * given to graft_model_run is device memory on the model's GPU (from graft_model_device_alloc,
+ * or the application's own CUDA allocations), written completely before the call (graft's work
+ * does not wait on other CUDA streams: synchronise them first). With outputs_on_device,
+ * graft_model_output's tensors point at device memory, complete when graft_model_run returns and
+ * valid until the next run. A model with a fixed batch then takes exactly that batch. CUDA graphs
+ * still replay: device inputs are copied on the device into the buffers the recording reads. */
+GRAFT_API graft_status graft_model_set_device_io(graft_model *model, int inputs_on_device,
+                                                 int outputs_on_device);
+/* Device memory on the model's GPU (free with graft_model_device_free), and copies between it
+ * and the host; every copy is complete when the call returns. */
+GRAFT_API graft_status graft_model_device_alloc(graft_model *model, size_t bytes, void **out);
+GRAFT_API void graft_model_device_free(graft_model *model, void *ptr);
+typedef enum graft_copy_kind {
+    GRAFT_COPY_HOST_TO_DEVICE = 0,
+    GRAFT_COPY_DEVICE_TO_HOST = 1,
+    GRAFT_COPY_DEVICE_TO_DEVICE = 2
+} graft_copy_kind;
+GRAFT_API graft_status graft_model_copy(graft_model *model, void *dst, const void *src,
+                                        size_t bytes, graft_copy_kind kind);
+
 /* ---- Training a head on a cut model -------------------------------------------------------- */
 
 typedef enum graft_activation {

@@ -142,6 +142,7 @@ for p in fp32 fp16 bf16; do
         --precision "$p" resnet18 resnet50 bert_base bert_tiny_decomposed mobilenet_tiny
 done
 run_suite device "$(left)" "$B/tests/test_device" models/digits_cnn.onnx
+run_suite device_io "$(left)" "$B/tests/test_device_io" models/digits_cnn.onnx
 
 # ---- (b, c) ONNX node tests and the sanitizers, side by side ----
 DATA=${ONNX_NODE_DATA:-/usr/share/libonnx-testdata/data/node}

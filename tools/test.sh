@@ -108,6 +108,7 @@ if setup_build build/release --buildtype=release; then
     run_suite cpu_fusion $R/tests/test_cpu_fusion "$GEN" resnet18 resnet50 bert_tiny_decomposed bert_base mobilenet_tiny conv_acts
     run_suite layout_plan $R/tests/test_layout_plan "$GEN"
     run_suite device $R/tests/test_device models/digits_cnn.onnx
+    run_suite device_io $R/tests/test_device_io models/digits_cnn.onnx
     # On the GPU (SKIP lines without one): the end-to-end models against ONNX Runtime's outputs.
     run_suite parity_cuda $R/tests/test_parity "$GEN" --device cuda:0 resnet18 resnet50 bert_base \
         bert_tiny_decomposed mobilenet_tiny

@@ -105,6 +105,8 @@ void exec_free(executor *x) {
     free(x->group_first);
     free(x->last_use);
     free(x->seen_bytes);
+    free(x->staged);
+    free(x->staged_bytes);
     memset(x, 0, sizeof *x);
 }
 
@@ -340,7 +342,7 @@ static graft_status own_outputs(executor *x, graft_err *e) {
     const ir_graph *g = x->g;
     for (int i = 0; i < g->n_outputs; i++) {
         int v = g->outputs[i];
-        if (x->owned[v] == 1 || x->owned[v] == 3) continue;
+        if (x->owned[v] == 1 || x->owned[v] == 3 || (x->on_dev[v] && x->owned[v] == 2)) continue;
         tensor copy;
         TRY(tensor_clone(&copy, &x->vals[v], e));
         x->vals[v] = copy;
@@ -405,7 +407,10 @@ graft_status exec_run(executor *x, const tensor *inputs, graft_err *e) {
         x->seen_bytes[v] = -1;
         if (g->values[v].is_const) x->vals[v] = g->values[v].data;
     }
-    for (int i = 0; i < g->n_inputs; i++) x->vals[g->inputs[i]] = inputs[i];
+    for (int i = 0; i < g->n_inputs; i++) {
+        x->vals[g->inputs[i]] = inputs[i];
+        x->on_dev[g->inputs[i]] = x->device && x->inputs_on_device;
+    }
     x->flops = 0.0;
     graft_status st = GRAFT_OK;
     if (rs.planned && x->graph && !x->count_flops && !x->profile.on) {
@@ -426,7 +431,7 @@ graft_status exec_run(executor *x, const tensor *inputs, graft_err *e) {
     }
     x->last_clean = !x->device || !x->device->fallback_count ||
                     x->device->fallback_count(x->device->impl) == fallbacks;
-    if (st == GRAFT_OK) st = exec_outputs_to_host(x, e);
+    if (st == GRAFT_OK) st = exec_outputs_place(x, e);
     if (st == GRAFT_OK) st = own_outputs(x, e);
     if (st != GRAFT_OK) {
         release_all(x);

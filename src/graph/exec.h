@@ -58,6 +58,11 @@ typedef struct executor {
     bool count_flops;
     double flops;
     size_t max_buffer_bytes; /* 0: no cap; else a larger buffer is refused (probe runs) */
+    /* Device-resident I/O (a device backend only): graph inputs' data are device memory, and
+     * graph outputs are left in device memory (graft_model_set_device_io). */
+    bool inputs_on_device, outputs_on_device;
+    void **staged; /* per graph input: the buffer a recorded graph reads a device input from */
+    size_t *staged_bytes;
     graft_run_stats stats;
 } executor;
 
@@ -68,8 +73,9 @@ void exec_free(executor *x);
 void exec_disable_graphs(executor *x);
 /* Drop device copies of constants (after weights were edited in place). */
 void exec_drop_device_copies(executor *x);
-/* inputs[i] binds g->inputs[i] (borrowed, host memory). On success the graph outputs are in
- * x->vals[g->outputs[i]] (host memory), valid until the next run. */
+/* inputs[i] binds g->inputs[i] (borrowed; host memory, or device memory with inputs_on_device).
+ * On success the graph outputs are in x->vals[g->outputs[i]] (host memory, or device memory with
+ * outputs_on_device), valid until the next run. */
 graft_status exec_run(executor *x, const tensor *inputs, graft_err *e);
 
 #endif

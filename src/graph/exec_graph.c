@@ -15,6 +15,11 @@ void exec_graph_free(executor *x) {
     x->graph = NULL;
     free(x->graph_out);
     x->graph_out = NULL;
+    for (int i = 0; x->staged && i < x->g->n_inputs; i++) {
+        if (x->staged[i]) exec_buffer_free(x, true, x->staged[i]);
+        x->staged[i] = NULL;
+        x->staged_bytes[i] = 0;
+    }
     if (!x->copy) return;
     for (int i = 0; i < x->g->n_inputs; i++) { /* staged inputs */
         int v = x->g->inputs[i];
@@ -27,10 +32,39 @@ bool exec_graph_can_record(const executor *x, bool planned) {
            x->last_clean && !x->graph && x->plan.valid && !x->count_flops && !x->profile.on;
 }
 
+/* A device input into the buffer the recording reads (the caller's pointer may change from run
+ * to run): a copy on the device, in stream order before the replay. */
+static graft_status stage_device_input(executor *x, int i, const tensor *in, graft_err *e) {
+    const ir_graph *g = x->g;
+    if (!x->staged) {
+        x->staged = calloc((size_t)g->n_inputs + 1, sizeof *x->staged);
+        x->staged_bytes = calloc((size_t)g->n_inputs + 1, sizeof *x->staged_bytes);
+        if (!x->staged || !x->staged_bytes)
+            return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory staging inputs");
+    }
+    size_t bytes = (size_t)tensor_nbytes(in);
+    if (!x->staged[i]) {
+        TRY(exec_buffer_alloc(x, true, bytes ? bytes : 1, &x->staged[i], e));
+        x->staged_bytes[i] = bytes;
+    }
+    if (x->staged_bytes[i] != bytes)
+        return err_set(e, GRAFT_E_INTERNAL, "a recorded input changed size");
+    if (bytes) TRY(x->device->copy_on_device(x->device->impl, x->staged[i], in->data, bytes, e));
+    int v = g->inputs[i];
+    x->vals[v] = *in;
+    x->vals[v].data = x->staged[i];
+    x->on_dev[v] = 1;
+    return GRAFT_OK;
+}
+
 graft_status exec_graph_stage_inputs(executor *x, const tensor *inputs, graft_err *e) {
     const ir_graph *g = x->g;
     for (int i = 0; i < g->n_inputs; i++) {
         int v = g->inputs[i];
+        if (x->inputs_on_device) {
+            TRY(stage_device_input(x, i, &inputs[i], e));
+            continue;
+        }
         x->vals[v] = inputs[i];
         if (x->copy[v] && x->copy_kept[v]) {
             size_t bytes = (size_t)tensor_nbytes(&inputs[i]);
@@ -78,5 +112,5 @@ graft_status exec_graph_replay(executor *x, const tensor *inputs, graft_err *e) 
         x->on_dev[v] = 1;
         x->owned[v] = 2;
     }
-    return exec_outputs_to_host(x, e);
+    return exec_outputs_place(x, e);
 }

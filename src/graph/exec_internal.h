@@ -13,6 +13,10 @@ void exec_free_copy(executor *x, int v, bool kept_too);
 void exec_free_primary(executor *x, int v);
 graft_status exec_value_at(executor *x, int v, bool dev, tensor *view, graft_err *e);
 graft_status exec_outputs_to_host(executor *x, graft_err *e);
+/* With outputs_on_device: every graph output in device memory (host-computed ones copied). */
+graft_status exec_outputs_to_device(executor *x, graft_err *e);
+/* Where the run leaves its outputs: exec_outputs_to_host or _to_device. */
+graft_status exec_outputs_place(executor *x, graft_err *e);
 
 /* Profiling (exec_profile.c). */
 double exec_now(void);

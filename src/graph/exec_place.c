@@ -195,3 +195,36 @@ graft_status exec_outputs_to_host(executor *x, graft_err *e) {
     }
     return GRAFT_OK;
 }
+
+graft_status exec_outputs_to_device(executor *x, graft_err *e) {
+    const ir_graph *g = x->g;
+    for (int i = 0; i < g->n_outputs; i++) {
+        int v = g->outputs[i];
+        if (x->on_dev[v] && x->owned[v] != 0) continue; /* computed there */
+        /* On the host (a CPU node's, a constant), or the caller's own device input. */
+        size_t bytes = (size_t)tensor_nbytes(&x->vals[v]);
+        void *p = NULL;
+        TRY(exec_buffer_alloc(x, true, bytes ? bytes : 1, &p, e));
+        graft_status st =
+            !bytes ? GRAFT_OK
+            : x->on_dev[v]
+                ? x->device->copy_on_device(x->device->impl, p, x->vals[v].data, bytes, e)
+                : x->device->copy_to_device(x->device->impl, p, x->vals[v].data, bytes, e);
+        if (st == GRAFT_OK) st = x->device->synchronize(x->device->impl, e);
+        if (st != GRAFT_OK) {
+            exec_buffer_free(x, true, p);
+            return st;
+        }
+        exec_free_copy(x, v, false);
+        exec_free_primary(x, v);
+        x->vals[v].data = p;
+        x->on_dev[v] = 1;
+        x->owned[v] = 1;
+    }
+    return GRAFT_OK;
+}
+
+graft_status exec_outputs_place(executor *x, graft_err *e) {
+    if (x->device && x->outputs_on_device) return exec_outputs_to_device(x, e);
+    return exec_outputs_to_host(x, e);
+}

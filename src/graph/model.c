@@ -213,6 +213,14 @@ graft_status graft_model_run(graft_model *m, const graft_named_tensor *inputs, i
     if (m->ctx->options.num_threads > 0) omp_set_num_threads(m->ctx->options.num_threads);
 #endif
     graft_status st = model_bind_inputs(m, inputs, n_inputs, bound, e);
+    m->exec.inputs_on_device = m->inputs_on_device;
+    m->exec.outputs_on_device = m->outputs_on_device;
+    if (st == GRAFT_OK && (m->inputs_on_device || m->outputs_on_device) && m->batch.fixed > 0 &&
+        m->g.n_inputs > 0 && bound[0].ndim > 0 && bound[0].dims[0] != m->batch.fixed)
+        st = err_set(e, GRAFT_E_UNSUPPORTED,
+                     "the model takes batches of exactly %lld, and inputs or outputs on the "
+                     "device are not split into such batches: give %lld rows",
+                     (long long)m->batch.fixed, (long long)m->batch.fixed);
     if (st == GRAFT_OK) st = model_batch_run(m, bound, e);
     free(bound);
     return st;
