@@ -143,3 +143,15 @@ graft predict: warning: skipped $T/pos/sub/loop: link loop: leads back to '$T/po
 graft predict: warning: skipped $T/pos/twice.txt: same file as '$T/pos/a.txt' (listed once)
 EOF
 same data_folders_predict_text_skipped "$TMP/want.txt" "$TMP/pred.err"
+
+# ---- a FIFO named on the command line: refused, never opened for a blocking read ----
+timeout 20 "$GRAFT" predict --model "$TMP/t.onnx" "$T/pos/pipe.txt" >/dev/null 2>"$TMP/f.err"
+rc=$?
+check data_folders_fifo_by_name_text $([ $rc != 124 ] && grep -q 'not a regular file (a FIFO' "$TMP/f.err"; echo $?) \
+    "rc $rc: $(cat "$TMP/f.err")"
+mkfifo "$TMP/pipe.npy"
+timeout 20 "$GRAFT" run "$TMP/fx/fixed32.onnx" --input "input=$TMP/pipe.npy" --output-dir "$TMP/o" \
+    >/dev/null 2>"$TMP/f.err"
+rc=$?
+check data_folders_fifo_by_name_npy $([ $rc = 1 ] && grep -q 'not a regular file (a FIFO' "$TMP/f.err"; echo $?) \
+    "rc $rc: $(cat "$TMP/f.err")"

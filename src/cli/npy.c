@@ -1,6 +1,7 @@
 /* npy.c: NumPy .npy files: parse the header dictionary (descr, fortran_order, shape), read and
  * write C-ordered little-endian arrays. */
 #include "npy.h"
+#include "../core/files.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -68,9 +69,10 @@ static int parse_header(const char *h, graft_tensor *t, const char *path, char *
 
 int npy_read(const char *path, graft_tensor *t, char *err, size_t n) {
     memset(t, 0, sizeof *t);
-    FILE *fp = fopen(path, "rb");
+    const char *why = NULL;
+    FILE *fp = file_open_regular(path, &why);
     if (!fp) {
-        snprintf(err, n, "%s: cannot open: %s", path, strerror(errno));
+        snprintf(err, n, "%s: cannot open: %s", path, why);
         return -1;
     }
     unsigned char magic[10];

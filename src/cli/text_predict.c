@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli_util.h"
+#include "../core/files.h"
 
 /* One thing to read, after folders are expanded into their files. */
 typedef enum { ITEM_FILE, ITEM_CSV, ITEM_LINES, ITEM_ARG } item_kind;
@@ -177,8 +178,9 @@ static void add_text(batcher *b, const char *name, const char *text) {
 
 static void read_lines(batcher *b, const char *path) {
     int is_stdin = !strcmp(path, "-");
-    FILE *f = is_stdin ? stdin : fopen(path, "rb");
-    if (!f) return leave_out(b, path, strerror(errno));
+    const char *why = NULL;
+    FILE *f = is_stdin ? stdin : file_open_regular(path, &why);
+    if (!f) return leave_out(b, path, why);
     char *line = NULL, name[4200];
     size_t cap = 0;
     ssize_t n;
@@ -198,8 +200,9 @@ static void read_lines(batcher *b, const char *path) {
 
 /* A whole file as one text (as a text folder's samples are read). */
 static void read_file(batcher *b, const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return leave_out(b, path, strerror(errno));
+    const char *why = NULL;
+    FILE *f = file_open_regular(path, &why);
+    if (!f) return leave_out(b, path, why);
     char *buf = NULL;
     size_t n = 0, cap = 0, got = 1;
     int no_memory = 0;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "image_internal.h"
+#include "../core/files.h"
 
 void image_free(image_u8 *img) {
     if (!img) return;
@@ -195,8 +196,9 @@ graft_status image_decode_file(const char *path, int min_side, int64_t max_pixel
         return err_set(e, GRAFT_E_INVALID_ARGUMENT, "image_decode_file: no path or no output");
     out->width = out->height = 0;
     out->pixels = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return err_set(e, GRAFT_E_IO, "cannot open image '%s': %s", path, strerror(errno));
+    const char *why = NULL;
+    FILE *f = file_open_regular(path, &why);
+    if (!f) return err_set(e, GRAFT_E_IO, "cannot open image '%s': %s", path, why);
     uint8_t *buf = NULL; // whole file
     size_t size = 0, cap = 0;
     graft_status st = GRAFT_OK;

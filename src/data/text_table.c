@@ -14,6 +14,7 @@
 
 #include "csv.h"
 #include "text_folder.h"
+#include "../core/files.h"
 
 struct text_table {
     text_table_options opt; /* its strings point into opt_text */
@@ -321,8 +322,9 @@ static int parse_number(const char *s, double *out) {
 /* ---- CSV / TSV ------------------------------------------------------------------------------- */
 
 static graft_status read_whole_file(const char *path, char **buf, size_t *len, graft_err *e) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return err_set(e, GRAFT_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    const char *why = NULL;
+    FILE *f = file_open_regular(path, &why);
+    if (!f) return err_set(e, GRAFT_E_IO, "%s: cannot open: %s", path, why);
     size_t cap = 1 << 16, n = 0;
     char *b = malloc(cap);
     while (b) {

@@ -9,6 +9,7 @@
 
 #include "data/token_ids.h"
 #include "data/unicode.h"
+#include "../core/files.h"
 
 #define MAX_WORD_CHARS 100 /* longer words become [UNK] (max_input_chars_per_word) */
 
@@ -110,8 +111,9 @@ void wordpiece_free(wordpiece *wp) {
 
 graft_status tokenizer_read_file(const char *path, const char *what, char **out, size_t *size,
                                  graft_err *e) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return err_set(e, GRAFT_E_IO, "%s: cannot open %s: %s", path, what, strerror(errno));
+    const char *why = NULL;
+    FILE *f = file_open_regular(path, &why);
+    if (!f) return err_set(e, GRAFT_E_IO, "%s: cannot open %s: %s", path, what, why);
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap + 1);
     while (buf) {

@@ -1,5 +1,6 @@
 /* safetensors.c: .safetensors reading: strict hand-written JSON header parser and validation. */
 #include "train/safetensors.h"
+#include "core/files.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -580,8 +581,9 @@ graft_status safetensors_from_memory(safetensors_file **out, const void *bytes, 
 
 graft_status safetensors_open(safetensors_file **out, const char *path, graft_err *err) {
     *out = NULL;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return err_set(err, GRAFT_E_IO, "cannot open %s: %s", path, strerror(errno));
+    const char *why = NULL;
+    FILE *fp = file_open_regular(path, &why);
+    if (!fp) return err_set(err, GRAFT_E_IO, "cannot open %s: %s", path, why);
     struct stat sb;
     if (fstat(fileno(fp), &sb) != 0 || !S_ISREG(sb.st_mode)) {
         fclose(fp);

@@ -1,0 +1,13 @@
+/* files.h: opening input files as regular files only (a FIFO, device or folder is refused). */
+#ifndef GRAFT_CORE_FILES_H
+#define GRAFT_CORE_FILES_H
+
+#include <stdio.h>
+
+/* fopen(path, "rb") for a regular file: opened with O_NONBLOCK (so a FIFO cannot block the open),
+ * then checked with fstat on the open file (what is checked is what is read). On failure NULL,
+ * and *why (static or strerror's text) says why: the open's error, or "not a regular file (a
+ * FIFO)" and the like. */
+FILE *file_open_regular(const char *path, const char **why);
+
+#endif
