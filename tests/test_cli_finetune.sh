@@ -29,6 +29,11 @@ for f in metrics.jsonl report.html; do
 done
 if ls "$TMP"/report/events.out.tfevents.* >/dev/null 2>&1; then pass finetune_report_events
 else fail finetune_report_events missing; fi
+# Where the wall time went: one line in the summary, the same phases in the run log's summary.
+if grep -qE '^  wall time +[0-9.]+s: load [0-9.]+s, features and head [0-9.]+s, export checked on the validation data [0-9.]+s, export [0-9.]+s$' "$TMP/out.txt" &&
+    grep -q '"seconds_fit"' "$TMP/report/metrics.jsonl" && grep -q '"seconds_check_export"' "$TMP/report/metrics.jsonl"
+then pass finetune_phase_times
+else fail finetune_phase_times "$(grep 'wall time' "$TMP/out.txt")"; fi
 grep -E '^  (best epoch|val accuracy|time|skipped files|exported)' "$TMP/out.txt" | sed 's/^/  /'
 # The run's metrics.jsonl against its documented schema (docs/metrics.md), typed options, one
 # epoch record per epoch; its TensorBoard scalars and hparams against the records.

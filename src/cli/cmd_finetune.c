@@ -222,6 +222,20 @@ static int prepare(session *s, finetune_opts *o, run *r, int argc, char **argv) 
     return 0;
 }
 
+/* Where the wall time went, phase by phase (the terminal and --report's summary). */
+static void print_phases(const run *r) {
+    double load = r->t_loaded - r->t_start, fit = r->t_fitted - r->t_loaded,
+           check = r->t_checked - r->t_fitted, out = r->t_exported - r->t_checked;
+    printf("  wall time         %.2fs: load %.2fs, features and head %.2fs, export checked on the "
+           "validation data %.2fs, export %.2fs\n",
+           r->t_exported - r->t_start, load, fit, check, out);
+    if (!r->log) return;
+    run_log_summary(r->log, "seconds_load", run_log_float(load));
+    run_log_summary(r->log, "seconds_fit", run_log_float(fit));
+    run_log_summary(r->log, "seconds_check_export", run_log_float(check));
+    run_log_summary(r->log, "seconds_export", run_log_float(out));
+}
+
 /* Attach, evaluate, export. */
 static int finish(session *s, const finetune_opts *o, run *r) {
     int n = graft_dataset_class_count(s->train);
@@ -232,10 +246,13 @@ static int finish(session *s, const finetune_opts *o, run *r) {
     if (!counts || !names) return free(counts), free(names), 1;
     for (int c = 0; c < n; c++) names[c] = graft_dataset_class_name(s->train, c);
     int rc = confusion(s, o, counts, n);
+    r->t_checked = progress_now();
     if (!rc) print_summary(s, r, counts, n);
     if (!rc && s->log) run_log_confusion(s->log, n, names, counts);
     if (!rc) rc = session_export(s, o);
+    r->t_exported = progress_now();
     if (!rc) printf("  exported          %s\n", o->out);
+    if (!rc) print_phases(r);
     free(counts), free(names);
     return rc;
 }
@@ -344,13 +361,16 @@ int cmd_finetune(int argc, char **argv) {
              .last_val_acc = -1,
              .round = 1};
     finetune_catch_sigint();
+    r.t_start = progress_now();
     rc = prepare(&s, o, &r, argc, argv);
+    r.t_loaded = progress_now();
     int rounds = o->prune ? o->prune_rounds : 1;
     for (int k = 1; !rc && !finetune_interrupted && k <= rounds; k++) {
         if (k > 1) rc = next_round(&s, o, &r, k);
         if (!rc) rc = fit(&s, o, &r);
         if (!rc && !finetune_interrupted && rounds > 1) round_line(&r, o, k);
     }
+    r.t_fitted = progress_now();
     if (!rc && finetune_interrupted)
         rc = interrupted(&s, &r);
     else if (!rc)

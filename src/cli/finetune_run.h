@@ -29,6 +29,9 @@ typedef struct run {
     int64_t rate_base; /* samples of the epoch already trained when epoch_t0 was taken */
     double shown_at;   /* when the progress line was last drawn */
     double backbone_t0;
+    /* Wall time of each phase (progress_now): start, loaded (model, data, cut, trainer), fitted,
+     * the export checked on the validation data, exported. */
+    double t_start, t_loaded, t_fitted, t_checked, t_exported;
     int64_t backbone_ran[2]; /* samples the backbone ran for: training, validation data */
     /* Checkpoints: DIR/last.safetensors after every epoch and on Ctrl-C, DIR/best.safetensors
      * at the best validation loss (without validation data: every epoch, as last). */
