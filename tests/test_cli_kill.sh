@@ -78,8 +78,11 @@ fi
 if cmp -s <(sums "$TMP/whole") <(sums "$TMP/ck"); then pass cli_kill_checkpoints_identical
 else fail cli_kill_checkpoints_identical "$(diff <(sums "$TMP/whole") <(sums "$TMP/ck") | cut -c1-200)"; fi
 left=$(find "$TMP/ck" -name '*.tmp.*' -printf '%P ')
-if [ -z "$left" ] && [ $stale = 0 ]; then pass cli_kill_no_temporary_left
-else fail cli_kill_no_temporary_left "left at the end: '$left'; $stale times more than one"; fi
+# Between kills two temporaries may be there at once (a killed write of best and one of last, or a
+# kill before the next run got as far as cleaning): what must hold is that none is left at the end.
+echo "  $stale times more than one temporary between kills"
+if [ -z "$left" ]; then pass cli_kill_no_temporary_left
+else fail cli_kill_no_temporary_left "left at the end: '$left'"; fi
 # A kill while the head is exported may leave <out>.tmp.*; the next export (the final run's)
 # removes it (src/onnx/writer.c locks its temporary; core/temp_files.c removes unlocked ones).
 left=$(find "$TMP" -maxdepth 1 -name 'k.onnx.tmp.*' -printf '%P ')

@@ -35,8 +35,11 @@ static int parse_shape(const char *p, graft_tensor *t) {
         while (*p == ' ' || *p == ',') p++;
         if (*p == ')') return 0;
         char *end;
+        errno = 0;
         long long d = strtoll(p, &end, 10);
-        if (end == p || d < 0 || t->ndim >= GRAFT_MAX_DIMS) return -1;
+        /* a dim over 2^40 (the most elements graft's values have) is refused, zero dims or not */
+        if (end == p || d < 0 || errno == ERANGE || d > (1ll << 40) || t->ndim >= GRAFT_MAX_DIMS)
+            return -1;
         t->dims[t->ndim++] = d;
         p = end;
     }
@@ -102,15 +105,17 @@ int npy_read(const char *path, graft_tensor *t, char *err, size_t n) {
     if (!header || fread(header, 1, hlen, fp) != hlen) goto short_read;
     header[hlen] = '\0';
     if (parse_header(header, t, path, err, n) != 0) goto out;
-    /* The shape's size (overflow-checked) must match what the file holds before allocating. */
-    uint64_t numel = 1;
+    /* The shape's size (overflow-checked over its non-zero dims, so that a zero does not hide
+     * an overflowing product) must match what the file holds before allocating. */
+    uint64_t numel = 1, nonzero = 1;
     size_t es = graft_dtype_size(t->dtype);
     for (int i = 0; i < t->ndim; i++) {
         uint64_t d = (uint64_t)t->dims[i];
-        if (d != 0 && numel > (uint64_t)INT64_MAX / es / d) {
+        if (d != 0 && nonzero > (uint64_t)INT64_MAX / es / d) {
             fail(err, n, path, "the .npy shape's size overflows");
             goto out;
         }
+        nonzero *= d ? d : 1;
         numel *= d;
     }
     size_t bytes = (size_t)numel * es;
