@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "graft.h"
+#include "graph/model.h"
 #include "test_util.h"
 
 enum { N = 48, S = 12, VOCAB = 1000 };
@@ -485,6 +486,60 @@ static void warm_cache_reads_no_input(const char *gen, data *d, int skip) {
     graft_ctx_free(ctx);
 }
 
+/* A cap on the backbone's buffers under which a run of `big` samples fails for memory and one
+ * of a single sample runs: the largest power of two that does it, or 0. */
+static size_t cap_between(graft_model *m, data *d, int big) {
+    for (size_t cap = (size_t)1 << 26; cap >= 256; cap /= 2) {
+        graft_named_tensor in[3];
+        m->exec.max_buffer_bytes = cap;
+        for (int k = 0; k < 3; k++) in[k] = d->in[k], in[k].tensor.dims[0] = big;
+        graft_status st_big = graft_model_run(m, in, 3);
+        for (int k = 0; k < 3; k++) in[k].tensor.dims[0] = 1;
+        graft_status st_one = graft_model_run(m, in, 3);
+        m->exec.max_buffer_bytes = 0;
+        if (st_big == GRAFT_E_OUT_OF_MEMORY && st_one == GRAFT_OK) return cap;
+    }
+    return 0;
+}
+
+/* The backbone out of memory on a whole batch: the batch is split and retried, and the head
+ * trains to the same loss as without the limit. */
+static void backbone_out_of_memory_splits(const char *gen, data *d) {
+    graft_ctx *ctx;
+    graft_model *m;
+    graft_ctx_create(NULL, &ctx);
+    if ((m = load_cut(ctx, gen, GRAFT_POOLING_CLS)) == NULL) {
+        graft_ctx_free(ctx);
+        return;
+    }
+    size_t cap = cap_between(m, d, 16);
+    graft_head_options ho = GRAFT_HEAD_OPTIONS_INIT;
+    ho.n_outputs = 4;
+    graft_train_options to = GRAFT_TRAIN_OPTIONS_INIT;
+    to.epochs = 3, to.batch_size = 16, to.lr = 3e-2, to.seed = 3;
+    seen s[2] = {{0}, {0}};
+    graft_status st[2] = {GRAFT_E_INTERNAL, GRAFT_E_INTERNAL};
+    for (int run = 0; run < 2 && cap; run++) {
+        graft_trainer *t = NULL;
+        to.callback = on_report, to.callback_user = &s[run];
+        m->exec.max_buffer_bytes = run ? cap : 0;
+        st[run] = graft_trainer_create(m, &ho, &to, &t);
+        if (st[run] == GRAFT_OK)
+            st[run] = graft_trainer_fit(
+                t, d->in, 3, &(graft_tensor){GRAFT_DTYPE_I64, 1, {N}, d->labels}, NULL, 0, NULL);
+        m->exec.max_buffer_bytes = 0;
+        graft_trainer_free(t);
+    }
+    CHECK("backbone_out_of_memory_splits_the_batch",
+          cap && st[0] == GRAFT_OK && st[1] == GRAFT_OK &&
+              fabs(s[1].last_loss - s[0].last_loss) <= 1e-5 * fabs(s[0].last_loss) &&
+              s[1].backbone_samples == N,
+          "cap %zu, status %d/%d (%s), loss %.9g vs %.9g, backbone %lld", cap, st[0], st[1],
+          graft_last_error(ctx), s[1].last_loss, s[0].last_loss, (long long)s[1].backbone_samples);
+    graft_model_free(m);
+    graft_ctx_free(ctx);
+}
+
 static void batch_source(const char *gen, data *d) {
     graft_ctx *ctx;
     graft_model *m;
@@ -663,6 +718,7 @@ int main(int argc, char **argv) {
     feature_cache(gen, &d);
     warm_cache_reads_no_input(gen, &d, 0);
     warm_cache_reads_no_input(gen, &d, 1);
+    backbone_out_of_memory_splits(gen, &d);
     resume(gen, &d);
     extract_stop_and_metadata(gen, &d);
     early_stopping(gen, &d);

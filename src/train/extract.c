@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../core/context.h"
 #include "../core/hash.h"
 #include "feature_cache.h"
 #include "trainer.h"
@@ -150,9 +151,59 @@ static graft_status open_cache(graft_trainer *t, const char *path, const graft_b
     return GRAFT_OK;
 }
 
+/* Rows [from, from + m) of every input, as views (the inputs are host tensors, rows along dim
+ * 0). */
+static void slice_inputs(const graft_named_tensor *in, int n_in, int64_t from, int64_t m,
+                         graft_named_tensor *out) {
+    for (int k = 0; k < n_in; k++) {
+        out[k] = in[k];
+        const graft_tensor *t = &in[k].tensor;
+        int64_t row = t->dims[0] ? graft_tensor_numel(t) / t->dims[0] : 0;
+        out[k].tensor.dims[0] = m;
+        out[k].tensor.data = (char *)t->data + (size_t)(from * row) * graft_dtype_size(t->dtype);
+    }
+}
+
+/* The backbone on m samples into *feats rows [row, row + m): *feats (n, dim) is allocated once
+ * the feature size is known. Runs of at most t->backbone_max_batch samples; a run out of memory
+ * (a GPU's, typically) halves that and tries again, down to one sample, after which the error
+ * stands (it names what was asked for and what was free). */
+static graft_status backbone_rows(graft_trainer *t, const graft_named_tensor *in, int n_in,
+                                  int64_t m, int64_t row, int64_t n, float **feats, graft_err *e) {
+    graft_named_tensor part[32];
+    for (int64_t done = 0; done < m;) {
+        int64_t b = t->backbone_max_batch > 0 && t->backbone_max_batch < m - done
+                        ? t->backbone_max_batch
+                        : m - done;
+        slice_inputs(in, n_in, done, b, part);
+        graft_status st = graft_model_run(t->model, part, n_in);
+        if (st == GRAFT_E_OUT_OF_MEMORY && b > 1) {
+            t->backbone_max_batch = b / 2;
+            ctx_log(t->model->ctx, GRAFT_LOG_WARN,
+                    "out of memory running the backbone on %lld samples (%s); running it on "
+                    "%lld at a time",
+                    (long long)b, e->msg, (long long)(b / 2));
+            err_clear(e);
+            continue;
+        }
+        TRY(st);
+        const graft_tensor *f = NULL;
+        TRY(graft_model_output(t->model, 0, &f));
+        if (f->ndim != 2 || f->dims[0] != b || f->dtype != GRAFT_DTYPE_F32)
+            return err_set(e, GRAFT_E_SHAPE, "the features must be float32 (batch, features)");
+        TRY(trainer_setup(t, f->dims[1], e));
+        if (!*feats) {
+            *feats = malloc(sizeof(float) * (size_t)(n * t->dim));
+            if (!*feats) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory for features");
+        }
+        memcpy(*feats + (row + done) * t->dim, f->data, sizeof(float) * (size_t)(b * t->dim));
+        done += b;
+    }
+    return GRAFT_OK;
+}
+
 /* Features of the m delivered samples (source indices idx) into *feats at row `row`: from the
- * cache when all are there, else from the backbone. *feats (n, dim) is allocated once the
- * feature size is known. */
+ * cache when all are there, else from the backbone. */
 static graft_status batch_features(graft_trainer *t, feature_cache *fc, graft_named_tensor *in,
                                    int n_in, const int64_t *idx, int64_t m, int64_t row, int64_t n,
                                    float **feats, graft_err *e) {
@@ -165,18 +216,8 @@ static graft_status batch_features(graft_trainer *t, feature_cache *fc, graft_na
         return GRAFT_OK;
     }
     double t0 = seconds();
-    TRY(graft_model_run(t->model, in, n_in));
-    const graft_tensor *f = NULL;
-    TRY(graft_model_output(t->model, 0, &f));
-    if (f->ndim != 2 || f->dims[0] != m || f->dtype != GRAFT_DTYPE_F32)
-        return err_set(e, GRAFT_E_SHAPE, "the features must be float32 (batch, features)");
-    TRY(trainer_setup(t, f->dims[1], e));
-    if (!*feats) {
-        *feats = malloc(sizeof(float) * (size_t)(n * t->dim));
-        if (!*feats) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory for features");
-    }
+    TRY(backbone_rows(t, in, n_in, m, row, n, feats, e));
     float *dst = *feats + row * t->dim;
-    memcpy(dst, f->data, sizeof(float) * (size_t)(m * t->dim));
     t->backbone_samples += m;
     t->backbone_seconds += seconds() - t0;
     for (int64_t i = 0; fc && i < m; i++) TRY(feature_cache_put(fc, idx[i], dst + i * t->dim, e));

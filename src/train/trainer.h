@@ -46,6 +46,9 @@ struct graft_trainer {
     bool stop_requested;  /* the callback asked to stop: at the next optimizer step's end */
     bool extract_stopped; /* the extract callback stopped the backbone phase */
     int64_t backbone_samples;
+    /* The most samples one backbone run takes: the batch size, lowered when a run ran out of
+     * memory (the batch is then split in halves and retried; extract.c). */
+    int64_t backbone_max_batch;
     double backbone_seconds, head_seconds;
     int64_t skipped_steps; /* fp16 steps skipped for inf/NaN gradients */
     int cache_reason;      /* feature_cache_reason of the last cache opened */
