@@ -485,6 +485,10 @@ GRAFT_API graft_status graft_trainer_fit_source(graft_trainer *trainer,
                                                 const graft_batch_source *val);
 
 /* Loss and accuracy (classification) of the current head on labelled samples. */
+/* After a fit stopped for a NaN or infinite training loss: the samples of that batch (their
+ * indices in the training source, first 8 at most) into out[0..max); returns how many there are
+ * (0 when the last fit did not stop that way). */
+GRAFT_API int graft_trainer_failed_samples(const graft_trainer *trainer, int64_t *out, int max);
 GRAFT_API graft_status graft_trainer_evaluate(graft_trainer *trainer,
                                               const graft_named_tensor *inputs, int n_inputs,
                                               const graft_tensor *labels, double *loss,
@@ -688,6 +692,9 @@ GRAFT_API int64_t graft_dataset_size(const graft_dataset *ds);
 GRAFT_API int graft_dataset_class_count(const graft_dataset *ds);
 GRAFT_API const char *graft_dataset_class_name(const graft_dataset *ds, int index);
 /* Files skipped so far (at open, and while reading): path and reason. */
+/* The file sample `index` of this data set (or view) comes from (a CSV/TSV row: "FILE:LINE"),
+ * NULL when out of range; valid while ds lives. */
+GRAFT_API const char *graft_dataset_sample_path(const graft_dataset *ds, int64_t index);
 GRAFT_API int64_t graft_dataset_skipped_count(const graft_dataset *ds);
 GRAFT_API graft_status graft_dataset_skipped(const graft_dataset *ds, int64_t index,
                                              const char **path, const char **reason);

@@ -295,5 +295,14 @@ if [ $rc = 1 ] && grep -qE "training loss is (NaN|infinite) at epoch [0-9]+, ste
 else
     fail cli_checkpoint_nan_loss_stops "exit $rc: $(tail -3 "$TMP/nan.txt")"
 fi
+# ... and names the files of that batch: each a file of the training data, and as many as the
+# error's sample list names (at most 8).
+files=$(sed -n 's/^graft finetune: in that batch: //p' "$TMP/nan.txt")
+listed=$(grep -oE 'the batch of samples [0-9, ]+' "$TMP/nan.txt" | grep -oE '[0-9]+' | wc -l)
+ok=1
+[ -n "$files" ] || ok=0
+for f in $files; do case $f in "$TRAIN"/*) [ -f "$f" ] || ok=0 ;; *) ok=0 ;; esac; done
+if [ $ok = 1 ] && [ "$(echo "$files" | wc -l)" = "$listed" ]; then pass cli_checkpoint_nan_loss_names_files
+else fail cli_checkpoint_nan_loss_names_files "files '$files', $listed samples named: $(grep -m2 'batch' "$TMP/nan.txt")"; fi
 
 exit 0

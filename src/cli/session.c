@@ -195,7 +195,15 @@ int session_fit(session *s, const finetune_opts *o) {
     graft_status st = graft_dataset_source(s->train, o->threads, 2, o->train.seed, &train);
     if (st == GRAFT_OK && s->val) st = graft_dataset_source(s->val, o->threads, 2, 0, &val);
     if (st == GRAFT_OK) st = graft_trainer_fit_source(s->trainer, &train, s->val ? &val : NULL);
-    return st == GRAFT_OK ? 0 : session_fail(s, "training");
+    if (st == GRAFT_OK) return 0;
+    int rc = session_fail(s, "training");
+    int64_t bad[8];
+    int n = graft_trainer_failed_samples(s->trainer, bad, 8);
+    for (int i = 0; i < n && i < 8; i++) { /* a NaN/Inf loss: the batch's files, to look at */
+        const char *path = graft_dataset_sample_path(s->train, bad[i]);
+        if (path) fprintf(stderr, "graft %s: in that batch: %s\n", s->cmd, path);
+    }
+    return rc;
 }
 
 int session_export(session *s, const finetune_opts *o) {

@@ -281,3 +281,8 @@ graft_status graft_dataset_set_allocator(graft_dataset *ds, void *(*alloc)(void 
     ds->alloc_user = user;
     return GRAFT_OK;
 }
+
+const char *graft_dataset_sample_path(const graft_dataset *ds, int64_t index) {
+    if (!ds || index < 0 || index >= ds->n) return NULL;
+    return ds->sh->kind->item_path(ds->sh->impl, ds->items[index]);
+}

@@ -270,6 +270,8 @@ static graft_status read_all(graft_trainer *t, const graft_batch_source *src, fe
         if (st != GRAFT_OK) break;
         if (got > 0) {
             memcpy(labels + (size_t)row * ls, y.data, ls * (size_t)got);
+            for (int64_t i = 0; validation != 1 && t->row_source && i < got; i++)
+                t->row_source[row + i] = idx[i];
             st = batch_features(t, fc, in, src->n_inputs, idx, got, row, n, feats, e);
             row += got;
         }
@@ -308,7 +310,14 @@ graft_status trainer_extract_reported(graft_trainer *t, const graft_batch_source
         st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory for %lld samples' features",
                      (long long)n);
     int64_t rows = 0;
+    if (st == GRAFT_OK && validation != 1) { /* training rows -> samples, for error messages */
+        free(t->row_source);
+        t->n_row_source = 0;
+        t->row_source = malloc(sizeof(int64_t) * (size_t)n);
+        if (!t->row_source) st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    }
     if (st == GRAFT_OK) st = read_all(t, src, fc, validation, &feats, y, &rows, e);
+    if (st == GRAFT_OK && validation != 1) t->n_row_source = rows;
     if (st == GRAFT_OK && rows == 0 && !t->extract_stopped)
         st = err_set(e, GRAFT_E_INVALID_ARGUMENT, "the data source delivered no samples");
     graft_status st2 = fc ? feature_cache_close(fc, st == GRAFT_OK ? e : NULL) : GRAFT_OK;

@@ -241,13 +241,18 @@ void trainer_epoch_order(graft_trainer *t, int64_t *order, int64_t n) {
 
 /* A NaN or infinite training loss stops the run: the step, and the samples of its batch (their
  * indices in the data, which the caller maps to files), named. */
-static graft_status non_finite_loss(const graft_trainer *t, double loss, const int64_t *samples,
-                                    int64_t m, graft_err *e) {
+static graft_status non_finite_loss(graft_trainer *t, double loss, const int64_t *rows, int64_t m,
+                                    graft_err *e) {
     char list[160] = "";
     size_t at = 0;
-    for (int64_t i = 0; i < m && i < 8 && at < sizeof list; i++)
-        at += (size_t)snprintf(list + at, sizeof list - at, "%s%lld", i ? ", " : "",
-                               (long long)samples[i]);
+    t->n_failed_samples = 0;
+    for (int64_t i = 0; i < m && i < 8; i++) {
+        int64_t r = rows[i], sample = r >= 0 && r < t->n_row_source ? t->row_source[r] : r;
+        t->failed_samples[t->n_failed_samples++] = sample;
+        if (at < sizeof list)
+            at += (size_t)snprintf(list + at, sizeof list - at, "%s%lld", i ? ", " : "",
+                                   (long long)sample);
+    }
     return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                    "the training loss is %s at epoch %lld, step %lld (the batch of samples %s%s): "
                    "the features, targets or weights hold NaN/Inf, or the learning rate makes "

@@ -49,6 +49,11 @@ struct graft_trainer {
     /* The most samples one backbone run takes: the batch size, lowered when a run ran out of
      * memory (the batch is then split in halves and retried; extract.c). */
     int64_t backbone_max_batch;
+    /* Per training row: the source's sample index (rows skip unreadable samples), and the samples
+     * of the batch whose loss was NaN/Inf (graft_trainer_failed_samples). */
+    int64_t *row_source, n_row_source;
+    int64_t failed_samples[8];
+    int n_failed_samples;
     double backbone_seconds, head_seconds;
     int64_t skipped_steps; /* fp16 steps skipped for inf/NaN gradients */
     int cache_reason;      /* feature_cache_reason of the last cache opened */

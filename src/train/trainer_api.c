@@ -106,7 +106,14 @@ void graft_trainer_free(graft_trainer *t) {
     optim_free(t->opt);
     free(t->class_weights);
     free(t->best);
+    free(t->row_source);
     free(t);
+}
+
+int graft_trainer_failed_samples(const graft_trainer *t, int64_t *out, int max) {
+    if (!t) return 0;
+    for (int i = 0; out && i < t->n_failed_samples && i < max; i++) out[i] = t->failed_samples[i];
+    return t->n_failed_samples;
 }
 
 /* The closed-form start of a linear head: ridge regression of the targets on the features (one
