@@ -155,3 +155,16 @@ timeout 20 "$GRAFT" run "$TMP/fx/fixed32.onnx" --input "input=$TMP/pipe.npy" --o
 rc=$?
 check data_folders_fifo_by_name_npy $([ $rc = 1 ] && grep -q 'not a regular file (a FIFO' "$TMP/f.err"; echo $?) \
     "rc $rc: $(cat "$TMP/f.err")"
+
+# ---- limits: a text over 64 MiB is skipped with the reason, a tokenizer file over 1 GiB refused;
+# both checked before reading (sparse files, so the test stays fast) ----
+mkdir -p "$TMP/big"
+truncate -s 65M "$TMP/big/long.txt"
+timeout 20 "$GRAFT" predict --model "$TMP/t.onnx" "$TMP/big/long.txt" >/dev/null 2>"$TMP/f.err"
+check data_folders_text_over_limit $(grep -q "long.txt: over graft's limit of 64 MiB" "$TMP/f.err"; echo $?) \
+    "$(cat "$TMP/f.err")"
+truncate -s 1100M "$TMP/big/vocab.txt"
+echo hello | timeout 20 "$GRAFT" tokenize --vocab "$TMP/big/vocab.txt" >/dev/null 2>"$TMP/f.err"
+rc=$?
+check data_folders_vocab_over_limit $([ $rc != 0 ] && grep -q "over graft's limit of 1073741824 bytes" "$TMP/f.err"; echo $?) \
+    "rc $rc: $(cat "$TMP/f.err")"

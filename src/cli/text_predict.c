@@ -14,6 +14,8 @@
 #include "cli_util.h"
 #include "../core/files.h"
 
+#define TEXT_FILE_MAX_BYTES ((size_t)64 << 20) /* TEXT_SAMPLE_MAX_BYTES of src/data */
+
 /* One thing to read, after folders are expanded into their files. */
 typedef enum { ITEM_FILE, ITEM_CSV, ITEM_LINES, ITEM_ARG } item_kind;
 typedef struct item {
@@ -198,30 +200,15 @@ static void read_lines(batcher *b, const char *path) {
     if (!is_stdin) fclose(f);
 }
 
-/* A whole file as one text (as a text folder's samples are read). */
+/* A whole file as one text (as a text folder's samples are read, with the same limit). */
 static void read_file(batcher *b, const char *path) {
     const char *why = NULL;
-    FILE *f = file_open_regular(path, &why);
-    if (!f) return leave_out(b, path, why);
     char *buf = NULL;
-    size_t n = 0, cap = 0, got = 1;
-    int no_memory = 0;
-    while (got) {
-        if (n + 1 >= cap) {
-            char *nb = realloc(buf, cap = cap ? cap * 2 : 4096);
-            if (!nb) {
-                no_memory = 1;
-                break;
-            }
-            buf = nb;
-        }
-        n += (got = fread(buf + n, 1, cap - n - 1, f));
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad || no_memory)
-        leave_out(b, path, bad ? "read error" : "out of memory");
-    else if (buf[n] = 0, strlen(buf) != n)
+    size_t n = 0;
+    int too_big = 0;
+    if (file_read_all(path, TEXT_FILE_MAX_BYTES, &buf, &n, &why, &too_big) != 0)
+        return leave_out(b, path, too_big ? "over graft's limit of 64 MiB for one text" : why);
+    if (strlen(buf) != n)
         leave_out(b, path, "NUL byte in the file");
     else
         add_text(b, path, buf);

@@ -2,6 +2,7 @@
 #include "files.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -35,4 +36,39 @@ FILE *file_open_regular(const char *path, const char **why) {
         close(fd);
     }
     return f;
+}
+
+int file_read_all(const char *path, size_t max_bytes, char **buf, size_t *len, const char **why,
+                  int *too_big) {
+    *buf = NULL, *len = 0;
+    if (too_big) *too_big = 0;
+    FILE *f = file_open_regular(path, why);
+    if (!f) return -1;
+    struct stat sb;
+    size_t want = fstat(fileno(f), &sb) == 0 ? (size_t)sb.st_size : 0, n = 0;
+    char *b = NULL;
+    int rc = 0;
+    if (want > max_bytes) rc = -1, *why = "larger than the limit";
+    size_t cap = want + 1 < (1u << 16) ? (1u << 16) : want + 1;
+    if (!rc && !(b = malloc(cap + 1))) rc = -1, *why = "out of memory";
+    while (!rc) {
+        n += fread(b + n, 1, cap - n, f);
+        if (ferror(f)) rc = -1, *why = strerror(errno ? errno : EIO);
+        if (rc || n < cap) break;
+        char *nb = cap <= max_bytes ? realloc(b, cap * 2 + 1) : NULL;
+        if (!nb)
+            rc = -1, *why = cap > max_bytes ? "larger than the limit" : "out of memory";
+        else
+            b = nb, cap *= 2;
+    }
+    fclose(f);
+    if (!rc && n > max_bytes) rc = -1, *why = "larger than the limit";
+    if (rc) {
+        if (too_big) *too_big = strcmp(*why, "larger than the limit") == 0;
+        free(b);
+        return -1;
+    }
+    b[n] = 0;
+    *buf = b, *len = n;
+    return 0;
 }

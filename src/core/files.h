@@ -10,4 +10,11 @@
  * FIFO)" and the like. */
 FILE *file_open_regular(const char *path, const char **why);
 
+/* The whole of a regular file (file_open_regular) into *buf (malloc'd, NUL-terminated beyond
+ * *len), refused with a reason before allocating when it holds more than max_bytes (and while
+ * reading, should it grow). 0 on success; else -1 and *why: the open's reason, "out of memory",
+ * a read error, or "larger than ..." (*too_big set, when not NULL). */
+int file_read_all(const char *path, size_t max_bytes, char **buf, size_t *len, const char **why,
+                  int *too_big);
+
 #endif

@@ -321,30 +321,17 @@ static int parse_number(const char *s, double *out) {
 
 /* ---- CSV / TSV ------------------------------------------------------------------------------- */
 
-static graft_status read_whole_file(const char *path, char **buf, size_t *len, graft_err *e) {
+/* A CSV/TSV table or one text file as a sample, at most `max` bytes. */
+static graft_status read_whole_file(const char *path, size_t max, char **buf, size_t *len,
+                                    graft_err *e) {
     const char *why = NULL;
-    FILE *f = file_open_regular(path, &why);
-    if (!f) return err_set(e, GRAFT_E_IO, "%s: cannot open: %s", path, why);
-    size_t cap = 1 << 16, n = 0;
-    char *b = malloc(cap);
-    while (b) {
-        n += fread(b + n, 1, cap - n, f);
-        if (n < cap) break;
-        char *nb = cap * 2 > cap ? realloc(b, cap * 2) : NULL;
-        if (!nb) free(b);
-        b = nb;
-        cap *= 2;
-    }
-    int failed = ferror(f);
-    fclose(f);
-    if (!b) return no_memory(e, path);
-    if (failed) {
-        free(b);
-        return err_set(e, GRAFT_E_IO, "%s: read error", path);
-    }
-    *buf = b;
-    *len = n;
-    return GRAFT_OK;
+    int too_big = 0;
+    if (file_read_all(path, max, buf, len, &why, &too_big) == 0) return GRAFT_OK;
+    if (too_big)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "%s: over graft's limit of %zu MiB", path,
+                       max >> 20);
+    if (!strcmp(why, "out of memory")) return no_memory(e, path);
+    return err_set(e, GRAFT_E_IO, "%s: cannot open: %s", path, why);
 }
 
 /* Where the header names a column; -1 for name NULL. */
@@ -477,7 +464,7 @@ static graft_status fill_from_csv(text_table *t, const char *path, graft_err *e)
                        (int)t->opt.label_mode);
     char *buf;
     size_t len;
-    TRY(read_whole_file(path, &buf, &len, e));
+    TRY(read_whole_file(path, TEXT_TABLE_MAX_BYTES, &buf, &len, e));
     csv_reader r;
     csv_reader_init(&r, buf, len, delim, t->opt.literal_quotes ? 0 : '"');
     graft_status st = load_records(t, &r, path, e);
@@ -514,7 +501,7 @@ static graft_status add_file_sample(text_table *t, const char *path, const char 
     size_t len;
     graft_err fe;
     err_clear(&fe);
-    graft_status st = read_whole_file(path, &buf, &len, &fe);
+    graft_status st = read_whole_file(path, TEXT_SAMPLE_MAX_BYTES, &buf, &len, &fe);
     if (st == GRAFT_E_OUT_OF_MEMORY) return err_set(e, st, "%s", fe.msg);
     if (st != GRAFT_OK)
         return add_skip(t, path, 0, "unreadable: %s", fe.msg) ? GRAFT_OK : no_memory(e, path);

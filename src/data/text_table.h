@@ -5,6 +5,11 @@
 
 #include <stdint.h>
 
+/* Limits: a CSV/TSV table file, and one text file of a text folder (a longer one is skipped
+ * with the reason; tokenization keeps at most max_len tokens anyway). */
+#define TEXT_TABLE_MAX_BYTES ((size_t)4 << 30)
+#define TEXT_SAMPLE_MAX_BYTES ((size_t)64 << 20)
+
 #include "../core/error.h"
 
 typedef enum text_label_mode {

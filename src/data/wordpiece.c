@@ -112,29 +112,15 @@ void wordpiece_free(wordpiece *wp) {
 graft_status tokenizer_read_file(const char *path, const char *what, char **out, size_t *size,
                                  graft_err *e) {
     const char *why = NULL;
-    FILE *f = file_open_regular(path, &why);
-    if (!f) return err_set(e, GRAFT_E_IO, "%s: cannot open %s: %s", path, what, why);
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (n < cap) break;
-        char *nb = realloc(buf, cap * 2 + 1);
-        if (!nb) free(buf);
-        buf = nb, cap *= 2;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!buf)
-        return err_set(e, GRAFT_E_OUT_OF_MEMORY, "%s: out of memory reading the %s", path, what);
-    if (bad) {
-        free(buf);
-        return err_set(e, GRAFT_E_IO, "%s: cannot read %s: %s", path, what, strerror(errno));
-    }
-    buf[n] = 0;
-    *out = buf, *size = n;
-    return GRAFT_OK;
+    int too_big = 0;
+    if (file_read_all(path, TOKENIZER_MAX_FILE_BYTES, out, size, &why, &too_big) == 0)
+        return GRAFT_OK;
+    if (too_big)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "%s: the %s is over graft's limit of %u bytes for a tokenizer file", path,
+                       what, (unsigned)TOKENIZER_MAX_FILE_BYTES);
+    return err_set(e, strcmp(why, "out of memory") ? GRAFT_E_IO : GRAFT_E_OUT_OF_MEMORY,
+                   "%s: cannot open %s: %s", path, what, why);
 }
 
 /* Split the file into lines in place (the pool) and index them; a later duplicate wins. */

@@ -30,6 +30,8 @@ const char *wordpiece_token(const wordpiece *wp, int64_t id);
 int64_t wordpiece_pad_id(const wordpiece *wp);
 /* A vocabulary or tokenizer file, whole, NUL-terminated (*size without the NUL); errors name the
  * path and what the file is ("vocabulary", "merges.txt", "SentencePiece model"...). */
+/* Tokenizer files (vocab.txt, tokenizer.json, merges.txt) larger than this are refused. */
+#define TOKENIZER_MAX_FILE_BYTES (1u << 30)
 graft_status tokenizer_read_file(const char *path, const char *what, char **out, size_t *size,
                                  graft_err *e);
 
