@@ -28,8 +28,8 @@ typedef struct image_prep {
     char error[512]; /* why resolving failed */
 } image_prep;
 
-/* Resolve for the model's first input, which must be an image batch (4-d, float32 or float16,
- * NCHW or NHWC). given: the command's options (NULL: none; its other fields, e.g. augment, are
+/* Resolve for the model's first input, which must be an image batch (4-d, float32, float16 or
+ * uint8 pixels that the model normalises, NCHW or NHWC). given: the command's options (NULL: none; its other fields, e.g. augment, are
  * kept), given_set[PREP_FIELDS]: which of them the user gave. The input shape fixes crop = H
  * and resize = floor(H / 0.875) (timm's crop_pct) for a fixed square H x W, and the channels
  * (1: grayscale); a crop or channel count from an option or the metadata that the input cannot
