@@ -263,6 +263,9 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     run_suite asan_trainer $A/tests/test_trainer tests/data/trainer_fixtures.txt
     run_suite asan_fit $A/tests/test_fit "$GEN"
     run_suite asan_dataset $A/tests/test_dataset build/test-logs/images "$GEN/bad/valid_small.onnx"
+    mkdir -p build/test-logs/uint8_input-asan
+    run_suite asan_uint8_input $A/tests/test_uint8_input "$GEN" build/test-logs/uint8_input-asan \
+        "$(find build/test-logs/images -name '*.jpg' | sort | head -1)"
     run_suite asan_image_files $A/tests/test_image_files build/test-logs/image_files-asan
     run_suite asan_file_walk $A/tests/test_file_walk build/test-logs/file_walk-asan
     run_suite asan_text_dataset $A/tests/test_text_dataset tests/data
@@ -287,6 +290,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     run_suite asan_cli_tools tests/test_cli_tools.sh $A/graft "$GEN"
     run_suite asan_cli_help tests/test_cli_help.sh $A/graft
     run_suite asan_cli_images tests/test_cli_images.sh $A/graft "$GEN"
+    run_suite asan_cli_uint8 tests/test_cli_uint8.sh $A/graft "$GEN"
     run_suite asan_cli_data_folders tests/test_cli_data_folders.sh $A/graft "$GEN"
     run_suite asan_cli_names tests/test_cli_names.sh $A/graft "$GEN"
     run_suite asan_cli_fixbatch tests/test_cli_fixbatch.sh $A/graft
