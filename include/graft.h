@@ -290,6 +290,20 @@ GRAFT_API int graft_model_profile(const graft_model *model, graft_op_time *out, 
  * in fp32 and softmax/normalisation statistics are computed in fp32. Call once, after loading
  * (and cutting); GRAFT_DTYPE_F32 keeps the model as it is. */
 GRAFT_API graft_status graft_model_set_precision(graft_model *model, graft_dtype precision);
+/* Feed an image input as uint8 pixels instead of normalised floats (4x less to copy to a GPU):
+ * the float32 input `input` (NULL: the model's only rank-4 input) of (N, C, H, W), C = channels
+ * (3 or 1), becomes a uint8 input of the same name shaped (N, H, W, C) with nhwc = 1 or
+ * (N, C, H, W) with nhwc = 0, followed by Cast to float, Transpose (0, 3, 1, 2) when nhwc, then
+ * x * 1 / (255 std[c]) + -mean[c] / std[c] (constants (1, C, 1, 1)) feeding every former reader.
+ * Pixels are what graft_image_load gives with dtype GRAFT_DTYPE_U8. Call after loading (and
+ * cutting, which keeps the prologue); before or after graft_model_set_precision (after it the
+ * prologue computes in fp32, then the existing Cast to half). Once per input: a uint8 input is
+ * an error, as are a non-float or non-rank-4 input, a channel count that differs and a std of 0
+ * or a non-finite normalisation. graft_model_export writes the prologue: the exported model
+ * takes uint8. */
+GRAFT_API graft_status graft_model_set_uint8_input(graft_model *model, const char *input, int nhwc,
+                                                   const float mean[3], const float std[3],
+                                                   int channels);
 /* Where the model runs: "cpu", or "cuda:N (GPU name)". */
 GRAFT_API const char *graft_model_device(const graft_model *model);
 
@@ -530,7 +544,7 @@ typedef struct graft_image_options {
     float scale_min, scale_max, ratio_min, ratio_max; /* random-resized-crop ranges */
     float mean[3], std[3];                            /* normalisation of pixel / 255 */
     int nhwc;                                         /* 1: (N, H, W, 3); 0: (N, 3, H, W) */
-    graft_dtype dtype;                                /* F32 or F16 */
+    graft_dtype dtype; /* F32 or F16, or U8: the resized, cropped pixels, not normalised */
     int64_t max_pixels;     /* larger images are skipped (decompression bombs); 0: 178956970 */
     const char *input_name; /* the model input the images feed (default "input") */
     int grayscale; /* 1: one channel, PIL's convert("L"), normalised with mean[0], std[0] */

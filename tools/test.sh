@@ -148,6 +148,10 @@ if setup_build build/release --buildtype=release; then
     rm -rf build/test-logs/images
     run_suite image_folder_data python3 tools/make_image_folder.py build/test-logs/images
     run_suite dataset $R/tests/test_dataset build/test-logs/images "$GEN/bad/valid_small.onnx"
+    rm -rf build/test-logs/uint8_input && mkdir -p build/test-logs/uint8_input
+    run_suite uint8_input $R/tests/test_uint8_input "$GEN" build/test-logs/uint8_input \
+        "$(find build/test-logs/images -name '*.jpg' | sort | head -1)"
+    run_suite uint8_input_ort python3 tools/check_export.py build/test-logs/uint8_input
     run_suite image_files $R/tests/test_image_files build/test-logs/image_files
     run_suite file_walk $R/tests/test_file_walk build/test-logs/file_walk
     run_suite text_dataset $R/tests/test_text_dataset tests/data
@@ -179,6 +183,7 @@ if setup_build build/release --buildtype=release; then
     run_suite cli_tools tests/test_cli_tools.sh $R/graft "$GEN"
     run_suite cli_help tests/test_cli_help.sh $R/graft
     run_suite cli_images tests/test_cli_images.sh $R/graft "$GEN"
+    run_suite cli_uint8 tests/test_cli_uint8.sh $R/graft "$GEN"
     run_suite cli_data_folders tests/test_cli_data_folders.sh $R/graft "$GEN"
     run_suite cli_names tests/test_cli_names.sh $R/graft "$GEN"
     run_suite cli_fixbatch tests/test_cli_fixbatch.sh $R/graft
@@ -262,6 +267,9 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     run_suite asan_fit $A/tests/test_fit "$GEN"
     run_suite asan_checkpoint $A/tests/test_checkpoint models/digits_cnn.onnx
     run_suite asan_dataset $A/tests/test_dataset build/test-logs/images "$GEN/bad/valid_small.onnx"
+    mkdir -p build/test-logs/uint8_input-asan
+    run_suite asan_uint8_input $A/tests/test_uint8_input "$GEN" build/test-logs/uint8_input-asan \
+        "$(find build/test-logs/images -name '*.jpg' | sort | head -1)"
     run_suite asan_image_files $A/tests/test_image_files build/test-logs/image_files-asan
     run_suite asan_file_walk $A/tests/test_file_walk build/test-logs/file_walk-asan
     run_suite asan_text_dataset $A/tests/test_text_dataset tests/data
@@ -286,6 +294,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     run_suite asan_cli_tools tests/test_cli_tools.sh $A/graft "$GEN"
     run_suite asan_cli_help tests/test_cli_help.sh $A/graft
     run_suite asan_cli_images tests/test_cli_images.sh $A/graft "$GEN"
+    run_suite asan_cli_uint8 tests/test_cli_uint8.sh $A/graft "$GEN"
     run_suite asan_cli_data_folders tests/test_cli_data_folders.sh $A/graft "$GEN"
     run_suite asan_cli_names tests/test_cli_names.sh $A/graft "$GEN"
     run_suite asan_cli_fixbatch tests/test_cli_fixbatch.sh $A/graft

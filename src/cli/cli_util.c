@@ -266,3 +266,19 @@ graft_ctx *cli_ctx(const char *cmd, int threads, const char *device) {
     }
     return ctx;
 }
+
+int cli_uint8_input(const char *cmd, graft_ctx *ctx, graft_model *m) {
+    graft_image_options o = GRAFT_IMAGE_OPTIONS_INIT;
+    int channels = 3;
+    for (int i = 0; i < graft_model_input_count(m); i++) {
+        graft_value_info v;
+        if (graft_model_input_info(m, i, &v) == GRAFT_OK && v.ndim == 4 && v.dims[1] == 1)
+            channels = 1;
+    }
+    if (graft_image_options_from_model(m, &o) != GRAFT_OK ||
+        graft_model_set_uint8_input(m, NULL, 1, o.mean, o.std, channels) != GRAFT_OK) {
+        fprintf(stderr, "graft %s: --uint8: %s\n", cmd, graft_last_error(ctx));
+        return 1;
+    }
+    return 0;
+}

@@ -48,6 +48,10 @@ void cli_json_string(FILE *f, const char *s);
 int cli_device(const char *cmd, const char *value, char *out, size_t out_size);
 /* Parse a --precision value (fp32, fp16, bf16); 0, or 2 after printing the error. */
 int cli_precision(const char *cmd, const char *value, graft_dtype *out);
+/* --uint8: the model's only image input becomes uint8 NHWC (graft_model_set_uint8_input) with
+ * the normalisation of its metadata (graft.image.mean/std), else ImageNet's; channels from the
+ * input. 0, or 1 after printing the error. */
+int cli_uint8_input(const char *cmd, graft_ctx *ctx, graft_model *m);
 /* A context with `threads` compute threads on `device` (NULL: the CPU); NULL after an error. */
 graft_ctx *cli_ctx(const char *cmd, int threads, const char *device);
 /* The device to create a context with: "auto" becomes "cpu" when there is no usable GPU (in a

@@ -56,6 +56,7 @@ static void print_summary(session *s, const run *r, const int64_t *counts, int n
         printf("  val accuracy      %.4f (%lld of %lld, exported model)\n", (double)right / total,
                (long long)right, (long long)total);
     printf("  device            %s\n", graft_model_device(s->model));
+    if (s->uint8_input) printf("  input             uint8 NHWC, normalised in the model\n");
     printf("  time              backbone %.1fs (%lld samples run; the rest from the cache), head "
            "%.1fs\n",
            r->last.backbone_seconds, (long long)r->last.backbone_samples, r->last.head_seconds);
@@ -209,6 +210,7 @@ static int prepare(session *s, finetune_opts *o, run *r, int argc, char **argv) 
     }
     if (graft_model_cut(s->model, o->cut, o->pooling) != GRAFT_OK)
         return session_fail(s, "cutting");
+    if (session_apply_uint8(s)) return 1;
     if (make_trainer(s, o, r)) return 1;
     if (o->report_dir) {
         char err[512];
@@ -284,6 +286,7 @@ static int next_round(session *s, finetune_opts *o, run *r, int k) {
     if (session_prune_through(s, o, k, &r->prune)) return 1;
     if (graft_model_cut(s->model, o->cut, o->pooling) != GRAFT_OK)
         return session_fail(s, "cutting");
+    if (session_apply_uint8(s)) return 1;
     /* best is per round: a less pruned round's head does not fit this backbone */
     r->best_val_loss = 1e300, r->best_val_acc = r->last_val_acc = -1, r->best_epoch = 0;
     r->round = k;
@@ -353,7 +356,7 @@ int cmd_finetune(int argc, char **argv) {
     int rc;
     finetune_opts *o = parse_options(argc, argv, &rc);
     if (!o) return rc;
-    session s = {.cmd = "finetune"};
+    session s = {.cmd = "finetune", .allow_uint8 = true};
     run r = {.o = o,
              .tty = isatty(1) != 0,
              .best_val_loss = 1e300,

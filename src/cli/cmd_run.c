@@ -65,6 +65,9 @@ static const cli_option run_options[] = {
     {"output-dir", "DIR", NULL, NULL, NULL, "the folder the outputs go to (required; created)"},
     {"device", "D", "cpu", NULL, NULL, "cpu, auto (a GPU when usable), cuda or cuda:N"},
     {"precision", "P", "fp32", precisions, NULL, "fp16 and bf16 are for a GPU"},
+    {"uint8", NULL, NULL, NULL, NULL,
+     "the image input takes uint8 NHWC pixels (N, H, W, C), normalised inside the model (the "
+     "mean and std of its metadata, else ImageNet's)"},
 };
 
 static const cli_command run_command = {
@@ -87,7 +90,8 @@ static const cli_command run_command = {
 
 /* The option o with value v; 0, or 2 after printing the error. */
 static int run_option(const cli_option *o, const char *v, const char **out_dir, char **names,
-                      int *n_inputs, char *device, graft_dtype *precision) {
+                      int *n_inputs, char *device, graft_dtype *precision, int *uint8) {
+    if (!strcmp(o->name, "uint8")) return *uint8 = 1, 0;
     if (!strcmp(o->name, "device")) return cli_device("run", v, device, 32);
     if (!strcmp(o->name, "precision")) return cli_precision("run", v, precision);
     if (!strcmp(o->name, "output-dir")) return *out_dir = v, 0;
@@ -102,14 +106,14 @@ int cmd_run(int argc, char **argv) {
     const cli_option *o;
     graft_named_tensor inputs[MAX_INPUTS];
     char *names[MAX_INPUTS];
-    int n_inputs = 0, rc = 1, k;
+    int n_inputs = 0, rc = 1, k, uint8 = 0;
     char device[32] = "cpu";
     graft_dtype precision = GRAFT_DTYPE_F32;
     cli_parser p;
     cli_parser_init(&p, &run_command, NULL, argc, argv);
     while ((k = cli_next(&p, &o, &v)) > 0) {
         if (k == CLI_OPTION) {
-            if (run_option(o, v, &out_dir, names, &n_inputs, device, &precision)) return 2;
+            if (run_option(o, v, &out_dir, names, &n_inputs, device, &precision, &uint8)) return 2;
         } else if (!path)
             path = v;
         else
@@ -135,9 +139,12 @@ int cmd_run(int argc, char **argv) {
     graft_ctx *ctx = cli_ctx("run", 0, device);
     if (!ctx) goto done;
     graft_model *m = NULL;
-    if (graft_model_load(ctx, path, &m) != GRAFT_OK ||
-        graft_model_set_precision(m, precision) != GRAFT_OK ||
-        graft_model_run(m, inputs, n_inputs) != GRAFT_OK)
+    if (graft_model_load(ctx, path, &m) != GRAFT_OK)
+        fprintf(stderr, "graft run: %s\n", graft_last_error(ctx));
+    else if (uint8 && cli_uint8_input("run", ctx, m))
+        ; /* the error is printed */
+    else if (graft_model_set_precision(m, precision) != GRAFT_OK ||
+             graft_model_run(m, inputs, n_inputs) != GRAFT_OK)
         fprintf(stderr, "graft run: %s\n", graft_last_error(ctx));
     else
         rc = write_outputs(ctx, m, out_dir);

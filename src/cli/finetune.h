@@ -19,7 +19,8 @@ typedef struct finetune_opts {
     graft_image_options image;
     bool image_set[6]; /* resize, crop, grayscale, mean, std given on the command line */
     int max_len, threads, softmax, resume, no_cache, cased, fp16_weights;
-    int pad_max; /* --pad max: every text padded to max_len, not to its batch's longest */
+    int pad_max;     /* --pad max: every text padded to max_len, not to its batch's longest */
+    int input_uint8; /* --input-uint8: -1 auto (on for a cuda device), 0 off, 1 on */
     char device[32];
     char precision[16];
     char strings[64][256]; /* storage for values read from a config file */

@@ -98,8 +98,9 @@ int image_prep_resolve(image_prep *p, graft_ctx *ctx, const graft_model *m,
     graft_value_info v;
     if (graft_model_input_count(m) < 1 || graft_model_input_info(m, 0, &v) != GRAFT_OK)
         return fail(p, "the model has no inputs");
-    if (v.ndim != 4 || (v.dtype != GRAFT_DTYPE_F32 && v.dtype != GRAFT_DTYPE_F16))
-        return fail(p, "input '%s' is not an image batch (N, C, H, W) of float32 or float16",
+    if (v.ndim != 4 ||
+        (v.dtype != GRAFT_DTYPE_F32 && v.dtype != GRAFT_DTYPE_F16 && v.dtype != GRAFT_DTYPE_U8))
+        return fail(p, "input '%s' is not an image batch (N, C, H, W) of float32, float16 or uint8",
                     v.name);
     if (graft_image_options_from_model(m, &meta) != GRAFT_OK)
         return fail(p, "%s", graft_last_error(ctx));

@@ -28,13 +28,13 @@ typedef struct image_prep {
     char error[512]; /* why resolving failed */
 } image_prep;
 
-/* Resolve for the model's first input, which must be an image batch (4-d, float32 or float16,
- * NCHW or NHWC). given: the command's options (NULL: none; its other fields, e.g. augment, are
- * kept), given_set[PREP_FIELDS]: which of them the user gave. The input shape fixes crop = H
- * and resize = floor(H / 0.875) (timm's crop_pct) for a fixed square H x W, and the channels
- * (1: grayscale); a crop or channel count from an option or the metadata that the input cannot
- * take is an error. Layout, dtype and input name always come from the input. Returns 0, or -1
- * with p->error set. */
+/* Resolve for the model's first input, which must be an image batch (4-d, float32, float16 or
+ * uint8 pixels that the model normalises, NCHW or NHWC). given: the command's options (NULL: none;
+ * its other fields, e.g. augment, are kept), given_set[PREP_FIELDS]: which of them the user gave.
+ * The input shape fixes crop = H and resize = floor(H / 0.875) (timm's crop_pct) for a fixed square
+ * H x W, and the channels (1: grayscale); a crop or channel count from an option or the metadata
+ * that the input cannot take is an error. Layout, dtype and input name always come from the input.
+ * Returns 0, or -1 with p->error set. */
 int image_prep_resolve(image_prep *p, graft_ctx *ctx, const graft_model *m,
                        const graft_image_options *given, const bool *given_set);
 /* "option", "model metadata", "model input shape" or "default". */

@@ -68,6 +68,22 @@ static bool pads_per_batch(const graft_model *m) {
     return graft_model_text_inputs(m, roles) == GRAFT_OK && roles[GRAFT_TEXT_INPUT_MASK];
 }
 
+/* --input-uint8: on, or auto with the model on a GPU, for a float32 image input. */
+static bool wants_uint8(const session *s, const finetune_opts *o) {
+    if (!s->allow_uint8 || o->input_uint8 == 0) return false;
+    if (o->input_uint8 < 0 && strncmp(graft_model_device(s->model), "cuda", 4) != 0) return false;
+    return s->prep.o.dtype == GRAFT_DTYPE_F32 || o->input_uint8 > 0;
+}
+
+int session_apply_uint8(session *s) {
+    if (!s->uint8_input) return 0;
+    const graft_image_options *p = &s->prep.o;
+    if (graft_model_set_uint8_input(s->model, s->prep.input_name, 1, p->mean, p->std,
+                                    p->grayscale ? 1 : 3) != GRAFT_OK)
+        return session_fail(s, "--input-uint8");
+    return 0;
+}
+
 int session_open_data(session *s, finetune_opts *o) {
     graft_status st;
     if (o->vocab) {
@@ -87,6 +103,10 @@ int session_open_data(session *s, finetune_opts *o) {
         if (image_prep_resolve(&s->prep, s->ctx, s->model, &o->image, o->image_set) != 0) {
             fprintf(stderr, "graft %s: %s: %s\n", s->cmd, o->model, s->prep.error);
             return 1;
+        }
+        if (wants_uint8(s, o)) {
+            s->uint8_input = true;
+            s->prep.o.dtype = GRAFT_DTYPE_U8, s->prep.o.nhwc = 1;
         }
         o->image = s->prep.o;
         image_prep_print(stdout, &s->prep);

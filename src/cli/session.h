@@ -21,6 +21,8 @@ typedef struct session {
     bool val_shares_train; /* a split: both views report the same skipped files */
     char cache[4096];      /* the feature cache folder: the trainer keeps a pointer to it */
     image_prep prep;       /* images: the preprocessing and where each value came from */
+    bool allow_uint8;      /* the command honours --input-uint8 (finetune) */
+    bool uint8_input;      /* the data decode to uint8 NHWC; session_apply_uint8 rewrites */
     /* The classes when there is no training data (an export from a checkpoint's record). */
     const char *const *class_names;
     int n_classes;
@@ -35,6 +37,9 @@ int session_fail(session *s, const char *what);
  * preprocessed as image_prep_resolve says (the options, the model's metadata, its input shape,
  * ImageNet's defaults; printed as a block), or text with --vocab. */
 int session_open_data(session *s, finetune_opts *o);
+/* With s->uint8_input, make the (cut) model's image input uint8 NHWC with s->prep's
+ * normalisation inside it (graft_model_set_uint8_input); 0, or 1 after the error. */
+int session_apply_uint8(session *s);
 /* A text run's vocabulary against the model: token ids must be below the row count of the
  * word embeddings that input_ids indexes. 0, or 2 after an error naming both sizes and files. */
 int session_check_vocab(session *s, const finetune_opts *o);

@@ -31,8 +31,10 @@ static graft_status check_options(const graft_image_options *o, graft_err *e) {
                        "image options: crop must be 1..16384 (a batch needs one size) and resize "
                        "0..16384 (got crop %d, resize %d)",
                        o->crop, o->resize);
-    if (o->dtype != GRAFT_DTYPE_F32 && o->dtype != GRAFT_DTYPE_F16)
-        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "image options: dtype must be F32 or F16");
+    if (o->dtype != GRAFT_DTYPE_F32 && o->dtype != GRAFT_DTYPE_F16 && o->dtype != GRAFT_DTYPE_U8)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "image options: dtype must be F32, F16 or U8 (got %s)",
+                       graft_dtype_name(o->dtype));
     for (int c = 0; c < 3; c++)
         if (!(o->std[c] > 0.0f))
             return err_set(e, GRAFT_E_INVALID_ARGUMENT, "image options: std must be > 0");
@@ -113,12 +115,14 @@ static graft_status gray_to_tensor(void *dst, const graft_image_options *o, cons
     float scale = 1.0f / (255.0f * o->std[0]), shift = o->mean[0] / o->std[0];
     for (int64_t i = 0; i < n; i++) {
         float v = (float)img->pixels[3 * i] * scale - shift;
-        if (o->dtype == GRAFT_DTYPE_F32)
+        if (o->dtype == GRAFT_DTYPE_U8)
+            ((uint8_t *)dst)[i] = img->pixels[3 * i];
+        else if (o->dtype == GRAFT_DTYPE_F32)
             ((float *)dst)[i] = v;
         else if (o->dtype == GRAFT_DTYPE_F16)
             ((uint16_t *)dst)[i] = f32_to_f16(v);
         else
-            return err_set(e, GRAFT_E_INVALID_ARGUMENT, "image dtype must be F32 or F16");
+            return err_set(e, GRAFT_E_INVALID_ARGUMENT, "image dtype must be F32, F16 or U8");
     }
     return GRAFT_OK;
 }
@@ -147,6 +151,8 @@ graft_status image_prepare(const char *path, const graft_image_options *o, void 
     }
     if (st == GRAFT_OK && o->grayscale)
         st = gray_to_tensor(dst, o, &b, e);
+    else if (st == GRAFT_OK && o->dtype == GRAFT_DTYPE_U8)
+        st = transform_to_u8(dst, o->nhwc != 0, &b, e);
     else if (st == GRAFT_OK)
         st = transform_to_tensor(dst, o->dtype, o->nhwc != 0, &b, o->mean, o->std, e);
     image_free(&img), image_free(&a), image_free(&b);

@@ -171,3 +171,17 @@ graft_status transform_to_tensor(void *dst, graft_dtype dtype, bool nhwc, const 
     }
     return GRAFT_OK;
 }
+
+graft_status transform_to_u8(void *dst, bool nhwc, const image_u8 *img, graft_err *e) {
+    if (!dst || !img || !img->pixels || img->width <= 0 || img->height <= 0)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "transforms: to_u8 of an empty image");
+    size_t plane = (size_t)img->width * img->height;
+    uint8_t *out = dst; // (3, H, W) or (H, W, 3)
+    if (nhwc) {
+        memcpy(out, img->pixels, plane * 3);
+        return GRAFT_OK;
+    }
+    for (size_t i = 0; i < plane; i++)
+        for (int c = 0; c < 3; c++) out[(size_t)c * plane + i] = img->pixels[i * 3 + (size_t)c];
+    return GRAFT_OK;
+}

@@ -32,6 +32,9 @@ graft_status transform_crop_resize(image_u8 *out, const image_u8 *in, int x, int
 void transform_hflip(image_u8 *img);
 /* ToTensor + Normalize: (pixel / 255 - mean[c]) / std[c], written as CHW (nhwc false) or HWC,
  * f32 or f16, into dst (3 * height * width elements of dtype). */
+/* The pixels as they are, uint8, written as CHW (nhwc false) or HWC into dst (3 * height *
+ * width bytes): what a model with a uint8 input (graft_model_set_uint8_input) takes. */
+graft_status transform_to_u8(void *dst, bool nhwc, const image_u8 *img, graft_err *e);
 graft_status transform_to_tensor(void *dst, graft_dtype dtype, bool nhwc, const image_u8 *img,
                                  const float mean[3], const float std[3], graft_err *e);
 
