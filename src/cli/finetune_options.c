@@ -59,9 +59,9 @@ static const cli_option options[] = {
      "compute precision of the head (and on a GPU of the backbone); auto: fp32"},
     {"device", "auto|cpu|cuda[:N]", "auto", NULL, NULL,
      "where the backbone runs (auto: a GPU when usable)"},
-    {"input-uint8", "auto|on|off", "auto", uint8_modes, NULL,
+    {"input-uint8", "auto|on|off", "off", uint8_modes, NULL,
      "feed images as uint8 pixels and normalise inside the model (4x less to copy to a GPU; "
-     "the exported model then takes uint8 NHWC); auto: on for a cuda device"},
+     "the exported model then takes uint8 NHWC, not float); auto: on for a cuda device"},
     {"threads", "N", "0", NULL, NULL, "decoding threads (0: all cores)"},
     {"resize", "N", "model, else 256", NULL, "images",
      "resize the shorter side to N (0: no resize); an image option not given comes from the "
@@ -407,7 +407,7 @@ static void defaults(finetune_opts *o) {
     o->max_len = 128;
     o->softmax = 1;
     snprintf(o->device, sizeof o->device, "auto");
-    o->input_uint8 = -1;
+    o->input_uint8 = 0; /* off: the export keeps the float input users feed */
     snprintf(o->precision, sizeof o->precision, "auto");
 }
 
