@@ -3,7 +3,6 @@
  * decoder tolerance for every JPEG in the image folder and generated ones, bad files left to the
  * CPU, the errors, and the throughput of both paths (INFO). Args: MODEL.onnx IMAGE_DIR */
 #include <dirent.h>
-#include <jpeglib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +11,8 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+
+#include <jpeglib.h> /* after stdio.h */
 
 #include "data/transforms.h"
 #include "gpu_test_util.h"
