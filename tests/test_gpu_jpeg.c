@@ -146,7 +146,7 @@ static size_t slot_size(const graft_image_options *o) {
  * resize + crop + to_tensor of them must equal the GPU's output bit for bit. */
 static void exactness(graft_ctx *ctx, graft_model *m, const file_bytes *f, int w, int h) {
     char name[600];
-    snprintf(name, sizeof name, "exact_resize %s (%dx%d)", strrchr(f->path, '/') + 1, w, h);
+    snprintf(name, sizeof name, "exact_resize %.500s (%dx%d)", strrchr(f->path, '/') + 1, w, h);
     int side = w > h ? w : h;
     graft_image_options raw_o = GRAFT_IMAGE_OPTIONS_INIT;
     raw_o.resize = 0, raw_o.crop = side, raw_o.nhwc = 1, raw_o.dtype = GRAFT_DTYPE_U8;
@@ -179,7 +179,7 @@ static void exactness(graft_ctx *ctx, graft_model *m, const file_bytes *f, int w
         int64_t bad = 0;
         for (size_t i = 0; st == GRAFT_OK && i < bytes / 4; i++) bad += cpu[i] != gpu[i];
         char sub[700];
-        snprintf(sub, sizeof sub, "%s %s", name, layout ? "nhwc" : "nchw");
+        snprintf(sub, sizeof sub, "%.600s %s", name, layout ? "nhwc" : "nchw");
         CHECK(sub, st == GRAFT_OK && ok && bad == 0, "status %d decoded %d, %lld values differ", st,
               ok, (long long)bad);
         free(cpu), free(gpu);
@@ -210,7 +210,7 @@ static void against_cpu(graft_ctx *ctx, graft_model *m, const file_bytes *f, con
     graft_jpeg_decoder_free(d);
     for (int i = 0; st == GRAFT_OK && i < n; i++) {
         const char *base = strrchr(f[i].path, '/') ? strrchr(f[i].path, '/') + 1 : f[i].path;
-        snprintf(name, sizeof name, "%s %s", what, base);
+        snprintf(name, sizeof name, "%.100s %.500s", what, base);
         graft_status cs = graft_image_load(ctx, f[i].path, &cpu_o, cpu, cpu_slot);
         if (cs != GRAFT_OK || !decoded[i]) {
             if (cs != GRAFT_OK || must[i])

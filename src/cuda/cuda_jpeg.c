@@ -240,6 +240,11 @@ static int classify(graft_jpeg_decoder *d, const uint8_t *p, size_t n, int *w, i
     if ((comps != 1 && comps != 3) || css == NVJPEG_CSS_UNKNOWN || ws[0] <= 0 || hs[0] <= 0)
         return 0;
     if ((int64_t)ws[0] * hs[0] > d->o.max_pixels) return 0;
+    /* A resize the CPU refuses (over its pixel limit) is the CPU's to report. */
+    int rw = ws[0], rh = hs[0];
+    if (d->o.resize > 0 && transform_shorter_size(ws[0], hs[0], d->o.resize, &rw, &rh, NULL))
+        return 0;
+    if ((int64_t)rw * rh > IMAGE_MAX_PIXELS) return 0;
     *w = ws[0], *h = hs[0];
     if (!d->have_hw) return 2;
     int unsupported = 1;
@@ -445,7 +450,13 @@ graft_status graft_jpeg_decode_batch(graft_jpeg_decoder *d, const unsigned char 
     if (!plans) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "graft_jpeg_decode_batch: out of memory");
     graft_status st = GRAFT_OK;
     for (int i = 0; i < n && st == GRAFT_OK; i++)
-        if (d->group[i]) st = plan_image(&d->o, d->width[i], d->height[i], &plans[i], e);
+        if (d->group[i] && plan_image(&d->o, d->width[i], d->height[i], &plans[i], e)) {
+            d->group[i] = 0; /* no weights for it: the CPU's error to give */
+            if (e->status == GRAFT_E_OUT_OF_MEMORY)
+                st = e->status;
+            else
+                err_clear(e);
+        }
     if (st == GRAFT_OK) st = resize_batch(d, n, plans, dst, e);
     for (int i = 0; i < n; i++) {
         resample_coeffs_free(&plans[i].ch), resample_coeffs_free(&plans[i].cv);
