@@ -50,8 +50,8 @@ __device__ void resized_pixel(const jpeg_item &it, const int32_t *t, int crop, i
 
 /* grid (pixel blocks, images): each thread one pixel of one image, all three channels. */
 __global__ void __launch_bounds__(THREADS)
-    jpeg_resize_kernel(const jpeg_item *items, const int32_t *coefs, const uint32_t *lut,
-                       void *dst, int kind, int nhwc, int crop) {
+    jpeg_resize_kernel(const jpeg_item *items, const int32_t *coefs, const uint32_t *lut, void *dst,
+                       int kind, int nhwc, int crop) {
     const jpeg_item it = items[blockIdx.y];
     int64_t plane = (int64_t)crop * crop;
     int64_t p = (int64_t)blockIdx.x * THREADS + threadIdx.x;
