@@ -577,6 +577,38 @@ GRAFT_API graft_status graft_image_options_from_model(const graft_model *model,
 GRAFT_API graft_status graft_image_options_to_model(graft_model *model,
                                                     const graft_image_options *options);
 
+/* ---- GPU JPEG decoding --------------------------------------------------------------------- */
+
+/* Batched JPEG decoding with nvJPEG on the model's GPU (its device and stream), writing model
+ * inputs straight into device memory: what graft_image_load makes of the same file and options
+ * (shorter side resized as Pillow does, center crop, (x / 255 - mean) / std in F32 or F16, NCHW
+ * or NHWC; GRAFT_DTYPE_U8: the cropped pixels themselves), from pixels nvJPEG decodes (its IDCT
+ * and chroma upsampling differ from libjpeg-turbo's by a unit or two; the resize, crop and
+ * normalisation given the same pixels are bit-exact). Not supported (GRAFT_E_UNSUPPORTED):
+ * augment, grayscale; fast_decode is ignored (full-size decoding). A model on the CPU, or a graft
+ * built without nvJPEG, is GRAFT_E_UNSUPPORTED saying so. max_batch: the most images one call
+ * takes (1..4096). */
+typedef struct graft_jpeg_decoder graft_jpeg_decoder;
+GRAFT_API graft_status graft_jpeg_decoder_create(graft_model *model,
+                                                 const graft_image_options *options, int max_batch,
+                                                 graft_jpeg_decoder **out);
+/* n images (data[i], lengths[i] bytes, host memory, free to change when the call returns) into
+ * dst: device memory on the model's GPU of n * (3 * crop * crop) elements of options->dtype,
+ * complete in the model's stream order (graft_model_run and graft_model_copy after this call see
+ * it). decoded (n, host): 1 when image i was written, 0 when not (not a JPEG, corrupt or
+ * truncated, an EXIF orientation other than 1, CMYK, over max_pixels, a kind neither nvJPEG
+ * backend takes): dst's slot i is then untouched; decode those on the CPU (graft_image_load).
+ * n > max_batch is an error; n == 0 does nothing. */
+GRAFT_API graft_status graft_jpeg_decode_batch(graft_jpeg_decoder *d,
+                                               const unsigned char *const *data,
+                                               const size_t *lengths, int n, void *dst,
+                                               unsigned char *decoded);
+/* "hardware" (the GPU's JPEG engines, e.g. A100, H100, H200) or "gpu" (nvJPEG's GPU/hybrid
+ * decoder, where there are no engines); images the hardware does not take (progressive, ...) go
+ * through the "gpu" decoder either way. */
+GRAFT_API const char *graft_jpeg_decoder_backend(const graft_jpeg_decoder *d);
+GRAFT_API void graft_jpeg_decoder_free(graft_jpeg_decoder *d);
+
 /* How text becomes token ids (BERT's inputs). */
 typedef struct graft_text_options {
     const char *vocab_path; /* BERT vocab.txt, or a Hugging Face tokenizer.json */

@@ -143,6 +143,8 @@ for p in fp32 fp16 bf16; do
 done
 run_suite device "$(left)" "$B/tests/test_device" models/digits_cnn.onnx
 run_suite device_io "$(left)" "$B/tests/test_device_io" models/digits_cnn.onnx
+note "test_gpu_jpeg: nvJPEG decoding against the CPU's images (needs libnvjpeg at run time)"
+run_suite gpu_jpeg "$(left)" "$B/tests/test_gpu_jpeg" models/digits_cnn.onnx tests/data/images
 
 # ---- (b, c) ONNX node tests and the sanitizers, side by side ----
 DATA=${ONNX_NODE_DATA:-/usr/share/libonnx-testdata/data/node}

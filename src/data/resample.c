@@ -10,18 +10,12 @@
 /* Pillow's 8-bit path works in fixed point: each weight is scaled by 2^22 (32 bits minus 8 for
  * the pixel and 2 for headroom), the accumulator starts at half a unit, and the sum shifted
  * right by 22 and clamped is the output byte. The same precision gives the same bytes. */
-#define FIX_BITS 22
+#define FIX_BITS RESAMPLE_FIX_BITS
 
-/* The weights of one 1-D pass: for each output index, the first input index it reads, how many
- * it reads, and that many fixed-point weights (stride `taps`). */
-typedef struct pass_coeffs {
-    int taps;   /* longest kernel: 2 * ceil(support) + 1 */
-    int *first; /* (out_size) */
-    int *count; /* (out_size) */
-    int32_t *w; /* (out_size, taps) */
-} pass_coeffs;
+typedef resample_coeffs pass_coeffs;
 
-static void coeffs_free(pass_coeffs *c) {
+void resample_coeffs_free(resample_coeffs *c) {
+    if (!c) return;
     free(c->first);
     free(c->count);
     free(c->w);
@@ -40,10 +34,11 @@ static int32_t to_fixed(double k) {
     return (int32_t)(k < 0 ? s - 0.5 : s + 0.5);
 }
 
-/* Weights mapping in_size samples onto out_size: output i is centred at (i + 0.5) * scale in
- * input coordinates; when shrinking, the filter is stretched by the scale (antialiasing). The
- * double-precision weights of each output are normalised to sum 1 before going to fixed point. */
-static graft_status coeffs_make(pass_coeffs *c, int in_size, int out_size, graft_err *e) {
+/* (transforms.h) Weights mapping in_size samples onto out_size: output i is centred at (i + 0.5) *
+ * scale in input coordinates; when shrinking, the filter is stretched by the scale (antialiasing).
+ * The double-precision weights of each output are normalised to sum 1 before going to fixed point.
+ */
+graft_status resample_coeffs_make(resample_coeffs *c, int in_size, int out_size, graft_err *e) {
     memset(c, 0, sizeof *c);
     double scale = (double)in_size / out_size;
     double fscale = scale < 1.0 ? 1.0 : scale;
@@ -60,7 +55,7 @@ static graft_status coeffs_make(pass_coeffs *c, int in_size, int out_size, graft
     double *k = malloc((size_t)taps * sizeof *k); // (taps) one output's weights
     if (!c->first || !c->count || !c->w || !k) {
         free(k);
-        coeffs_free(c);
+        resample_coeffs_free(c);
         return err_set(e, GRAFT_E_OUT_OF_MEMORY, "transforms: out of memory for resize weights");
     }
     double inv = 1.0 / fscale;
@@ -141,7 +136,7 @@ static graft_status check_image(const image_u8 *img, const char *what, graft_err
  * pixels as the width does (Pillow PR #9549); earlier Pillows always start horizontally. The
  * order changes some bytes by one, so it is matched: found by comparing both orders with
  * Pillow 13.0 on a few hundred random sizes (the rule explained every case). */
-static bool vertical_first(int in_w, int in_h, int out_w, int out_h) {
+bool resample_vertical_first(int in_w, int in_h, int out_w, int out_h) {
     return out_h < in_h && (int64_t)(in_h - out_h) > 2 * ((int64_t)in_w - out_w);
 }
 
@@ -166,8 +161,8 @@ graft_status transform_resize(image_u8 *out, const image_u8 *in, int width, int 
     pass_coeffs ch = {0}, cv = {0};
     uint8_t *tmp = NULL; // (rows, width, 3) after the horizontal pass
     graft_status st = GRAFT_OK;
-    if (do_h) st = coeffs_make(&ch, in->width, width, e);
-    if (st == GRAFT_OK && do_v) st = coeffs_make(&cv, in->height, height, e);
+    if (do_h) st = resample_coeffs_make(&ch, in->width, width, e);
+    if (st == GRAFT_OK && do_v) st = resample_coeffs_make(&cv, in->height, height, e);
     if (st != GRAFT_OK) goto done;
     if (!do_h && !do_v) {
         memcpy(dst, in->pixels, (size_t)width * height * 3);
@@ -175,7 +170,7 @@ graft_status transform_resize(image_u8 *out, const image_u8 *in, int width, int 
         pass_horizontal(dst, in->pixels, in->width, 0, height, width, &ch);
     } else if (!do_h) {
         pass_vertical(dst, in->pixels, width, height, 0, &cv);
-    } else if (vertical_first(in->width, in->height, width, height)) {
+    } else if (resample_vertical_first(in->width, in->height, width, height)) {
         tmp = malloc((size_t)height * in->width * 3);
         if (!tmp) {
             st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "transforms: out of memory resizing");
@@ -196,8 +191,8 @@ graft_status transform_resize(image_u8 *out, const image_u8 *in, int width, int 
     }
 done:
     free(tmp);
-    coeffs_free(&ch);
-    coeffs_free(&cv);
+    resample_coeffs_free(&ch);
+    resample_coeffs_free(&cv);
     if (st != GRAFT_OK) {
         free(dst);
         return st;

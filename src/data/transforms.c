@@ -17,25 +17,33 @@ static double round_half_even(double v) {
     return fmod(f, 2.0) == 0.0 ? f : f + 1.0;
 }
 
-graft_status transform_resize_shorter(image_u8 *out, const image_u8 *in, int size, graft_err *e) {
-    memset(out, 0, sizeof *out);
-    if (!in || in->width <= 0 || in->height <= 0 || size <= 0)
+graft_status transform_shorter_size(int width, int height, int size, int *out_w, int *out_h,
+                                    graft_err *e) {
+    *out_w = *out_h = 0;
+    if (width <= 0 || height <= 0 || size <= 0)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                        "transforms: resize of the shorter side to %d of an empty image or to a "
                        "non-positive size",
                        size);
-    bool w_short = in->width <= in->height;
-    int64_t shorter = w_short ? in->width : in->height;
-    int64_t longer = w_short ? in->height : in->width;
+    bool w_short = width <= height;
+    int64_t shorter = w_short ? width : height;
+    int64_t longer = w_short ? height : width;
     /* torchvision: int(size * long / short), a true division then truncation. */
     double other = (double)((int64_t)size * longer) / (double)shorter;
     if (other >= (double)INT_MAX)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
-                       "transforms: resizing %dx%d to shorter side %d is too large", in->width,
-                       in->height, size);
-    int new_long = (int)other;
-    return w_short ? transform_resize(out, in, size, new_long, e)
-                   : transform_resize(out, in, new_long, size, e);
+                       "transforms: resizing %dx%d to shorter side %d is too large", width, height,
+                       size);
+    *out_w = w_short ? size : (int)other;
+    *out_h = w_short ? (int)other : size;
+    return GRAFT_OK;
+}
+
+graft_status transform_resize_shorter(image_u8 *out, const image_u8 *in, int size, graft_err *e) {
+    memset(out, 0, sizeof *out);
+    int w = 0, h = 0;
+    TRY(transform_shorter_size(in ? in->width : 0, in ? in->height : 0, size, &w, &h, e));
+    return transform_resize(out, in, w, h, e);
 }
 
 /* out (h, w, 3) = in's pixels from (x, y) on; what falls outside `in` is 0 (PIL's crop). */
@@ -69,7 +77,7 @@ static graft_status crop_box(image_u8 *out, const image_u8 *in, int x, int y, in
 
 /* Offset of the crop along one axis: torchvision pads (crop - n) // 2 in front when the crop is
  * larger, else starts at round((n - crop) / 2) with Python's ties-to-even. */
-static int center_offset(int n, int crop) {
+int transform_center_offset(int n, int crop) {
     if (crop > n) return -((crop - n) / 2);
     return (int)round_half_even((n - crop) / 2.0);
 }
@@ -78,8 +86,8 @@ graft_status transform_center_crop(image_u8 *out, const image_u8 *in, int width,
                                    graft_err *e) {
     memset(out, 0, sizeof *out);
     if (!in) return err_set(e, GRAFT_E_INVALID_ARGUMENT, "transforms: center crop of NULL");
-    return crop_box(out, in, center_offset(in->width, width), center_offset(in->height, height),
-                    width, height, e);
+    return crop_box(out, in, transform_center_offset(in->width, width),
+                    transform_center_offset(in->height, height), width, height, e);
 }
 
 void transform_rrc_box(int *x, int *y, int *w, int *h, int img_w, int img_h, double scale_min,

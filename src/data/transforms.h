@@ -5,6 +5,7 @@
 #define GRAFT_DATA_TRANSFORMS_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "graft.h"
 #include "image.h"
@@ -19,6 +20,30 @@ graft_status transform_resize_shorter(image_u8 *out, const image_u8 *in, int siz
  * 13 (pass order included: see resample.c). */
 graft_status transform_resize(image_u8 *out, const image_u8 *in, int width, int height,
                               graft_err *e);
+/* The size transform_resize_shorter resizes a width x height image to. */
+graft_status transform_shorter_size(int width, int height, int size, int *out_w, int *out_h,
+                                    graft_err *e);
+/* Where CenterCrop's box starts along an axis of n pixels (negative: padded in front). */
+int transform_center_offset(int n, int crop);
+
+/* What transform_resize computes, for other implementations of it (the GPU's, cuda_jpeg.c).
+ * Fixed point: weights scaled by 2^RESAMPLE_FIX_BITS; a pass's output byte is
+ * clamp((2^(FIX-1) + sum(pixel * w)) >> FIX, 0, 255). */
+#define RESAMPLE_FIX_BITS 22
+/* The weights of one 1-D pass: for each output index, the first input index it reads, how many
+ * it reads, and that many fixed-point weights (stride `taps`). */
+typedef struct resample_coeffs {
+    int taps;   /* longest kernel: 2 * ceil(support) + 1 */
+    int *first; /* (out_size) */
+    int *count; /* (out_size) */
+    int32_t *w; /* (out_size, taps) */
+} resample_coeffs;
+graft_status resample_coeffs_make(resample_coeffs *c, int in_size, int out_size, graft_err *e);
+void resample_coeffs_free(resample_coeffs *c);
+/* Whether a resize that changes both sizes runs the vertical pass first (else horizontal
+ * first; each pass rounds to bytes). */
+bool resample_vertical_first(int in_w, int in_h, int out_w, int out_h);
+
 /* torchvision CenterCrop(size): crop_top = round((h - size) / 2), pads with 0 when smaller. */
 graft_status transform_center_crop(image_u8 *out, const image_u8 *in, int width, int height,
                                    graft_err *e);
