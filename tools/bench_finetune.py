@@ -11,6 +11,7 @@ another on the same GPU and cores:
                 epochs on the GPU
   graft_cold    graft finetune --device cuda:0 --precision P --cache DIR (empty cache)
   graft_warm    the same again, every feature in the cache
+  (--nvjpeg)    both again with --decode gpu (nvJPEG; a cache of their own)
 Prints one table: wall seconds, graft's own backbone/head split, and each run's ratio to graft.
 Usage: tools/bench_finetune.py [--train 20000] [--val 2000] [--epochs 10] [--batch 256]
        [--workers 16] [--precision bf16] [--graft build/release/graft] [--work DIR]
@@ -140,11 +141,11 @@ def torch_runs(a, model_path):
     return out
 
 
-def graft_run(a, model_path, cache, log):
+def graft_run(a, model_path, cache, log, extra=()):
     cmd = [a.graft, "finetune", "--model", model_path, "--data", os.path.join(a.work, "train"),
            "--val", os.path.join(a.work, "val"), "--out", os.path.join(a.work, "head.onnx"),
            "--device", a.device, "--precision", a.precision, "--cache", cache, "--epochs",
-           str(a.epochs), "--batch", str(a.batch), "--threads", str(a.workers)]
+           str(a.epochs), "--batch", str(a.batch), "--threads", str(a.workers)] + list(extra)
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t0
@@ -169,6 +170,7 @@ def main():
     ap.add_argument("--work", default="/tmp/bench_finetune")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--nvjpeg", action="store_true", help="also graft with --decode gpu")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     t0 = time.perf_counter()
@@ -183,6 +185,10 @@ def main():
     rows = {}
     rows["graft_cold"] = graft_run(a, model, cache, os.path.join(a.work, "graft_cold.log"))
     rows["graft_warm"] = graft_run(a, model, cache, os.path.join(a.work, "graft_warm.log"))
+    if a.nvjpeg:
+        gpu = ["--decode", "gpu"]
+        rows["graft_cold_nvjpeg"] = graft_run(a, model, cache, os.path.join(a.work, "graft_cold_nvjpeg.log"), gpu)
+        rows["graft_warm_nvjpeg"] = graft_run(a, model, cache, os.path.join(a.work, "graft_warm_nvjpeg.log"), gpu)
     if not a.no_torch:
         t = torch_runs(a, model)
         rows["torch_loop"] = (t["torch_loop"], (None, None))

@@ -21,6 +21,7 @@ typedef struct finetune_opts {
     int max_len, threads, softmax, resume, no_cache, cased, fp16_weights;
     int pad_max;     /* --pad max: every text padded to max_len, not to its batch's longest */
     int input_uint8; /* --input-uint8: -1 auto (on for a cuda device), 0 off, 1 on */
+    int decode_gpu;  /* --decode gpu: the backbone phase's JPEGs through nvJPEG (gpu_source.c) */
     char device[32];
     char precision[16];
     char strings[64][256]; /* storage for values read from a config file */

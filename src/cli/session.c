@@ -24,6 +24,7 @@ void session_make_dirs(const char *path, bool whole) {
     mkdir(buf, 0777);
 }
 
+#include "gpu_source.h"
 #include "text_model.h"
 
 void session_free(session *s) {
@@ -209,12 +210,45 @@ static graft_status bind_text_inputs(session *s) {
     return st;
 }
 
+/* --decode gpu: the sources decode on the GPU (gpu_source.c) and the model takes device inputs
+ * for the backbone phase; 0, or 1 after an error (none left to undo). */
+static int gpu_sources(session *s, const finetune_opts *o, graft_batch_source *train,
+                       graft_batch_source *val, gpu_source **g) {
+    if (o->vocab) {
+        fprintf(stderr, "graft %s: --decode gpu is for images, not text\n", s->cmd);
+        return 1;
+    }
+    int b = o->train.batch_size;
+    graft_status st = gpu_source_create(s->train, train, s->model, &s->prep.o, b, &g[0], train);
+    if (st == GRAFT_OK && s->val)
+        st = gpu_source_create(s->val, val, s->model, &s->prep.o, b, &g[1], val);
+    if (st == GRAFT_OK) st = graft_model_set_device_io(s->model, 1, 0);
+    if (st == GRAFT_OK) {
+        printf("backbone: JPEGs decoded on the GPU (nvJPEG, %s)\n", gpu_source_backend(g[0]));
+        return 0;
+    }
+    gpu_source_free(g[0]), gpu_source_free(g[1]);
+    g[0] = g[1] = NULL;
+    return session_fail(s, "--decode gpu");
+}
+
 int session_fit(session *s, const finetune_opts *o) {
     graft_batch_source train, val;
+    gpu_source *g[2] = {NULL, NULL};
     if (o->vocab && bind_text_inputs(s) != GRAFT_OK) return session_fail(s, "the model's inputs");
     graft_status st = graft_dataset_source(s->train, o->threads, 2, o->train.seed, &train);
     if (st == GRAFT_OK && s->val) st = graft_dataset_source(s->val, o->threads, 2, 0, &val);
+    if (st == GRAFT_OK && o->decode_gpu && gpu_sources(s, o, &train, &val, g)) return 1;
     if (st == GRAFT_OK) st = graft_trainer_fit_source(s->trainer, &train, s->val ? &val : NULL);
+    if (o->decode_gpu && g[0]) {
+        int64_t on_gpu = 0, on_cpu = 0, a, b;
+        for (int k = 0; k < 2; k++) gpu_source_counts(g[k], &a, &b), on_gpu += a, on_cpu += b;
+        if (on_gpu + on_cpu)
+            printf("backbone: %lld images decoded on the GPU, %lld on the CPU\n", (long long)on_gpu,
+                   (long long)on_cpu);
+        graft_model_set_device_io(s->model, 0, 0);
+        gpu_source_free(g[0]), gpu_source_free(g[1]);
+    }
     if (st == GRAFT_OK) return 0;
     int rc = session_fail(s, "training");
     int64_t bad[8];
