@@ -11,8 +11,9 @@ typedef struct gpu_source gpu_source;
  * GPU as o says, and falls back to `base` (ds's own source: its labels, and the CPU decoding of
  * what nvJPEG leaves, which lists the files it skips) one sample at a time. The source's inputs
  * are device memory: run the model with graft_model_set_device_io(model, 1, 0) while it is used.
- * Its identity is base's plus ";decode=nvjpeg" (a feature cache of its own). GRAFT_E_UNSUPPORTED
- * (no nvJPEG, a CPU model, options it does not take) leaves the CPU path to the caller. */
+ * Its identity is base's plus ";decode=nvjpeg" (a feature cache of its own). The decoder starts
+ * at the first read (a graft without nvJPEG fails there, saying so); the caller checks first
+ * that the model is on a GPU and the options take no CPU-only step (augment, grayscale). */
 graft_status gpu_source_create(graft_dataset *ds, const graft_batch_source *base,
                                graft_model *model, const graft_image_options *o, int max_batch,
                                gpu_source **out, graft_batch_source *src);

@@ -218,13 +218,22 @@ static int gpu_sources(session *s, const finetune_opts *o, graft_batch_source *t
         fprintf(stderr, "graft %s: --decode gpu is for images, not text\n", s->cmd);
         return 1;
     }
+    const char *why = strncmp(graft_model_device(s->model), "cuda", 4)
+                          ? "the model runs on the CPU (give --device cuda)"
+                      : s->prep.o.augment   ? "--augment is done on the CPU"
+                      : s->prep.o.grayscale ? "--grayscale is done on the CPU"
+                                            : NULL;
+    if (why) {
+        fprintf(stderr, "graft %s: --decode gpu: %s\n", s->cmd, why);
+        return 1;
+    }
     int b = o->train.batch_size;
     graft_status st = gpu_source_create(s->train, train, s->model, &s->prep.o, b, &g[0], train);
     if (st == GRAFT_OK && s->val)
         st = gpu_source_create(s->val, val, s->model, &s->prep.o, b, &g[1], val);
     if (st == GRAFT_OK) st = graft_model_set_device_io(s->model, 1, 0);
     if (st == GRAFT_OK) {
-        printf("backbone: JPEGs decoded on the GPU (nvJPEG, %s)\n", gpu_source_backend(g[0]));
+        printf("backbone: JPEGs decoded on the GPU (nvJPEG) where the cache lacks them\n");
         return 0;
     }
     gpu_source_free(g[0]), gpu_source_free(g[1]);
