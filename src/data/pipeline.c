@@ -216,14 +216,21 @@ void pipeline_free(pipeline *p) {
     free(p);
 }
 
+/* [start, start + count) within the data set's samples. */
+static graft_status check_range(const graft_dataset *ds, int64_t start, int64_t count,
+                                graft_err *e) {
+    if (start < 0 || count < 1 || start + count > ds->n)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "samples %lld..%lld are outside the %lld",
+                       (long long)start, (long long)(start + count), (long long)ds->n);
+    return GRAFT_OK;
+}
+
 graft_status pipeline_read(void *user, int64_t start, int64_t count, graft_named_tensor *inputs,
                            graft_tensor *labels, unsigned char *kept) {
     pipeline *p = user;
     graft_dataset *ds = p->ds;
     graft_err *e = &ds->ctx->err;
-    if (start < 0 || count < 1 || start + count > ds->n)
-        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "samples %lld..%lld are outside the %lld",
-                       (long long)start, (long long)(start + count), (long long)ds->n);
+    TRY(check_range(ds, start, count, e));
     /* Give the last batch back, then take the next one of the stream if it is the one asked
      * for; any other read (first, out of order, another size) restarts the stream there. */
     pthread_mutex_lock(&p->lock);
@@ -275,9 +282,7 @@ graft_status pipeline_read_labels(void *user, int64_t start, int64_t count, graf
     pipeline *p = user;
     graft_dataset *ds = p->ds;
     graft_err *e = &ds->ctx->err;
-    if (start < 0 || count < 1 || start + count > ds->n)
-        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "samples %lld..%lld are outside the %lld",
-                       (long long)start, (long long)(start + count), (long long)ds->n);
+    TRY(check_range(ds, start, count, e));
     dataset_shared *sh = ds->sh;
     size_t ls = dataset_label_size(sh);
     if (count > p->label_capacity) {
