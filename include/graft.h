@@ -499,6 +499,12 @@ GRAFT_API graft_status graft_trainer_fit_source(graft_trainer *trainer,
                                                 const graft_batch_source *val);
 
 /* Loss and accuracy (classification) of the current head on labelled samples. */
+/* The confusion matrix (counts: n_classes x n_classes, rows true, columns predicted) of the head
+ * as it is now on the last fit's validation features (kept by the trainer: no input is read or
+ * run through the backbone again). A head of another size, a loss other than cross-entropy or
+ * a fit without validation data is GRAFT_E_INVALID_ARGUMENT. */
+GRAFT_API graft_status graft_trainer_validation_confusion(graft_trainer *trainer, int n_classes,
+                                                          int64_t *counts);
 /* After a fit stopped for a NaN or infinite training loss: the samples of that batch (their
  * indices in the training source, first 8 at most) into out[0..max); returns how many there are
  * (0 when the last fit did not stop that way). */
@@ -544,7 +550,7 @@ typedef struct graft_image_options {
     float scale_min, scale_max, ratio_min, ratio_max; /* random-resized-crop ranges */
     float mean[3], std[3];                            /* normalisation of pixel / 255 */
     int nhwc;                                         /* 1: (N, H, W, 3); 0: (N, 3, H, W) */
-    graft_dtype dtype; /* F32 or F16, or U8: the resized, cropped pixels, not normalised */
+    graft_dtype dtype;      /* F32 or F16, or U8: the resized, cropped pixels, not normalised */
     int64_t max_pixels;     /* larger images are skipped (decompression bombs); 0: 178956970 */
     const char *input_name; /* the model input the images feed (default "input") */
     int grayscale; /* 1: one channel, PIL's convert("L"), normalised with mean[0], std[0] */

@@ -29,6 +29,12 @@ for f in metrics.jsonl report.html; do
 done
 if ls "$TMP"/report/events.out.tfevents.* >/dev/null 2>&1; then pass finetune_report_events
 else fail finetune_report_events missing; fi
+# The summary's validation accuracy (the head on the fit's validation features) is what the
+# exported model gives on the validation folder.
+want=$(sed -n 's/^  val accuracy *\([0-9.]*\) (\([0-9]*\) of \([0-9]*\).*/\2 of \3/p' "$TMP/out.txt")
+got=$("$GRAFT" eval --model "$TMP/a.onnx" --data $VAL 2>/dev/null | sed -n 's/^accuracy *[0-9.]* (\(.*\))$/\1/p')
+if [ -n "$want" ] && [ "$want" = "$got" ]; then pass finetune_val_accuracy_is_the_exports
+else fail finetune_val_accuracy_is_the_exports "summary '$want', graft eval '$got'"; fi
 # --decode gpu needs nvJPEG and a model on a GPU: otherwise an error naming why, exit 1.
 if ! "$GRAFT" devices 2>/dev/null | grep -q '^cuda:'; then
     "$GRAFT" finetune --model $M --data $TRAIN "${IMG[@]}" --out "$TMP/g.onnx" \

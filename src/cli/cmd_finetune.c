@@ -14,10 +14,15 @@
 #include "run_log.h"
 #include "session.h"
 
-/* After attaching the head: the validation confusion matrix through the grafted model. */
+/* After attaching the head: the validation confusion matrix of the head on the validation
+ * features the fit computed (the same backbone and precision the export runs), else through the
+ * grafted model. */
 static int confusion(session *s, const finetune_opts *o, int64_t *counts, int n_classes) {
     graft_batch_source src;
-    if (!s->val || graft_dataset_source(s->val, o->threads, 2, 0, &src) != GRAFT_OK) return 0;
+    if (!s->val) return 0;
+    if (graft_trainer_validation_confusion(s->trainer, n_classes, counts) == GRAFT_OK) return 0;
+    memset(counts, 0, sizeof(int64_t) * (size_t)n_classes * (size_t)n_classes);
+    if (graft_dataset_source(s->val, o->threads, 2, 0, &src) != GRAFT_OK) return 0;
     graft_named_tensor in[4];
     graft_tensor labels;
     unsigned char kept[4096];
@@ -53,8 +58,8 @@ static void print_summary(session *s, const run *r, const int64_t *counts, int n
         printf("  best epoch        %lld (val loss %.4f, val acc %.3f)\n", (long long)r->best_epoch,
                r->best_val_loss, r->best_val_acc);
     if (total)
-        printf("  val accuracy      %.4f (%lld of %lld, exported model)\n", (double)right / total,
-               (long long)right, (long long)total);
+        printf("  val accuracy      %.4f (%lld of %lld, the exported head)\n",
+               (double)right / total, (long long)right, (long long)total);
     printf("  device            %s\n", graft_model_device(s->model));
     if (s->uint8_input) printf("  input             uint8 NHWC, normalised in the model\n");
     printf("  time              backbone %.1fs (%lld samples run; the rest from the cache), head "

@@ -54,6 +54,11 @@ struct graft_trainer {
     int64_t *row_source, n_row_source;
     int64_t failed_samples[8];
     int n_failed_samples;
+    /* The last fit's validation features (val_n, dim) and labels, kept for
+     * graft_trainer_validation_confusion (the export's check needs no image decoded again). */
+    float *val_x;
+    void *val_y;
+    int64_t val_n;
     double backbone_seconds, head_seconds;
     int64_t skipped_steps; /* fp16 steps skipped for inf/NaN gradients */
     int cache_reason;      /* feature_cache_reason of the last cache opened */

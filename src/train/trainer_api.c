@@ -107,7 +107,36 @@ void graft_trainer_free(graft_trainer *t) {
     free(t->class_weights);
     free(t->best);
     free(t->row_source);
+    free(t->val_x), free(t->val_y);
     free(t);
+}
+
+graft_status graft_trainer_validation_confusion(graft_trainer *t, int n_classes, int64_t *counts) {
+    if (!t || !counts || n_classes < 1) return GRAFT_E_INVALID_ARGUMENT;
+    graft_err *e = &t->model->ctx->err;
+    err_clear(e);
+    if (!t->head_ready || t->val_n < 1 || t->options.loss != GRAFT_LOSS_CROSS_ENTROPY ||
+        t->head_options.n_outputs != n_classes)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "no validation features of a classification head with %d classes from "
+                       "the last fit",
+                       n_classes);
+    memset(counts, 0, sizeof(int64_t) * (size_t)n_classes * (size_t)n_classes);
+    const int64_t *y = t->val_y;
+    int64_t b = t->options.batch_size;
+    for (int64_t at = 0; at < t->val_n; at += b) {
+        int64_t m = t->val_n - at < b ? t->val_n - at : b;
+        const float *logits;
+        TRY(head_forward(&t->h, t->val_x + at * t->dim, m, false, &logits, e));
+        for (int64_t i = 0; i < m; i++) {
+            int best = 0;
+            for (int c = 1; c < n_classes; c++)
+                best = logits[i * n_classes + c] > logits[i * n_classes + best] ? c : best;
+            int64_t truth = y[at + i];
+            if (truth >= 0 && truth < n_classes) counts[truth * n_classes + best]++;
+        }
+    }
+    return GRAFT_OK;
 }
 
 int graft_trainer_failed_samples(const graft_trainer *t, int64_t *out, int max) {
@@ -154,7 +183,8 @@ graft_status graft_trainer_fit_source(graft_trainer *t, const graft_batch_source
     bool go = st == GRAFT_OK && !t->extract_stopped; /* a stopped backbone phase trains nothing */
     if (go && t->options.ridge_warm_start && t->step == 0) st = ridge_warm_start(t, x, y, n, e);
     if (go && st == GRAFT_OK) st = trainer_run(t, x, y, n, vx, vy, vn, e);
-    free(x), free(y), free(vx), free(vy);
+    free(x), free(y), free(t->val_x), free(t->val_y);
+    t->val_x = vx, t->val_y = vy, t->val_n = st == GRAFT_OK ? vn : 0;
     return st;
 }
 
