@@ -4,11 +4,14 @@
  * damaged) decoded by the data set's own source one at a time (which also lists the skipped). */
 #include "gpu_source.h"
 
+#include "../core/files.h"
+
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#define JPEG_FILE_MAX_BYTES ((size_t)1 << 30) /* a larger file is left to the CPU path */
 #define TRY_STATUS(x)                                                                              \
     do {                                                                                           \
         graft_status s_ = (x);                                                                     \
@@ -25,33 +28,13 @@ struct gpu_source {
     size_t slot;              /* bytes of one image */
     void *dev_all, *dev_kept; /* (max_batch) slots: decoded, then the kept ones packed */
     unsigned char **bytes;    /* (max_batch) file contents */
-    size_t *lengths, *caps;   /* (max_batch) */
+    size_t *lengths;          /* (max_batch) */
     unsigned char *decoded;   /* (max_batch) */
     void *labels;             /* packed labels, labels_cap bytes */
     size_t labels_cap;
     char identity[700];
     int64_t gpu_images, cpu_images; /* decoded on each */
 };
-
-static bool read_whole(const char *path, unsigned char **buf, size_t *len, size_t *cap) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    *len = 0;
-    for (;;) {
-        if (*len == *cap) {
-            size_t ncap = *cap ? *cap * 2 : 1 << 16;
-            unsigned char *nb = ncap > (size_t)1 << 30 ? NULL : realloc(*buf, ncap);
-            if (!nb) break;
-            *buf = nb, *cap = ncap;
-        }
-        size_t got = fread(*buf + *len, 1, *cap - *len, f);
-        *len += got;
-        if (got == 0) break;
-    }
-    bool ok = !ferror(f);
-    fclose(f);
-    return ok;
-}
 
 /* One sample through the data set's own (CPU) source into device slot `at`; *kept 0 when the
  * data set skips it (it lists why). */
@@ -75,8 +58,12 @@ static graft_status gpu_read(void *user, int64_t start, int64_t count, graft_nam
     const unsigned char *data[4096];
     for (int64_t i = 0; i < count; i++) {
         const char *path = graft_dataset_sample_path(g->ds, start + i);
-        if (!path || !read_whole(path, &g->bytes[i], &g->lengths[i], &g->caps[i]))
-            g->lengths[i] = 0; /* the CPU path reports it */
+        const char *why;
+        free(g->bytes[i]);
+        g->bytes[i] = NULL, g->lengths[i] = 0; /* unreadable: the CPU path reports it */
+        if (path)
+            (void)file_read_all(path, JPEG_FILE_MAX_BYTES, (char **)&g->bytes[i], &g->lengths[i],
+                                &why, NULL);
         data[i] = g->bytes[i];
     }
     TRY_STATUS(
@@ -141,7 +128,7 @@ void gpu_source_free(gpu_source *g) {
     graft_model_device_free(g->model, g->dev_all);
     graft_model_device_free(g->model, g->dev_kept);
     for (int i = 0; g->bytes && i < g->max_batch; i++) free(g->bytes[i]);
-    free(g->bytes), free(g->lengths), free(g->caps), free(g->decoded), free(g->labels);
+    free(g->bytes), free(g->lengths), free(g->decoded), free(g->labels);
     free(g);
 }
 
@@ -159,10 +146,8 @@ graft_status gpu_source_create(graft_dataset *ds, const graft_batch_source *base
     size_t nb = (size_t)max_batch;
     g->bytes = calloc(nb, sizeof *g->bytes);
     g->lengths = calloc(nb, sizeof *g->lengths);
-    g->caps = calloc(nb, sizeof *g->caps);
     g->decoded = calloc(nb, 1);
-    graft_status st =
-        g->bytes && g->lengths && g->caps && g->decoded ? GRAFT_OK : GRAFT_E_OUT_OF_MEMORY;
+    graft_status st = g->bytes && g->lengths && g->decoded ? GRAFT_OK : GRAFT_E_OUT_OF_MEMORY;
     /* The decoder and its buffers are made when first needed: a run whose features are all
      * cached never starts nvJPEG (1.5 s on an H200) nor takes its memory. */
     if (st != GRAFT_OK) {

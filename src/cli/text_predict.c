@@ -13,8 +13,7 @@
 
 #include "cli_util.h"
 #include "../core/files.h"
-
-#define TEXT_FILE_MAX_BYTES ((size_t)64 << 20) /* TEXT_SAMPLE_MAX_BYTES of src/data */
+#include "../data/text_table.h"
 
 /* One thing to read, after folders are expanded into their files. */
 typedef enum { ITEM_FILE, ITEM_CSV, ITEM_LINES, ITEM_ARG } item_kind;
@@ -206,7 +205,7 @@ static void read_file(batcher *b, const char *path) {
     char *buf = NULL;
     size_t n = 0;
     int too_big = 0;
-    if (file_read_all(path, TEXT_FILE_MAX_BYTES, &buf, &n, &why, &too_big) != 0)
+    if (file_read_all(path, TEXT_SAMPLE_MAX_BYTES, &buf, &n, &why, &too_big) != 0)
         return leave_out(b, path, too_big ? "over graft's limit of 64 MiB for one text" : why);
     if (strlen(buf) != n)
         leave_out(b, path, "NUL byte in the file");

@@ -38,6 +38,26 @@ FILE *file_open_regular(const char *path, const char **why) {
     return f;
 }
 
+static const char TOO_BIG[] = "larger than the limit";
+
+/* Read what is left of f into a growing buffer of at most max_bytes (+1 for the NUL). */
+static char *read_rest(FILE *f, size_t size_hint, size_t max_bytes, size_t *n, const char **why) {
+    size_t cap = size_hint + 1 < (1u << 16) ? (1u << 16) : size_hint + 1;
+    char *b = malloc(cap + 1);
+    *n = 0;
+    while (b) {
+        *n += fread(b + *n, 1, cap - *n, f);
+        if (ferror(f)) return free(b), *why = strerror(errno ? errno : EIO), NULL;
+        if (*n > max_bytes) return free(b), *why = TOO_BIG, NULL;
+        if (*n < cap) return b;
+        char *nb = realloc(b, cap * 2 + 1);
+        if (!nb) free(b);
+        b = nb, cap *= 2;
+    }
+    *why = "out of memory";
+    return NULL;
+}
+
 int file_read_all(const char *path, size_t max_bytes, char **buf, size_t *len, const char **why,
                   int *too_big) {
     *buf = NULL, *len = 0;
@@ -45,27 +65,11 @@ int file_read_all(const char *path, size_t max_bytes, char **buf, size_t *len, c
     FILE *f = file_open_regular(path, why);
     if (!f) return -1;
     struct stat sb;
-    size_t want = fstat(fileno(f), &sb) == 0 ? (size_t)sb.st_size : 0, n = 0;
-    char *b = NULL;
-    int rc = 0;
-    if (want > max_bytes) rc = -1, *why = "larger than the limit";
-    size_t cap = want + 1 < (1u << 16) ? (1u << 16) : want + 1;
-    if (!rc && !(b = malloc(cap + 1))) rc = -1, *why = "out of memory";
-    while (!rc) {
-        n += fread(b + n, 1, cap - n, f);
-        if (ferror(f)) rc = -1, *why = strerror(errno ? errno : EIO);
-        if (rc || n < cap) break;
-        char *nb = cap <= max_bytes ? realloc(b, cap * 2 + 1) : NULL;
-        if (!nb)
-            rc = -1, *why = cap > max_bytes ? "larger than the limit" : "out of memory";
-        else
-            b = nb, cap *= 2;
-    }
+    size_t size = fstat(fileno(f), &sb) == 0 ? (size_t)sb.st_size : 0, n = 0;
+    char *b = size > max_bytes ? (*why = TOO_BIG, NULL) : read_rest(f, size, max_bytes, &n, why);
     fclose(f);
-    if (!rc && n > max_bytes) rc = -1, *why = "larger than the limit";
-    if (rc) {
-        if (too_big) *too_big = strcmp(*why, "larger than the limit") == 0;
-        free(b);
+    if (!b) {
+        if (too_big) *too_big = *why == TOO_BIG;
         return -1;
     }
     b[n] = 0;

@@ -34,8 +34,6 @@ struct pipeline {
     void *(*alloc)(void *user, size_t bytes);
     void (*release)(void *user, void *ptr);
     void *alloc_user;
-    void *label_rows;       /* pipeline_read_labels' buffer */
-    int64_t label_capacity; /* samples it holds */
 };
 
 static void *buffer_alloc(pipeline *p, size_t bytes) {
@@ -210,7 +208,6 @@ void pipeline_free(pipeline *p) {
     if (!p) return;
     stop_producer(p);
     free_slots(p);
-    free(p->label_rows);
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->changed);
     free(p);
@@ -223,6 +220,15 @@ static graft_status check_range(const graft_dataset *ds, int64_t start, int64_t 
         return err_set(e, GRAFT_E_INVALID_ARGUMENT, "samples %lld..%lld are outside the %lld",
                        (long long)start, (long long)(start + count), (long long)ds->n);
     return GRAFT_OK;
+}
+
+/* n rows of labels at data, shaped as the loss takes them: (n) int64 class indices, else
+ * (n, width). */
+static graft_tensor labels_tensor(const dataset_shared *sh, int64_t n, void *data) {
+    return (graft_tensor){sh->label_dtype,
+                          sh->label_width == 1 && sh->label_dtype == GRAFT_DTYPE_I64 ? 1 : 2,
+                          {n, sh->label_width},
+                          data};
 }
 
 graft_status pipeline_read(void *user, int64_t start, int64_t count, graft_named_tensor *inputs,
@@ -264,10 +270,7 @@ graft_status pipeline_read(void *user, int64_t start, int64_t count, graft_named
         if (b->length) in->tensor.dims[1] = b->length;
         in->tensor.data = b->inputs[k];
     }
-    *labels = (graft_tensor){sh->label_dtype,
-                             sh->label_width == 1 && sh->label_dtype == GRAFT_DTYPE_I64 ? 1 : 2,
-                             {b->got, sh->label_width},
-                             b->labels};
+    *labels = labels_tensor(sh, b->got, b->labels);
     memcpy(kept, b->kept, (size_t)count);
     /* This batch stays valid until the next read, which frees its slot for the producer. */
     pthread_mutex_lock(&p->lock);
@@ -281,20 +284,9 @@ graft_status pipeline_read(void *user, int64_t start, int64_t count, graft_named
 graft_status pipeline_read_labels(void *user, int64_t start, int64_t count, graft_tensor *labels) {
     pipeline *p = user;
     graft_dataset *ds = p->ds;
-    graft_err *e = &ds->ctx->err;
-    TRY(check_range(ds, start, count, e));
-    dataset_shared *sh = ds->sh;
-    size_t ls = dataset_label_size(sh);
-    if (count > p->label_capacity) {
-        void *rows = realloc(p->label_rows, ls * (size_t)count);
-        if (!rows) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory for labels");
-        p->label_rows = rows;
-        p->label_capacity = count;
-    }
-    memcpy(p->label_rows, (char *)ds->labels + (size_t)start * ls, ls * (size_t)count);
-    *labels = (graft_tensor){sh->label_dtype,
-                             sh->label_width == 1 && sh->label_dtype == GRAFT_DTYPE_I64 ? 1 : 2,
-                             {count, sh->label_width},
-                             p->label_rows};
+    TRY(check_range(ds, start, count, &ds->ctx->err));
+    /* The data set keeps every sample's label in order: a view, nothing decoded or copied. */
+    size_t ls = dataset_label_size(ds->sh);
+    *labels = labels_tensor(ds->sh, count, (char *)ds->labels + (size_t)start * ls);
     return GRAFT_OK;
 }

@@ -16,34 +16,32 @@ static double seconds(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Rows [start, start + count) of t along dim 0, as a view. */
+static graft_tensor rows_of(const graft_tensor *t, int64_t start, int64_t count) {
+    graft_tensor v = *t;
+    int64_t row = t->dims[0] ? graft_tensor_numel(t) / t->dims[0] : 0;
+    v.dims[0] = count;
+    v.data = (char *)t->data + (size_t)(start * row) * graft_dtype_size(t->dtype);
+    return v;
+}
+
+static graft_status tensor_read_labels(void *user, int64_t start, int64_t count,
+                                       graft_tensor *labels) {
+    tensor_source *s = user;
+    *labels = rows_of(s->labels, start, count);
+    return GRAFT_OK;
+}
+
 static graft_status tensor_read(void *user, int64_t start, int64_t count,
                                 graft_named_tensor *inputs, graft_tensor *labels,
                                 unsigned char *kept) {
     tensor_source *s = user;
     memset(kept, 1, (size_t)count);
     for (int i = 0; i < s->source.n_inputs; i++) {
-        const graft_tensor *t = &s->in[i].tensor;
-        int64_t row = graft_tensor_numel(t) / t->dims[0];
         inputs[i] = s->in[i];
-        inputs[i].tensor.dims[0] = count;
-        inputs[i].tensor.data =
-            (char *)t->data + (size_t)(start * row) * graft_dtype_size(t->dtype);
+        inputs[i].tensor = rows_of(&s->in[i].tensor, start, count);
     }
-    *labels = *s->labels;
-    int64_t row = labels->dims[0] ? graft_tensor_numel(labels) / labels->dims[0] : 0;
-    labels->dims[0] = count;
-    labels->data = (char *)labels->data + (size_t)(start * row) * graft_dtype_size(labels->dtype);
-    return GRAFT_OK;
-}
-
-static graft_status tensor_read_labels(void *user, int64_t start, int64_t count,
-                                       graft_tensor *labels) {
-    tensor_source *s = user;
-    *labels = *s->labels;
-    int64_t row = labels->dims[0] ? graft_tensor_numel(labels) / labels->dims[0] : 0;
-    labels->dims[0] = count;
-    labels->data = (char *)labels->data + (size_t)(start * row) * graft_dtype_size(labels->dtype);
-    return GRAFT_OK;
+    return tensor_read_labels(user, start, count, labels);
 }
 
 graft_status tensor_source_init(tensor_source *s, const graft_named_tensor *in, int n_in,
@@ -151,16 +149,12 @@ static graft_status open_cache(graft_trainer *t, const char *path, const graft_b
     return GRAFT_OK;
 }
 
-/* Rows [from, from + m) of every input, as views (the inputs are host tensors, rows along dim
- * 0). */
+/* Rows [from, from + m) of every input, as views (host or device memory: only pointers move). */
 static void slice_inputs(const graft_named_tensor *in, int n_in, int64_t from, int64_t m,
                          graft_named_tensor *out) {
     for (int k = 0; k < n_in; k++) {
         out[k] = in[k];
-        const graft_tensor *t = &in[k].tensor;
-        int64_t row = t->dims[0] ? graft_tensor_numel(t) / t->dims[0] : 0;
-        out[k].tensor.dims[0] = m;
-        out[k].tensor.data = (char *)t->data + (size_t)(from * row) * graft_dtype_size(t->dtype);
+        out[k].tensor = rows_of(&in[k].tensor, from, m);
     }
 }
 
