@@ -586,3 +586,11 @@ uint64_t feature_cache_model_hash(const ir_graph *g) {
     for (int i = 0; i < g->n_outputs; i++) hash64_update_u64(&s, (uint64_t)(int64_t)g->outputs[i]);
     return hash64_final(&s);
 }
+
+void feature_cache_reseal(uint8_t *file, size_t size, bool header, bool payload) {
+    if (size < FC_FIXED) return;
+    if (payload && size > FC_ALIGN)
+        put_u64(file + OFF_PAYLOAD_SUM, hash64(file + FC_ALIGN, size - FC_ALIGN, FC_SEED ^ 2));
+    size_t len = FC_FIXED + (size_t)get_u32(file + OFF_CUT_LEN) + get_u32(file + OFF_PREP_LEN);
+    if (header && len <= size) put_u64(file + OFF_HEADER_SUM, header_checksum(file, len));
+}

@@ -81,4 +81,8 @@ const char *feature_cache_reason_detail(const feature_cache *fc); /* human-reada
  * outputs. A changed weight byte, op, attribute or cut changes it. */
 uint64_t feature_cache_model_hash(const ir_graph *g);
 
+/* Recompute the checksums of a cache file's bytes in memory (the header's and/or the payload's),
+ * so that a fuzzer's mutations reach the checks behind them. */
+void feature_cache_reseal(uint8_t *file, size_t size, bool header, bool payload);
+
 #endif
