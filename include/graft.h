@@ -138,6 +138,9 @@ GRAFT_API graft_status graft_ctx_create(const graft_ctx_options *options, graft_
 GRAFT_API void graft_ctx_free(graft_ctx *ctx);
 /* The message of the last failure on this context ("" when none). Valid until the next call. */
 GRAFT_API const char *graft_last_error(const graft_ctx *ctx);
+/* Record an error on ctx (what graft_last_error then says) and return status: for code graft
+ * calls back, a batch source's read above all, to say why it failed. message NULL: "". */
+GRAFT_API graft_status graft_set_error(graft_ctx *ctx, graft_status status, const char *message);
 
 /* Load an ONNX model. External-data files are looked up next to `path`, or in `base_dir` for a
  * model in memory (NULL: external data is then an error). */
@@ -317,8 +320,9 @@ GRAFT_API const char *graft_model_device(const graft_model *model);
  * still replay: device inputs are copied on the device into the buffers the recording reads. */
 GRAFT_API graft_status graft_model_set_device_io(graft_model *model, int inputs_on_device,
                                                  int outputs_on_device);
-/* Device memory on the model's GPU (free with graft_model_device_free), and copies between it
- * and the host; every copy is complete when the call returns. */
+/* Device memory on the model's GPU (free with graft_model_device_free; ready for use on any
+ * stream when the call returns), and copies between it and the host; every copy is complete when
+ * the call returns. */
 GRAFT_API graft_status graft_model_device_alloc(graft_model *model, size_t bytes, void **out);
 GRAFT_API void graft_model_device_free(graft_model *model, void *ptr);
 typedef enum graft_copy_kind {
@@ -400,6 +404,9 @@ typedef struct graft_train_report {
     double backbone_seconds, head_seconds;
     int64_t backbone_samples; /* samples the backbone ran for so far (cache misses) */
     int64_t epoch_samples;    /* samples of the current epoch trained so far (step reports) */
+    /* The backbone phase's time in the sources' reads (decoding, or waiting for it) and in the
+     * feature cache (opening, lookups, writes, closing). */
+    double read_seconds, cache_seconds;
 } graft_train_report;
 /* Return non-zero to stop training: at the next optimizer step's end (with accumulate > 1, once
  * the accumulated micro-batches are applied) or at this epoch's end. */
@@ -415,6 +422,9 @@ typedef struct graft_extract_report {
     /* Why this source's cache file was replaced by an empty one ("rebuilt: corrupt or incomplete
      * (...): PATH", key or shape changed); NULL when it was reused, new, or there is none. */
     const char *cache_note;
+    /* Of `seconds`: in the backbone (its runs, the features copied out), in the source's read
+     * (decoding, or waiting for its threads) and in the feature cache (lookups, writes). */
+    double backbone_seconds, read_seconds, cache_seconds;
 } graft_extract_report;
 /* Return non-zero to stop the backbone phase after this batch: graft_trainer_fit_source then
  * returns GRAFT_OK without training (features already computed stay in the cache file). */
@@ -491,6 +501,10 @@ typedef struct graft_batch_source {
     void *user;
     const char *identity;
     graft_status (*read_labels)(void *user, int64_t start, int64_t count, graft_tensor *labels);
+    /* Optional (NULL: none): called once per backbone phase that will read inputs (some features
+     * are not in the cache), before the trainer prepares the backbone, with the first read to
+     * come, so the source can start its threads and decoders meanwhile. */
+    graft_status (*begin)(void *user, int64_t start, int64_t count);
 } graft_batch_source;
 
 /* Train on a source; validation source optional (NULL). The backbone reads every sample once. */
@@ -585,7 +599,7 @@ GRAFT_API graft_status graft_image_options_to_model(graft_model *model,
 
 /* ---- GPU JPEG decoding --------------------------------------------------------------------- */
 
-/* Batched JPEG decoding with nvJPEG on the model's GPU (its device and stream), writing model
+/* Batched JPEG decoding with nvJPEG on the model's GPU (on a CUDA stream of its own), writing model
  * inputs straight into device memory: what graft_image_load makes of the same file and options
  * (shorter side resized as Pillow does, center crop, (x / 255 - mean) / std in F32 or F16, NCHW
  * or NHWC; GRAFT_DTYPE_U8: the cropped pixels themselves), from pixels nvJPEG decodes (its IDCT
@@ -598,13 +612,21 @@ typedef struct graft_jpeg_decoder graft_jpeg_decoder;
 GRAFT_API graft_status graft_jpeg_decoder_create(graft_model *model,
                                                  const graft_image_options *options, int max_batch,
                                                  graft_jpeg_decoder **out);
+/* graft_jpeg_decoder_create for another thread than the model's: the same decoder, its error
+ * message (if any) written into error (error_size bytes) instead of the model's context, so it
+ * may start (nvJPEG's handles and engines take most of a second) while the model runs. */
+GRAFT_API graft_status graft_jpeg_decoder_open(graft_model *model,
+                                               const graft_image_options *options, int max_batch,
+                                               char *error, size_t error_size,
+                                               graft_jpeg_decoder **out);
 /* n images (data[i], lengths[i] bytes, host memory, free to change when the call returns) into
  * dst: device memory on the model's GPU of n * (3 * crop * crop) elements of options->dtype,
- * complete in the model's stream order (graft_model_run and graft_model_copy after this call see
- * it). decoded (n, host): 1 when image i was written, 0 when not (not a JPEG, corrupt or
- * truncated, an EXIF orientation other than 1, CMYK, over max_pixels, a kind neither nvJPEG
- * backend takes): dst's slot i is then untouched; decode those on the CPU (graft_image_load).
- * n > max_batch is an error; n == 0 does nothing. */
+ * complete when the call returns. The decoder keeps its own error state (graft_jpeg_decoder_error,
+ * not the model's context) and stream, so one thread may decode the next batch while another
+ * runs the model on the last one (not on the same dst). decoded (n, host): 1 when image i was
+ * written, 0 when not (not a JPEG, corrupt or truncated, an EXIF orientation other than 1, CMYK,
+ * over max_pixels, a kind neither nvJPEG backend takes): dst's slot i is then untouched; decode
+ * those on the CPU (graft_image_load). n > max_batch is an error; n == 0 does nothing. */
 GRAFT_API graft_status graft_jpeg_decode_batch(graft_jpeg_decoder *d,
                                                const unsigned char *const *data,
                                                const size_t *lengths, int n, void *dst,
@@ -613,6 +635,8 @@ GRAFT_API graft_status graft_jpeg_decode_batch(graft_jpeg_decoder *d,
  * decoder, where there are no engines); images the hardware does not take (progressive, ...) go
  * through the "gpu" decoder either way. */
 GRAFT_API const char *graft_jpeg_decoder_backend(const graft_jpeg_decoder *d);
+/* The message of the decoder's last failed graft_jpeg_decode_batch ("" after a success). */
+GRAFT_API const char *graft_jpeg_decoder_error(const graft_jpeg_decoder *d);
 GRAFT_API void graft_jpeg_decoder_free(graft_jpeg_decoder *d);
 
 /* How text becomes token ids (BERT's inputs). */
@@ -772,7 +796,9 @@ GRAFT_API graft_status graft_dataset_set_allocator(graft_dataset *ds,
                                                    void *user);
 /* A batch source over the data set for the trainer: `threads` decoding threads (0: all cores),
  * `prefetch` batches ready ahead; augmentation draws from `seed`. The source stays valid while
- * ds lives; a source's samples come out in the data set's order whatever the thread count. */
+ * ds lives, until the next call for ds makes another (a data set has one source at a time; open
+ * the folder again for a second); a source's samples come out in the data set's order whatever
+ * the thread count. */
 GRAFT_API graft_status graft_dataset_source(graft_dataset *ds, int threads, int prefetch,
                                             uint64_t seed, graft_batch_source *out);
 

@@ -459,7 +459,7 @@ static void warm_cache_reads_no_input(const char *gen, data *d, int skip) {
         graft_trainer *t = NULL;
         to.callback = on_report, to.callback_user = &s[run];
         graft_batch_source src = {
-            N, 3, counted_read, &c[run], skip ? "skip" : "all", counted_labels};
+            N, 3, counted_read, &c[run], skip ? "skip" : "all", counted_labels, NULL};
         st = graft_trainer_create(m, &ho, &to, &t);
         if (st == GRAFT_OK) st = graft_trainer_fit_source(t, &src, NULL);
         graft_trainer_free(t);
@@ -552,7 +552,7 @@ static void batch_source(const char *gen, data *d) {
         graft_train_options to = GRAFT_TRAIN_OPTIONS_INIT;
         to.epochs = 5, to.batch_size = 16, to.lr = 3e-2, to.seed = 3;
         to.callback = on_report, to.callback_user = &s;
-        graft_batch_source src = {N, 3, my_read, d, NULL, NULL};
+        graft_batch_source src = {N, 3, my_read, d, NULL, NULL, NULL};
         graft_status st = graft_trainer_create(m, &ho, &to, &t);
         if (st == GRAFT_OK) st = graft_trainer_fit_source(t, &src, &src);
         seen plain;
@@ -565,7 +565,7 @@ static void batch_source(const char *gen, data *d) {
         graft_trainer_free(t);
         seen k = {0};
         to.callback_user = &k;
-        graft_batch_source skipping = {N, 3, skipping_read, d, NULL, NULL};
+        graft_batch_source skipping = {N, 3, skipping_read, d, NULL, NULL, NULL};
         st = graft_trainer_create(m, &ho, &to, &t);
         if (st == GRAFT_OK) st = graft_trainer_fit_source(t, &skipping, NULL);
         CHECK("fit_source_skips_samples",

@@ -145,6 +145,11 @@ run_suite device "$(left)" "$B/tests/test_device" models/digits_cnn.onnx
 run_suite device_io "$(left)" "$B/tests/test_device_io" models/digits_cnn.onnx
 note "test_gpu_jpeg: nvJPEG decoding against the CPU's images (needs libnvjpeg at run time)"
 run_suite gpu_jpeg "$(left)" "$B/tests/test_gpu_jpeg" models/digits_cnn.onnx tests/data/images
+note "test_gpu_decode: --decode gpu's prefetching sources against the CPU's"
+python3 tools/make_image_folder.py "$OUT/decode_folder" --per-class 24 --size 96 >/dev/null &&
+    run_suite gpu_decode "$(left)" "$B/tests/test_gpu_decode" models/digits_cnn.onnx \
+        "$OUT/decode_folder"
+rm -rf "$OUT/decode_folder"
 
 # ---- (b, c) ONNX node tests and the sanitizers, side by side ----
 DATA=${ONNX_NODE_DATA:-/usr/share/libonnx-testdata/data/node}

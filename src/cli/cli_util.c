@@ -258,6 +258,10 @@ graft_ctx *cli_ctx(const char *cmd, int threads, const char *device) {
     graft_ctx_options opt = GRAFT_CTX_OPTIONS_INIT;
     opt.num_threads = threads;
     opt.device = cli_resolve_device(cmd, device);
+    /* GRAFT_LOG=debug|info shows the library's messages below warnings (stderr). */
+    const char *level = getenv("GRAFT_LOG");
+    if (level && strcmp(level, "debug") == 0) opt.log_level = GRAFT_LOG_DEBUG;
+    if (level && strcmp(level, "info") == 0) opt.log_level = GRAFT_LOG_INFO;
     graft_ctx *ctx = NULL;
     graft_status st = graft_ctx_create(&opt, &ctx);
     if (st != GRAFT_OK) {

@@ -62,9 +62,10 @@ static void print_summary(session *s, const run *r, const int64_t *counts, int n
                (double)right / total, (long long)right, (long long)total);
     printf("  device            %s\n", graft_model_device(s->model));
     if (s->uint8_input) printf("  input             uint8 NHWC, normalised in the model\n");
-    printf("  time              backbone %.1fs (%lld samples run; the rest from the cache), head "
-           "%.1fs\n",
-           r->last.backbone_seconds, (long long)r->last.backbone_samples, r->last.head_seconds);
+    printf("  time              backbone %.1fs (%lld samples run; the rest from the cache), "
+           "inputs read %.1fs, feature cache %.1fs, head %.1fs\n",
+           r->last.backbone_seconds, (long long)r->last.backbone_samples, r->last.read_seconds,
+           r->last.cache_seconds, r->last.head_seconds);
     /* The two views of a --val-split share one list of skipped files: count it once. */
     int64_t in_train = graft_dataset_skipped_count(s->train);
     int64_t skipped =

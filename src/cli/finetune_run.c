@@ -50,6 +50,9 @@ int finetune_on_extract(const graft_extract_report *p, void *user) {
     double t = progress_now();
     int64_t total = r->n_train + r->n_val, done = (p->validation ? r->n_train : 0) + p->done;
     r->backbone_ran[p->validation != 0] = p->backbone_samples;
+    r->phase_split[p->validation != 0][0] = p->backbone_seconds;
+    r->phase_split[p->validation != 0][1] = p->read_seconds;
+    r->phase_split[p->validation != 0][2] = p->cache_seconds;
     if (p->done == 0 && p->cache_note) {
         if (r->tty) progress_clear();
         fprintf(stderr, "graft: warning: the feature cache of the %s data was %s\n",
@@ -58,6 +61,7 @@ int finetune_on_extract(const graft_extract_report *p, void *user) {
     if (!p->validation && p->done == 0) {
         r->phase = PHASE_BACKBONE, r->backbone_t0 = t, r->shown_at = 0;
         r->backbone_ran[1] = 0;
+        memset(r->phase_split[1], 0, sizeof r->phase_split[1]);
         if (!r->tty) {
             printf("backbone: features of %lld samples (from the cache where it has them)\n",
                    (long long)total);
@@ -78,9 +82,13 @@ int finetune_on_extract(const graft_extract_report *p, void *user) {
     if (end) {
         int64_t ran = r->backbone_ran[0] + r->backbone_ran[1];
         if (r->tty) progress_clear();
-        printf("backbone: %lld samples in %.1fs (%.0f %s; %lld through the backbone%s)\n",
+        double split[3];
+        for (int k = 0; k < 3; k++) split[k] = r->phase_split[0][k] + r->phase_split[1][k];
+        printf("backbone: %lld samples in %.1fs (%.0f %s; %lld through the backbone%s): backbone "
+               "%.2fs, reading inputs %.2fs, feature cache %.2fs\n",
                (long long)done, dt, rate, unit(r), (long long)ran,
-               ran < done ? ", the others from the cache or skipped" : "");
+               ran < done ? ", the others from the cache or skipped" : "", split[0], split[1],
+               split[2]);
         fflush(stdout);
     }
     r->epoch_t0 = t; /* the first epoch's clock starts when this phase ends */

@@ -32,7 +32,8 @@ typedef struct run {
     /* Wall time of each phase (progress_now): start, loaded (model, data, cut, trainer), fitted,
      * the export checked on the validation data, exported. */
     double t_start, t_loaded, t_fitted, t_checked, t_exported;
-    int64_t backbone_ran[2]; /* samples the backbone ran for: training, validation data */
+    int64_t backbone_ran[2];  /* samples the backbone ran for: training, validation data */
+    double phase_split[2][3]; /* the same: seconds in the backbone, the reads, the cache */
     /* Checkpoints: DIR/last.safetensors after every epoch and on Ctrl-C, DIR/best.safetensors
      * at the best validation loss (without validation data: every epoch, as last). */
     char last_path[4096], best_path[4096];

@@ -1,17 +1,14 @@
-/* gpu_source.c: a batch source that decodes an image data set's JPEGs on the model's GPU
- * (graft_jpeg_decode_batch) into device memory, for `graft finetune --decode gpu`: labels from
- * the data set's source, files read on the host, the images nvJPEG leaves (PNG, CMYK, rotated,
- * damaged) decoded by the data set's own source one at a time (which also lists the skipped). */
+/* gpu_source.c: a batch source that decodes an image data set's JPEGs on the model's GPU (the
+ * gpu_decode worker, a batch ahead) into device memory, for `graft finetune --decode gpu`: labels
+ * from the data set's source, the images nvJPEG leaves (PNG, CMYK, rotated, damaged) decoded by
+ * the data set's own source one at a time (which also lists the skipped). */
 #include "gpu_source.h"
-
-#include "../core/files.h"
 
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define JPEG_FILE_MAX_BYTES ((size_t)1 << 30) /* a larger file is left to the CPU path */
 #define TRY_STATUS(x)                                                                              \
     do {                                                                                           \
         graft_status s_ = (x);                                                                     \
@@ -22,15 +19,12 @@ struct gpu_source {
     graft_batch_source base; /* the data set's own source: labels, CPU fallbacks */
     graft_dataset *ds;
     graft_model *model;
-    graft_jpeg_decoder *dec;
+    gpu_decode *worker; /* shared with the run's other sources */
     graft_image_options o;
     int max_batch;
-    size_t slot;              /* bytes of one image */
-    void *dev_all, *dev_kept; /* (max_batch) slots: decoded, then the kept ones packed */
-    unsigned char **bytes;    /* (max_batch) file contents */
-    size_t *lengths;          /* (max_batch) */
-    unsigned char *decoded;   /* (max_batch) */
-    void *labels;             /* packed labels, labels_cap bytes */
+    size_t slot;    /* bytes of one image */
+    void *dev_kept; /* (max_batch) slots: the kept ones packed when some were left out */
+    void *labels;   /* packed labels, labels_cap bytes */
     size_t labels_cap;
     char identity[700];
     int64_t gpu_images, cpu_images; /* decoded on each */
@@ -47,61 +41,67 @@ static graft_status cpu_one(gpu_source *g, int64_t sample, void *slot, unsigned 
     return graft_model_copy(g->model, slot, in[0].tensor.data, g->slot, GRAFT_COPY_HOST_TO_DEVICE);
 }
 
-static graft_status gpu_read(void *user, int64_t start, int64_t count, graft_named_tensor *inputs,
-                             graft_tensor *labels, unsigned char *kept) {
-    gpu_source *g = user;
-    if (count > g->max_batch) return GRAFT_E_INVALID_ARGUMENT;
-    size_t bytes = g->slot * (size_t)g->max_batch;
-    if (!g->dec) TRY_STATUS(graft_jpeg_decoder_create(g->model, &g->o, g->max_batch, &g->dec));
-    if (!g->dev_all) TRY_STATUS(graft_model_device_alloc(g->model, bytes, &g->dev_all));
-    if (!g->dev_kept) TRY_STATUS(graft_model_device_alloc(g->model, bytes, &g->dev_kept));
-    const unsigned char *data[4096];
-    for (int64_t i = 0; i < count; i++) {
-        const char *path = graft_dataset_sample_path(g->ds, start + i);
-        const char *why;
-        free(g->bytes[i]);
-        g->bytes[i] = NULL, g->lengths[i] = 0; /* unreadable: the CPU path reports it */
-        if (path)
-            (void)file_read_all(path, JPEG_FILE_MAX_BYTES, (char **)&g->bytes[i], &g->lengths[i],
-                                &why, NULL);
-        data[i] = g->bytes[i];
-    }
-    TRY_STATUS(
-        graft_jpeg_decode_batch(g->dec, data, g->lengths, (int)count, g->dev_all, g->decoded));
-    graft_tensor all_labels;
-    TRY_STATUS(g->base.read_labels(g->base.user, start, count, &all_labels));
-    size_t ls =
-        graft_dtype_size(all_labels.dtype) * (size_t)(all_labels.ndim > 1 ? all_labels.dims[1] : 1);
-    if (ls * (size_t)count > g->labels_cap) {
-        void *nl = realloc(g->labels, ls * (size_t)count);
+/* The labels of [start, start + count) with room for them packed. */
+static graft_status labels_of(gpu_source *g, int64_t start, int64_t count, graft_tensor *all,
+                              size_t *ls) {
+    TRY_STATUS(g->base.read_labels(g->base.user, start, count, all));
+    *ls = graft_dtype_size(all->dtype) * (size_t)(all->ndim > 1 ? all->dims[1] : 1);
+    if (*ls * (size_t)count > g->labels_cap) {
+        void *nl = realloc(g->labels, *ls * (size_t)count);
         if (!nl) return GRAFT_E_OUT_OF_MEMORY;
-        g->labels = nl, g->labels_cap = ls * (size_t)count;
+        g->labels = nl, g->labels_cap = *ls * (size_t)count;
     }
-    int64_t got = 0;
+    return GRAFT_OK;
+}
+
+/* The images nvJPEG left decoded on the CPU into their slots of dev, the kept ones packed into
+ * dev_kept from the first gap on; *out the buffer that holds them, *got how many. */
+static graft_status complete_batch(gpu_source *g, int64_t start, int64_t count, void *dev,
+                                   const unsigned char *decoded, const graft_tensor *all_labels,
+                                   size_t ls, unsigned char *kept, void **out, int64_t *got) {
+    *got = 0;
     for (int64_t i = 0; i < count; i++) {
-        char *slot = (char *)g->dev_all + (size_t)i * g->slot;
+        char *slot = (char *)dev + (size_t)i * g->slot;
         kept[i] = 1;
-        if (g->decoded[i])
+        if (decoded[i])
             g->gpu_images++;
         else
             TRY_STATUS(cpu_one(g, start + i, slot, &kept[i]));
         if (!kept[i]) continue;
-        if (got != i)
-            TRY_STATUS(graft_model_copy(g->model, (char *)g->dev_kept + (size_t)got * g->slot, slot,
-                                        g->slot, GRAFT_COPY_DEVICE_TO_DEVICE));
-        memcpy((char *)g->labels + (size_t)got * ls, (char *)all_labels.data + (size_t)i * ls, ls);
-        got++;
+        if (*got != i)
+            TRY_STATUS(graft_model_copy(g->model, (char *)g->dev_kept + (size_t)*got * g->slot,
+                                        slot, g->slot, GRAFT_COPY_DEVICE_TO_DEVICE));
+        memcpy((char *)g->labels + (size_t)*got * ls, (char *)all_labels->data + (size_t)i * ls,
+               ls);
+        (*got)++;
     }
-    /* When one was left out, the kept ones were packed from their first gap on. */
-    void *dev = g->dev_all;
-    if (got < count) {
-        int64_t first_gap = 0;
-        while (first_gap < count && kept[first_gap]) first_gap++;
-        if (first_gap > 0)
-            TRY_STATUS(graft_model_copy(g->model, g->dev_kept, g->dev_all,
-                                        (size_t)first_gap * g->slot, GRAFT_COPY_DEVICE_TO_DEVICE));
-        dev = g->dev_kept;
-    }
+    *out = dev;
+    if (*got == count) return GRAFT_OK;
+    int64_t first_gap = 0;
+    while (first_gap < count && kept[first_gap]) first_gap++;
+    if (first_gap > 0)
+        TRY_STATUS(graft_model_copy(g->model, g->dev_kept, dev, (size_t)first_gap * g->slot,
+                                    GRAFT_COPY_DEVICE_TO_DEVICE));
+    *out = g->dev_kept;
+    return GRAFT_OK;
+}
+
+static graft_status gpu_read(void *user, int64_t start, int64_t count, graft_named_tensor *inputs,
+                             graft_tensor *labels, unsigned char *kept) {
+    gpu_source *g = user;
+    if (count > g->max_batch) return GRAFT_E_INVALID_ARGUMENT;
+    /* The trainer reads in order, batch after batch: the next ones decode while this runs. */
+    void *dev = NULL;
+    const unsigned char *decoded = NULL;
+    TRY_STATUS(gpu_decode_get(g->worker, g->ds, g->base.n_samples, start, count, &dev, &decoded));
+    if (!g->dev_kept)
+        TRY_STATUS(
+            graft_model_device_alloc(g->model, g->slot * (size_t)g->max_batch, &g->dev_kept));
+    graft_tensor all_labels;
+    size_t ls;
+    TRY_STATUS(labels_of(g, start, count, &all_labels, &ls));
+    int64_t got = 0;
+    TRY_STATUS(complete_batch(g, start, count, dev, decoded, &all_labels, ls, kept, &dev, &got));
     graft_named_tensor *in = &inputs[0];
     in->name = g->o.input_name;
     in->tensor.dtype = g->o.dtype;
@@ -116,6 +116,12 @@ static graft_status gpu_read(void *user, int64_t start, int64_t count, graft_nam
     return GRAFT_OK;
 }
 
+static graft_status gpu_begin(void *user, int64_t start, int64_t count) {
+    gpu_source *g = user;
+    if (count > g->max_batch) return GRAFT_E_INVALID_ARGUMENT;
+    return gpu_decode_begin(g->worker, g->ds, g->base.n_samples, start, count);
+}
+
 static graft_status gpu_read_labels(void *user, int64_t start, int64_t count,
                                     graft_tensor *labels) {
     gpu_source *g = user;
@@ -124,46 +130,30 @@ static graft_status gpu_read_labels(void *user, int64_t start, int64_t count,
 
 void gpu_source_free(gpu_source *g) {
     if (!g) return;
-    graft_jpeg_decoder_free(g->dec);
-    graft_model_device_free(g->model, g->dev_all);
     graft_model_device_free(g->model, g->dev_kept);
-    for (int i = 0; g->bytes && i < g->max_batch; i++) free(g->bytes[i]);
-    free(g->bytes), free(g->lengths), free(g->decoded), free(g->labels);
+    free(g->labels);
     free(g);
 }
 
 graft_status gpu_source_create(graft_dataset *ds, const graft_batch_source *base,
-                               graft_model *model, const graft_image_options *o, int max_batch,
-                               gpu_source **out, graft_batch_source *src) {
+                               gpu_decode *worker, graft_model *model, const graft_image_options *o,
+                               int max_batch, gpu_source **out, graft_batch_source *src) {
     *out = NULL;
     if (!base->read_labels || base->n_inputs != 1 || max_batch < 1 || max_batch > 4096 ||
         o->crop < 1)
         return GRAFT_E_UNSUPPORTED;
     gpu_source *g = calloc(1, sizeof *g);
     if (!g) return GRAFT_E_OUT_OF_MEMORY;
-    g->base = *base, g->ds = ds, g->model = model, g->o = *o, g->max_batch = max_batch;
+    g->base = *base, g->ds = ds, g->worker = worker, g->model = model, g->o = *o;
+    g->max_batch = max_batch;
     g->slot = (size_t)3 * (size_t)o->crop * (size_t)o->crop * graft_dtype_size(o->dtype);
-    size_t nb = (size_t)max_batch;
-    g->bytes = calloc(nb, sizeof *g->bytes);
-    g->lengths = calloc(nb, sizeof *g->lengths);
-    g->decoded = calloc(nb, 1);
-    graft_status st = g->bytes && g->lengths && g->decoded ? GRAFT_OK : GRAFT_E_OUT_OF_MEMORY;
-    /* The decoder and its buffers are made when first needed: a run whose features are all
-     * cached never starts nvJPEG (1.5 s on an H200) nor takes its memory. */
-    if (st != GRAFT_OK) {
-        gpu_source_free(g);
-        return st;
-    }
     /* The features differ from the CPU decoder's by nvJPEG's rounding: a cache of their own. */
     snprintf(g->identity, sizeof g->identity, "%s;decode=nvjpeg",
              base->identity ? base->identity : "");
-    *src = (graft_batch_source){base->n_samples, 1, gpu_read, g, g->identity, gpu_read_labels};
+    *src = (graft_batch_source){base->n_samples, 1,        gpu_read, g, g->identity,
+                                gpu_read_labels, gpu_begin};
     *out = g;
     return GRAFT_OK;
-}
-
-const char *gpu_source_backend(const gpu_source *g) {
-    return g && g->dec ? graft_jpeg_decoder_backend(g->dec) : "not started";
 }
 
 void gpu_source_counts(const gpu_source *g, int64_t *on_gpu, int64_t *on_cpu) {

@@ -210,10 +210,22 @@ static graft_status bind_text_inputs(session *s) {
     return st;
 }
 
+/* --decode gpu: one decoding worker for both sources (read one after the other). */
+typedef struct gpu_run {
+    gpu_decode *worker;
+    gpu_source *g[2];
+} gpu_run;
+
+static void gpu_run_free(gpu_run *r) {
+    gpu_source_free(r->g[0]), gpu_source_free(r->g[1]);
+    gpu_decode_free(r->worker);
+    memset(r, 0, sizeof *r);
+}
+
 /* --decode gpu: the sources decode on the GPU (gpu_source.c) and the model takes device inputs
  * for the backbone phase; 0, or 1 after an error (none left to undo). */
 static int gpu_sources(session *s, const finetune_opts *o, graft_batch_source *train,
-                       graft_batch_source *val, gpu_source **g) {
+                       graft_batch_source *val, gpu_run *r) {
     if (o->vocab) {
         fprintf(stderr, "graft %s: --decode gpu is for images, not text\n", s->cmd);
         return 1;
@@ -228,35 +240,55 @@ static int gpu_sources(session *s, const finetune_opts *o, graft_batch_source *t
         return 1;
     }
     int b = o->train.batch_size;
-    graft_status st = gpu_source_create(s->train, train, s->model, &s->prep.o, b, &g[0], train);
+    graft_status st = gpu_decode_create(s->ctx, s->model, &s->prep.o, b, &r->worker);
+    if (st == GRAFT_OK)
+        st =
+            gpu_source_create(s->train, train, r->worker, s->model, &s->prep.o, b, &r->g[0], train);
     if (st == GRAFT_OK && s->val)
-        st = gpu_source_create(s->val, val, s->model, &s->prep.o, b, &g[1], val);
+        st = gpu_source_create(s->val, val, r->worker, s->model, &s->prep.o, b, &r->g[1], val);
     if (st == GRAFT_OK) st = graft_model_set_device_io(s->model, 1, 0);
     if (st == GRAFT_OK) {
         printf("backbone: JPEGs decoded on the GPU (nvJPEG) where the cache lacks them\n");
         return 0;
     }
-    gpu_source_free(g[0]), gpu_source_free(g[1]);
-    g[0] = g[1] = NULL;
+    gpu_run_free(r);
     return session_fail(s, "--decode gpu");
+}
+
+/* Where the GPU decoding's time went (the terminal and --report's summary). */
+static void gpu_run_report(session *s, gpu_run *r) {
+    int64_t on_gpu = 0, on_cpu = 0, a, b;
+    for (int k = 0; k < 2; k++) gpu_source_counts(r->g[k], &a, &b), on_gpu += a, on_cpu += b;
+    if (on_gpu + on_cpu == 0) return;
+    gpu_decode_stats st;
+    gpu_decode_get_stats(r->worker, &st);
+    printf("backbone: %lld images decoded on the GPU (nvJPEG, %s), %lld on the CPU; decoder "
+           "start %.2fs, on the decoding thread file reads %.2fs and decoding %.2fs (%.0f "
+           "images/s), the backbone waited %.2fs for images\n",
+           (long long)on_gpu, gpu_decode_backend(r->worker), (long long)on_cpu, st.start_s,
+           st.read_s, st.decode_s, st.decode_s > 0 ? (double)st.images / st.decode_s : 0.0,
+           st.wait_s);
+    if (!s->log) return;
+    run_log_summary(s->log, "gpu_decode_images", run_log_float((double)on_gpu));
+    run_log_summary(s->log, "gpu_decode_cpu_fallbacks", run_log_float((double)on_cpu));
+    run_log_summary(s->log, "gpu_decode_seconds_start", run_log_float(st.start_s));
+    run_log_summary(s->log, "gpu_decode_seconds_read", run_log_float(st.read_s));
+    run_log_summary(s->log, "gpu_decode_seconds_decode", run_log_float(st.decode_s));
+    run_log_summary(s->log, "gpu_decode_seconds_waited", run_log_float(st.wait_s));
 }
 
 int session_fit(session *s, const finetune_opts *o) {
     graft_batch_source train, val;
-    gpu_source *g[2] = {NULL, NULL};
+    gpu_run gr = {0};
     if (o->vocab && bind_text_inputs(s) != GRAFT_OK) return session_fail(s, "the model's inputs");
     graft_status st = graft_dataset_source(s->train, o->threads, 2, o->train.seed, &train);
     if (st == GRAFT_OK && s->val) st = graft_dataset_source(s->val, o->threads, 2, 0, &val);
-    if (st == GRAFT_OK && o->decode_gpu && gpu_sources(s, o, &train, &val, g)) return 1;
+    if (st == GRAFT_OK && o->decode_gpu && gpu_sources(s, o, &train, &val, &gr)) return 1;
     if (st == GRAFT_OK) st = graft_trainer_fit_source(s->trainer, &train, s->val ? &val : NULL);
-    if (o->decode_gpu && g[0]) {
-        int64_t on_gpu = 0, on_cpu = 0, a, b;
-        for (int k = 0; k < 2; k++) gpu_source_counts(g[k], &a, &b), on_gpu += a, on_cpu += b;
-        if (on_gpu + on_cpu)
-            printf("backbone: %lld images decoded on the GPU, %lld on the CPU\n", (long long)on_gpu,
-                   (long long)on_cpu);
+    if (o->decode_gpu && gr.worker) {
+        gpu_run_report(s, &gr);
         graft_model_set_device_io(s->model, 0, 0);
-        gpu_source_free(g[0]), gpu_source_free(g[1]);
+        gpu_run_free(&gr);
     }
     if (st == GRAFT_OK) return 0;
     int rc = session_fail(s, "training");

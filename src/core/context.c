@@ -43,6 +43,11 @@ const char *graft_last_error(const graft_ctx *ctx) {
     return ctx ? ctx->err.msg : "";
 }
 
+graft_status graft_set_error(graft_ctx *ctx, graft_status status, const char *message) {
+    if (ctx) err_set(&ctx->err, status, "%s", message ? message : "");
+    return status;
+}
+
 graft_status ctx_fail(graft_ctx *ctx, const graft_err *e) {
     if (ctx && e && &ctx->err != e) ctx->err = *e;
     return e ? e->status : GRAFT_E_INTERNAL;

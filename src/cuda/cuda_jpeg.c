@@ -1,7 +1,9 @@
 /* cuda_jpeg.c: batched JPEG decoding with nvJPEG into model inputs on the model's GPU. */
 #include <nvjpeg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../data/image_internal.h"
 #include "../data/transforms.h"
@@ -13,6 +15,21 @@
 #define MAX_BATCH 4096
 #define DEFAULT_MAX_PIXELS 178956970
 
+/* The resize of image (w, h): its resized size and both axes' weights (NULL when unchanged). */
+typedef struct image_plan {
+    int rw, rh;
+    resample_coeffs ch, cv;
+    bool do_h, do_v;
+} image_plan;
+
+#define PLAN_MEMO 32 /* image sizes whose resize weights are kept (a data set has few sizes) */
+
+/* Where a decoder's time went, logged at debug level when it is freed. */
+typedef struct jpeg_times {
+    double create, hw_engine, gpu_engine, parse, decode, plan, resize;
+    int64_t batches, images;
+} jpeg_times;
+
 /* A decoder's batched state on one nvJPEG handle. */
 typedef struct jpeg_engine {
     nvjpegHandle_t h;
@@ -23,10 +40,13 @@ typedef struct jpeg_engine {
 struct graft_jpeg_decoder {
     graft_model *m;
     cuda_backend *be;
+    cudaStream_t stream; /* the decoder's own: it may decode while the model runs */
+    graft_err err;       /* graft_jpeg_decode_batch's errors (graft_jpeg_decoder_error) */
     graft_image_options o;
     int max_batch, kind;
     bool have_hw;
-    jpeg_engine hw, gpu;         /* hw.h NULL without JPEG engines */
+    jpeg_engine hw, gpu;         /* hw.h NULL without JPEG engines; gpu.h opened when needed */
+    bool gpu_failed;             /* gpu could not be opened */
     nvjpegJpegState_t one_state; /* single-image decodes on gpu.h (after a failed batch) */
     nvjpegJpegStream_t parsed;   /* header parses for nvjpegDecodeBatchedSupported */
     uint32_t *lut;               /* (3, 256) device: output bits per channel and byte */
@@ -36,14 +56,21 @@ struct graft_jpeg_decoder {
     size_t pinned_bytes;
     void *tables; /* device copy of pinned */
     size_t tables_bytes;
-    cudaEvent_t uploaded; /* the last upload from pinned is done */
-    bool upload_pending;
     int *width, *height, *group; /* (max_batch): decoded size; 0 skip, 1 hw, 2 gpu */
     size_t *offset;              /* (max_batch): the image's place in scratch */
     const unsigned char **ptrs;  /* (max_batch) */
     size_t *lens;                /* (max_batch) */
     int *index;                  /* (max_batch) */
+    image_plan memo[PLAN_MEMO];  /* resize weights of the first PLAN_MEMO sizes seen */
+    int memo_w[PLAN_MEMO], memo_h[PLAN_MEMO], n_memo;
+    jpeg_times times;
 };
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 static graft_status nvjpeg_fail(graft_err *e, nvjpegStatus_t s, const char *what) {
     return err_set(e, GRAFT_E_UNSUPPORTED, "nvJPEG: %s failed (status %d)", what, (int)s);
@@ -53,6 +80,26 @@ static graft_status nvjpeg_fail(graft_err *e, nvjpegStatus_t s, const char *what
         nvjpegStatus_t nvj_ = (expr);                                                              \
         if (nvj_ != NVJPEG_STATUS_SUCCESS) return nvjpeg_fail((e), nvj_, (what));                  \
     } while (0)
+
+/* Device memory in the decoder's stream order (the memory is used on that stream only). */
+static graft_status dec_alloc(graft_jpeg_decoder *d, size_t bytes, void **out, graft_err *e) {
+    *out = NULL;
+    cudaError_t err = cudaMallocAsync(out, bytes ? bytes : 1, d->stream);
+    if (err == cudaSuccess) return GRAFT_OK;
+    cudaGetLastError();
+    *out = NULL;
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    return err_set(e, GRAFT_E_OUT_OF_MEMORY,
+                   "nvJPEG decoding: out of GPU memory on cuda:%d: %.1f MiB needed, %.1f MiB free "
+                   "of %.1f MiB",
+                   d->be->device, (double)bytes / 1048576.0, (double)free_b / 1048576.0,
+                   (double)total_b / 1048576.0);
+}
+
+static void dec_free(graft_jpeg_decoder *d, void *p) {
+    if (p) cudaFreeAsync(p, d->stream);
+}
 
 static graft_status check_options(const graft_image_options *o, int max_batch, graft_err *e) {
     if (max_batch < 1 || max_batch > MAX_BATCH)
@@ -93,8 +140,11 @@ static graft_status upload_lut(graft_jpeg_decoder *d, graft_err *e) {
             memcpy(&bits, &f, sizeof bits);
             lut[c * 256 + v] = d->kind == JPEG_OUT_F16 ? f32_to_f16(f) : bits;
         }
-    TRY(cuda_malloc(d->be, sizeof lut, (void **)&d->lut, e));
-    return cuda_upload(d->be, d->lut, lut, sizeof lut, e);
+    TRY(dec_alloc(d, sizeof lut, (void **)&d->lut, e));
+    CUDA_TRY(e, cudaMemcpyAsync(d->lut, lut, sizeof lut, cudaMemcpyHostToDevice, d->stream),
+             "uploading the JPEG decoder's tables");
+    CUDA_TRY(e, cudaStreamSynchronize(d->stream), "uploading the JPEG decoder's tables");
+    return GRAFT_OK;
 }
 
 static graft_status engine_open(jpeg_engine *g, nvjpegBackend_t backend, graft_err *e) {
@@ -112,6 +162,8 @@ static void engine_close(jpeg_engine *g) {
 
 static graft_status decoder_open(graft_jpeg_decoder *d, graft_err *e) {
     CUDA_TRY(e, cudaSetDevice(d->be->device), "selecting the model's GPU");
+    CUDA_TRY(e, cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking),
+             "creating the JPEG decoder's stream");
     size_t n = (size_t)d->max_batch;
     d->width = calloc(n, sizeof *d->width);
     d->height = calloc(n, sizeof *d->height);
@@ -122,26 +174,46 @@ static graft_status decoder_open(graft_jpeg_decoder *d, graft_err *e) {
     d->index = calloc(n, sizeof *d->index);
     if (!d->width || !d->height || !d->group || !d->offset || !d->ptrs || !d->lens || !d->index)
         return err_set(e, GRAFT_E_OUT_OF_MEMORY, "graft_jpeg_decoder_create: out of memory");
-    /* The JPEG engines where the GPU has them; nvJPEG's GPU decoder always. */
+    /* The JPEG engines where the GPU has them (nvJPEG's GPU decoder then opens when an image
+     * needs it); else the GPU decoder now. */
+    double t0 = now_s();
     d->have_hw = engine_open(&d->hw, NVJPEG_BACKEND_HARDWARE, e) == GRAFT_OK;
     if (!d->have_hw) engine_close(&d->hw);
     err_clear(e);
-    TRY(engine_open(&d->gpu, NVJPEG_BACKEND_DEFAULT, e));
-    NVJ_TRY(e, nvjpegJpegStateCreate(d->gpu.h, &d->one_state), "creating a decoder state");
+    d->times.hw_engine = now_s() - t0;
+    if (!d->have_hw) {
+        TRY(engine_open(&d->gpu, NVJPEG_BACKEND_DEFAULT, e));
+        NVJ_TRY(e, nvjpegJpegStateCreate(d->gpu.h, &d->one_state), "creating a decoder state");
+    }
     NVJ_TRY(e, nvjpegJpegStreamCreate(d->have_hw ? d->hw.h : d->gpu.h, &d->parsed),
             "creating a stream parser");
-    CUDA_TRY(e, cudaEventCreateWithFlags(&d->uploaded, cudaEventDisableTiming),
-             "creating an event");
     return upload_lut(d, e);
 }
 
-graft_status graft_jpeg_decoder_create(graft_model *model, const graft_image_options *options,
-                                       int max_batch, graft_jpeg_decoder **out) {
-    if (!out) return GRAFT_E_INVALID_ARGUMENT;
-    *out = NULL;
-    if (!model) return GRAFT_E_INVALID_ARGUMENT;
-    graft_err *e = &model->ctx->err;
-    err_clear(e);
+/* nvJPEG's GPU decoder (the images the engines do not take), opened when first needed; false
+ * when it cannot be (those images then go to the CPU). */
+static bool gpu_engine(graft_jpeg_decoder *d) {
+    if (d->gpu.h && d->one_state) return true;
+    if (d->gpu_failed) return false;
+    graft_err e;
+    err_clear(&e);
+    double t0 = now_s();
+    bool ok = engine_open(&d->gpu, NVJPEG_BACKEND_DEFAULT, &e) == GRAFT_OK &&
+              nvjpegJpegStateCreate(d->gpu.h, &d->one_state) == NVJPEG_STATUS_SUCCESS;
+    d->times.gpu_engine += now_s() - t0;
+    if (!ok) {
+        if (d->one_state) nvjpegJpegStateDestroy(d->one_state);
+        d->one_state = NULL;
+        engine_close(&d->gpu);
+        d->gpu_failed = true;
+    }
+    return ok;
+}
+
+/* A decoder for model's GPU, its errors into e (graft_jpeg_decoder_create: the model's context;
+ * graft_jpeg_decoder_open: the caller's buffer). */
+static graft_status decoder_create(graft_model *model, const graft_image_options *options,
+                                   int max_batch, graft_jpeg_decoder **out, graft_err *e) {
     if (!model->have_device || strcmp(model->device.name, "cuda") != 0)
         return err_set(e, GRAFT_E_UNSUPPORTED,
                        "graft_jpeg_decoder_create: the model runs on the CPU (load it with a GPU "
@@ -160,36 +232,72 @@ graft_status graft_jpeg_decoder_create(graft_model *model, const graft_image_opt
     d->kind = o.dtype == GRAFT_DTYPE_U8    ? JPEG_OUT_U8
               : o.dtype == GRAFT_DTYPE_F16 ? JPEG_OUT_F16
                                            : JPEG_OUT_F32;
+    double t0 = now_s();
     graft_status st = decoder_open(d, e);
+    d->times.create = now_s() - t0;
     if (st != GRAFT_OK) {
-        graft_status keep = e->status;
-        char msg[sizeof e->msg];
-        memcpy(msg, e->msg, sizeof msg);
-        graft_jpeg_decoder_free(d);
-        e->status = keep;
-        memcpy(e->msg, msg, sizeof msg);
+        graft_jpeg_decoder_free(d); /* touches no error state */
         return st;
     }
     *out = d;
     return GRAFT_OK;
 }
 
+graft_status graft_jpeg_decoder_create(graft_model *model, const graft_image_options *options,
+                                       int max_batch, graft_jpeg_decoder **out) {
+    if (!out) return GRAFT_E_INVALID_ARGUMENT;
+    *out = NULL;
+    if (!model) return GRAFT_E_INVALID_ARGUMENT;
+    err_clear(&model->ctx->err);
+    return decoder_create(model, options, max_batch, out, &model->ctx->err);
+}
+
+graft_status graft_jpeg_decoder_open(graft_model *model, const graft_image_options *options,
+                                     int max_batch, char *error, size_t error_size,
+                                     graft_jpeg_decoder **out) {
+    if (error && error_size) error[0] = 0;
+    if (!out) return GRAFT_E_INVALID_ARGUMENT;
+    *out = NULL;
+    if (!model) return GRAFT_E_INVALID_ARGUMENT;
+    graft_err e;
+    err_clear(&e);
+    graft_status st = decoder_create(model, options, max_batch, out, &e);
+    if (st != GRAFT_OK && error && error_size) snprintf(error, error_size, "%s", e.msg);
+    return st;
+}
+
 void graft_jpeg_decoder_free(graft_jpeg_decoder *d) {
     if (!d) return;
+    const jpeg_times *t = &d->times;
+    if (t->batches)
+        ctx_log(
+            d->m->ctx, GRAFT_LOG_DEBUG,
+            "nvJPEG decoder (%s): created in %.3fs (hardware engines %.3fs); %lld batches, %lld "
+            "images: headers %.3fs, decode calls %.3fs (the GPU decoder's start %.3fs), resize "
+            "plans %.3fs, resize and wait %.3fs",
+            graft_jpeg_decoder_backend(d), t->create, t->hw_engine, (long long)t->batches,
+            (long long)t->images, t->parse, t->decode, t->gpu_engine, t->plan, t->resize);
+    for (int k = 0; k < d->n_memo; k++)
+        resample_coeffs_free(&d->memo[k].ch), resample_coeffs_free(&d->memo[k].cv);
     cudaSetDevice(d->be->device);
-    cudaStreamSynchronize(d->be->stream);
+    if (d->stream) cudaStreamSynchronize(d->stream);
     if (d->parsed) nvjpegJpegStreamDestroy(d->parsed);
     if (d->one_state) nvjpegJpegStateDestroy(d->one_state);
     engine_close(&d->hw);
     engine_close(&d->gpu);
-    cuda_free(d->be, d->lut);
-    cuda_free(d->be, d->scratch);
-    cuda_free(d->be, d->tables);
+    if (d->stream) {
+        dec_free(d, d->lut), dec_free(d, d->scratch), dec_free(d, d->tables);
+        cudaStreamSynchronize(d->stream);
+        cudaStreamDestroy(d->stream);
+    }
     if (d->pinned) cudaFreeHost(d->pinned);
-    if (d->uploaded) cudaEventDestroy(d->uploaded);
     free(d->width), free(d->height), free(d->group), free(d->offset);
     free(d->ptrs), free(d->lens), free(d->index);
     free(d);
+}
+
+const char *graft_jpeg_decoder_error(const graft_jpeg_decoder *d) {
+    return d ? d->err.msg : "no decoder";
 }
 
 const char *graft_jpeg_decoder_backend(const graft_jpeg_decoder *d) {
@@ -236,7 +344,22 @@ static int classify(graft_jpeg_decoder *d, const uint8_t *p, size_t n, int *w, i
     if (o > 1) return 0;
     int comps = 0, ws[NVJPEG_MAX_COMPONENT] = {0}, hs[NVJPEG_MAX_COMPONENT] = {0};
     nvjpegChromaSubsampling_t css;
-    if (nvjpegGetImageInfo(d->gpu.h, p, n, &comps, &css, ws, hs) != NVJPEG_STATUS_SUCCESS) return 0;
+    /* One header parse: the hardware's stream parser (which also says whether the engines take
+     * the image) where there are engines, else the GPU decoder's image info. */
+    bool parsed = false;
+    if (d->have_hw) {
+        unsigned cw = 0, ch = 0, nc = 0;
+        parsed = nvjpegJpegStreamParseHeader(d->hw.h, p, n, d->parsed) == NVJPEG_STATUS_SUCCESS &&
+                 nvjpegJpegStreamGetFrameDimensions(d->parsed, &cw, &ch) == NVJPEG_STATUS_SUCCESS &&
+                 nvjpegJpegStreamGetComponentsNum(d->parsed, &nc) == NVJPEG_STATUS_SUCCESS &&
+                 nvjpegJpegStreamGetChromaSubsampling(d->parsed, &css) == NVJPEG_STATUS_SUCCESS;
+        comps = (int)nc, ws[0] = (int)cw, hs[0] = (int)ch;
+    }
+    if (!parsed) {
+        if (nvjpegGetImageInfo(d->have_hw ? d->hw.h : d->gpu.h, p, n, &comps, &css, ws, hs) !=
+            NVJPEG_STATUS_SUCCESS)
+            return 0;
+    }
     if ((comps != 1 && comps != 3) || css == NVJPEG_CSS_UNKNOWN || ws[0] <= 0 || hs[0] <= 0)
         return 0;
     if ((int64_t)ws[0] * hs[0] > d->o.max_pixels) return 0;
@@ -246,9 +369,8 @@ static int classify(graft_jpeg_decoder *d, const uint8_t *p, size_t n, int *w, i
         return 0;
     if ((int64_t)rw * rh > IMAGE_MAX_PIXELS) return 0;
     *w = ws[0], *h = hs[0];
-    if (!d->have_hw) return 2;
+    if (!parsed) return 2;
     int unsupported = 1;
-    if (nvjpegJpegStreamParseHeader(d->hw.h, p, n, d->parsed) != NVJPEG_STATUS_SUCCESS) return 2;
     if (nvjpegDecodeBatchedSupported(d->hw.h, d->parsed, &unsupported) != NVJPEG_STATUS_SUCCESS)
         return 2;
     return unsupported == 0 ? 1 : 2;
@@ -263,9 +385,9 @@ static graft_status place(graft_jpeg_decoder *d, int n, graft_err *e) {
         total += ((size_t)d->width[i] * d->height[i] * 3 + 255) & ~(size_t)255;
     }
     if (total > d->scratch_bytes) {
-        cuda_free(d->be, d->scratch);
+        dec_free(d, d->scratch);
         d->scratch = NULL, d->scratch_bytes = 0;
-        TRY(cuda_malloc(d->be, total, (void **)&d->scratch, e));
+        TRY(dec_alloc(d, total, (void **)&d->scratch, e));
         d->scratch_bytes = total;
     }
     return GRAFT_OK;
@@ -283,6 +405,10 @@ static void decode_group(graft_jpeg_decoder *d, jpeg_engine *g, int which, int n
         k++;
     }
     if (k == 0) return;
+    if (g == &d->gpu && !gpu_engine(d)) {
+        for (int j = 0; j < k; j++) d->group[d->index[j]] = 0;
+        return;
+    }
     nvjpegImage_t *gathered = malloc((size_t)k * sizeof *gathered);
     bool ok = gathered != NULL;
     for (int j = 0; ok && j < k; j++) {
@@ -296,17 +422,22 @@ static void decode_group(graft_jpeg_decoder *d, jpeg_engine *g, int which, int n
         g->init_n = ok ? k : -1;
     }
     if (ok)
-        ok = nvjpegDecodeBatched(g->h, g->state, d->ptrs, d->lens, gathered, d->be->stream) ==
+        ok = nvjpegDecodeBatched(g->h, g->state, d->ptrs, d->lens, gathered, d->stream) ==
              NVJPEG_STATUS_SUCCESS;
     if (!ok) {
         g->init_n = -1; /* a failed batch needs a new initialisation */
+        bool one = gpu_engine(d);
         for (int j = 0; j < k; j++) {
             int i = d->index[j];
+            if (!one) {
+                d->group[i] = 0;
+                continue;
+            }
             memset(dest, 0, sizeof dest);
             dest[0].channel[0] = d->scratch + d->offset[i];
             dest[0].pitch[0] = (size_t)d->width[i] * 3;
             if (nvjpegDecode(d->gpu.h, d->one_state, data[i], lengths[i], NVJPEG_OUTPUT_RGBI, dest,
-                             d->be->stream) != NVJPEG_STATUS_SUCCESS)
+                             d->stream) != NVJPEG_STATUS_SUCCESS)
                 d->group[i] = 0;
         }
     }
@@ -331,13 +462,6 @@ static void axis_tables(int32_t *first, int32_t *count, int32_t *w, int taps, in
     }
 }
 
-/* The resize of image (w, h): its resized size and both axes' weights (NULL when unchanged). */
-typedef struct image_plan {
-    int rw, rh;
-    resample_coeffs ch, cv;
-    bool do_h, do_v;
-} image_plan;
-
 static graft_status plan_image(const graft_image_options *o, int w, int h, image_plan *p,
                                graft_err *e) {
     memset(p, 0, sizeof *p);
@@ -347,6 +471,23 @@ static graft_status plan_image(const graft_image_options *o, int w, int h, image
     if (p->do_h) TRY(resample_coeffs_make(&p->ch, w, p->rw, e));
     if (p->do_v) TRY(resample_coeffs_make(&p->cv, h, p->rh, e));
     return GRAFT_OK;
+}
+
+/* The plan for (w, h): a kept one, else made into *own (kept too while there is room). NULL
+ * when it cannot be made (e says why). */
+static const image_plan *plan_for(graft_jpeg_decoder *d, int w, int h, image_plan *own,
+                                  graft_err *e) {
+    for (int k = 0; k < d->n_memo; k++)
+        if (d->memo_w[k] == w && d->memo_h[k] == h) return &d->memo[k];
+    if (plan_image(&d->o, w, h, own, e) != GRAFT_OK) {
+        resample_coeffs_free(&own->ch), resample_coeffs_free(&own->cv);
+        return NULL;
+    }
+    if (d->n_memo == PLAN_MEMO) return own;
+    int k = d->n_memo++;
+    d->memo[k] = *own, d->memo_w[k] = w, d->memo_h[k] = h;
+    memset(own, 0, sizeof *own);
+    return &d->memo[k];
 }
 
 static size_t plan_ints(const image_plan *p, int crop) {
@@ -363,9 +504,9 @@ static graft_status grow_pinned(graft_jpeg_decoder *d, size_t bytes, graft_err *
              "allocating pinned memory for the resize tables");
     d->pinned_bytes = bytes;
     if (bytes > d->tables_bytes) {
-        cuda_free(d->be, d->tables);
+        dec_free(d, d->tables);
         d->tables = NULL, d->tables_bytes = 0;
-        TRY(cuda_malloc(d->be, bytes, &d->tables, e));
+        TRY(dec_alloc(d, bytes, &d->tables, e));
         d->tables_bytes = bytes;
     }
     return GRAFT_OK;
@@ -373,27 +514,23 @@ static graft_status grow_pinned(graft_jpeg_decoder *d, size_t bytes, graft_err *
 
 /* Write items and tables of the decoded images into pinned memory, upload them and launch the
  * kernel. plans: (n) of the images, valid where group != 0. */
-static graft_status resize_batch(graft_jpeg_decoder *d, int n, image_plan *plans, void *dst,
-                                 graft_err *e) {
+static graft_status resize_batch(graft_jpeg_decoder *d, int n, const image_plan *const *plans,
+                                 void *dst, graft_err *e) {
     int crop = d->o.crop, ok = 0;
     size_t ints = 0;
     for (int i = 0; i < n; i++)
-        if (d->group[i]) ok++, ints += plan_ints(&plans[i], crop);
+        if (d->group[i]) ok++, ints += plan_ints(plans[i], crop);
     if (!ok) return GRAFT_OK;
     size_t items_bytes = ((size_t)ok * sizeof(jpeg_item) + 255) & ~(size_t)255;
     size_t bytes = items_bytes + ints * sizeof(int32_t);
-    /* The previous batch's upload must be done before pinned is rewritten. */
-    if (d->upload_pending)
-        CUDA_TRY(e, cudaEventSynchronize(d->uploaded), "waiting for the last table upload");
-    d->upload_pending = false;
-    TRY(grow_pinned(d, bytes, e));
+    TRY(grow_pinned(d, bytes, e)); /* the last batch's upload ended with its call */
     jpeg_item *items = d->pinned;
     int32_t *t = (int32_t *)((char *)d->pinned + items_bytes);
     int64_t at = 0;
     int k = 0;
     for (int i = 0; i < n; i++) {
         if (!d->group[i]) continue;
-        const image_plan *p = &plans[i];
+        const image_plan *p = plans[i];
         int th = p->do_h ? p->ch.taps : 1, tv = p->do_v ? p->cv.taps : 1;
         int cx = transform_center_offset(p->rw, crop), cy = transform_center_offset(p->rh, crop);
         int32_t *h = t + at, *v = h + (size_t)crop * (2 + th);
@@ -412,11 +549,9 @@ static graft_status resize_batch(graft_jpeg_decoder *d, int n, image_plan *plans
         };
         at += (int64_t)plan_ints(p, crop);
     }
-    cudaStream_t s = d->be->stream;
+    cudaStream_t s = d->stream;
     CUDA_TRY(e, cudaMemcpyAsync(d->tables, d->pinned, bytes, cudaMemcpyHostToDevice, s),
              "uploading the resize tables");
-    CUDA_TRY(e, cudaEventRecord(d->uploaded, s), "recording the table upload");
-    d->upload_pending = true;
     CUDA_TRY(e,
              cuda_jpeg_resize(d->tables, ok, (const int32_t *)((char *)d->tables + items_bytes),
                               d->lut, dst, d->kind, d->o.nhwc != 0, crop, s),
@@ -428,7 +563,7 @@ graft_status graft_jpeg_decode_batch(graft_jpeg_decoder *d, const unsigned char 
                                      const size_t *lengths, int n, void *dst,
                                      unsigned char *decoded) {
     if (!d) return GRAFT_E_INVALID_ARGUMENT;
-    graft_err *e = &d->m->ctx->err;
+    graft_err *e = &d->err;
     err_clear(e);
     if (n < 0 || n > d->max_batch)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
@@ -439,29 +574,42 @@ graft_status graft_jpeg_decode_batch(graft_jpeg_decoder *d, const unsigned char 
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                        "graft_jpeg_decode_batch: NULL data, lengths, dst or decoded");
     CUDA_TRY(e, cudaSetDevice(d->be->device), "selecting the model's GPU");
+    jpeg_times *tm = &d->times;
+    double t0 = now_s();
     for (int i = 0; i < n; i++) {
         decoded[i] = 0;
         d->group[i] = classify(d, data[i], lengths[i], &d->width[i], &d->height[i]);
     }
+    double t1 = now_s();
     TRY(place(d, n, e));
     if (d->have_hw) decode_group(d, &d->hw, 1, n, data, lengths);
     decode_group(d, &d->gpu, 2, n, data, lengths);
-    image_plan *plans = calloc((size_t)n, sizeof *plans);
-    if (!plans) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "graft_jpeg_decode_batch: out of memory");
-    graft_status st = GRAFT_OK;
+    double t2 = now_s();
+    const image_plan **plans = calloc((size_t)n, sizeof *plans);
+    image_plan *own = calloc((size_t)n, sizeof *own);
+    graft_status st =
+        plans && own ? GRAFT_OK
+                     : err_set(e, GRAFT_E_OUT_OF_MEMORY, "graft_jpeg_decode_batch: out of memory");
     for (int i = 0; i < n && st == GRAFT_OK; i++)
-        if (d->group[i] && plan_image(&d->o, d->width[i], d->height[i], &plans[i], e)) {
+        if (d->group[i] && !(plans[i] = plan_for(d, d->width[i], d->height[i], &own[i], e))) {
             d->group[i] = 0; /* no weights for it: the CPU's error to give */
             if (e->status == GRAFT_E_OUT_OF_MEMORY)
                 st = e->status;
             else
                 err_clear(e);
         }
+    double t3 = now_s();
     if (st == GRAFT_OK) st = resize_batch(d, n, plans, dst, e);
-    for (int i = 0; i < n; i++) {
-        resample_coeffs_free(&plans[i].ch), resample_coeffs_free(&plans[i].cv);
+    if (st == GRAFT_OK) {
+        cudaError_t done = cudaStreamSynchronize(d->stream);
+        if (done != cudaSuccess) st = cuda_fail(e, done, "decoding a batch of JPEGs");
+    }
+    for (int i = 0; own && i < n; i++) {
+        resample_coeffs_free(&own[i].ch), resample_coeffs_free(&own[i].cv);
         if (st == GRAFT_OK) decoded[i] = d->group[i] != 0;
     }
-    free(plans);
+    free(plans), free(own);
+    tm->parse += t1 - t0, tm->decode += t2 - t1, tm->plan += t3 - t2, tm->resize += now_s() - t3;
+    tm->batches++, tm->images += n;
     return st;
 }

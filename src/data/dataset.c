@@ -264,8 +264,8 @@ graft_status graft_dataset_source(graft_dataset *ds, int threads, int prefetch, 
     if (!ds->identity[0]) view_identity(ds);
     int fed = 0;
     for (int k = 0; k < ds->sh->n_inputs; k++) fed += !ds->sh->input_left_out[k];
-    *out =
-        (graft_batch_source){ds->n, fed, pipeline_read, ds->pl, ds->identity, pipeline_read_labels};
+    *out = (graft_batch_source){
+        ds->n, fed, pipeline_read, ds->pl, ds->identity, pipeline_read_labels, NULL};
     return GRAFT_OK;
 }
 

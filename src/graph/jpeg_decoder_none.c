@@ -1,4 +1,6 @@
 /* jpeg_decoder_none.c: the GPU JPEG decoder's API in a graft built without CUDA or nvJPEG. */
+#include <stdio.h>
+
 #include "model.h"
 
 graft_status graft_jpeg_decoder_create(graft_model *model, const graft_image_options *options,
@@ -11,6 +13,17 @@ graft_status graft_jpeg_decoder_create(graft_model *model, const graft_image_opt
                    "needs -Dcuda=enabled and nvJPEG: see -Dnvjpeg_dir)");
 }
 
+graft_status graft_jpeg_decoder_open(graft_model *model, const graft_image_options *options,
+                                     int max_batch, char *error, size_t error_size,
+                                     graft_jpeg_decoder **out) {
+    (void)options, (void)max_batch;
+    if (out) *out = NULL;
+    if (!model) return GRAFT_E_INVALID_ARGUMENT;
+    if (error && error_size)
+        snprintf(error, error_size, "graft was built without nvJPEG (see -Dnvjpeg_dir)");
+    return GRAFT_E_UNSUPPORTED;
+}
+
 graft_status graft_jpeg_decode_batch(graft_jpeg_decoder *d, const unsigned char *const *data,
                                      const size_t *lengths, int n, void *dst,
                                      unsigned char *decoded) {
@@ -21,6 +34,11 @@ graft_status graft_jpeg_decode_batch(graft_jpeg_decoder *d, const unsigned char 
 const char *graft_jpeg_decoder_backend(const graft_jpeg_decoder *d) {
     (void)d;
     return "none";
+}
+
+const char *graft_jpeg_decoder_error(const graft_jpeg_decoder *d) {
+    (void)d;
+    return "graft was built without nvJPEG";
 }
 
 void graft_jpeg_decoder_free(graft_jpeg_decoder *d) {

@@ -35,7 +35,15 @@ graft_status graft_model_device_alloc(graft_model *m, size_t bytes, void **out) 
     *out = NULL;
     graft_backend *d = need_device(m, "graft_model_device_alloc");
     if (!d) return m->ctx->err.status;
-    return d->alloc(d->impl, bytes ? bytes : 1, out, &m->ctx->err);
+    TRY(d->alloc(d->impl, bytes ? bytes : 1, out, &m->ctx->err));
+    /* Stream-ordered pools hand out memory for the model's stream: wait, so any stream may use it.
+     */
+    graft_status st = d->synchronize(d->impl, &m->ctx->err);
+    if (st != GRAFT_OK) {
+        d->free(d->impl, *out);
+        *out = NULL;
+    }
+    return st;
 }
 
 void graft_model_device_free(graft_model *m, void *ptr) {

@@ -68,8 +68,8 @@ graft_status tensor_source_init(tensor_source *s, const graft_named_tensor *in, 
     s->labels = labels;
     snprintf(s->identity, sizeof s->identity, "tensors:%016llx",
              (unsigned long long)hash64_final(&h));
-    s->source = (graft_batch_source){labels->dims[0],   n_in, tensor_read, s, s->identity,
-                                     tensor_read_labels};
+    s->source = (graft_batch_source){labels->dims[0],    n_in, tensor_read, s, s->identity,
+                                     tensor_read_labels, NULL};
     return GRAFT_OK;
 }
 
@@ -159,32 +159,40 @@ static void slice_inputs(const graft_named_tensor *in, int n_in, int64_t from, i
 }
 
 /* The backbone on m samples into *feats rows [row, row + m): *feats (n, dim) is allocated once
- * the feature size is known. Runs of at most t->backbone_max_batch samples; a run out of memory
- * (a GPU's, typically) halves that and tries again, down to one sample, after which the error
- * stands (it names what was asked for and what was free). */
+ * the feature size is known. Runs of at most t->backbone_max_batch samples (else the batch
+ * size), a shorter one padded to that on a GPU (backbone_pad.c); a run out of memory (a GPU's,
+ * typically) halves that and tries again, down to one sample, after which the error stands (it
+ * names what was asked for and what was free). */
 static graft_status backbone_rows(graft_trainer *t, const graft_named_tensor *in, int n_in,
                                   int64_t m, int64_t row, int64_t n, float **feats, graft_err *e) {
-    graft_named_tensor part[32];
+    graft_named_tensor part[32], padded[32];
     for (int64_t done = 0; done < m;) {
-        int64_t b = t->backbone_max_batch > 0 && t->backbone_max_batch < m - done
-                        ? t->backbone_max_batch
-                        : m - done;
+        int64_t full = t->backbone_max_batch > 0 ? t->backbone_max_batch : t->options.batch_size;
+        int64_t b = full < m - done ? full : m - done, rows = b;
         slice_inputs(in, n_in, done, b, part);
-        graft_status st = graft_model_run(t->model, part, n_in);
-        if (st == GRAFT_E_OUT_OF_MEMORY && b > 1) {
-            t->backbone_max_batch = b / 2;
+        const graft_named_tensor *run_in = part;
+        if (b < full && backbone_pads(t)) {
+            TRY(backbone_pad(t, part, n_in, b, full, padded, e));
+            run_in = padded, rows = full;
+        }
+        double r0 = seconds();
+        graft_status st = graft_model_run(t->model, run_in, n_in);
+        if (st == GRAFT_E_OUT_OF_MEMORY && rows > 1) {
+            t->backbone_max_batch = rows / 2;
             ctx_log(t->model->ctx, GRAFT_LOG_WARN,
                     "out of memory running the backbone on %lld samples (%s); running it on "
                     "%lld at a time",
-                    (long long)b, e->msg, (long long)(b / 2));
+                    (long long)rows, e->msg, (long long)(rows / 2));
             err_clear(e);
             continue;
         }
         TRY(st);
         const graft_tensor *f = NULL;
         TRY(graft_model_output(t->model, 0, &f));
-        if (f->ndim != 2 || f->dims[0] != b || f->dtype != GRAFT_DTYPE_F32)
+        if (f->ndim != 2 || f->dims[0] != rows || f->dtype != GRAFT_DTYPE_F32)
             return err_set(e, GRAFT_E_SHAPE, "the features must be float32 (batch, features)");
+        ctx_log(t->model->ctx, GRAFT_LOG_DEBUG, "backbone: %lld samples%s in %.2f ms", (long long)b,
+                rows > b ? " (padded)" : "", (seconds() - r0) * 1e3);
         TRY(trainer_setup(t, f->dims[1], e));
         if (!*feats) {
             *feats = malloc(sizeof(float) * (size_t)(n * t->dim));
@@ -205,28 +213,62 @@ static graft_status batch_features(graft_trainer *t, feature_cache *fc, graft_na
     for (int64_t i = 0; all && i < m; i++) all = feature_cache_has(fc, idx[i]);
     if (all) {
         bool found;
+        double c0 = seconds();
         for (int64_t i = 0; i < m; i++)
             TRY(feature_cache_get(fc, *feats + (row + i) * t->dim, &found, idx[i], e));
+        t->cache_seconds += seconds() - c0;
         return GRAFT_OK;
     }
     double t0 = seconds();
     TRY(backbone_rows(t, in, n_in, m, row, n, feats, e));
     float *dst = *feats + row * t->dim;
     t->backbone_samples += m;
-    t->backbone_seconds += seconds() - t0;
+    double t1 = seconds();
+    t->backbone_seconds += t1 - t0;
     for (int64_t i = 0; fc && i < m; i++) TRY(feature_cache_put(fc, idx[i], dst + i * t->dim, e));
+    t->cache_seconds += seconds() - t1;
     return GRAFT_OK;
+}
+
+/* The trainer's backbone-phase counters when a source's reading began. */
+typedef struct phase_start {
+    int64_t backbone_samples;
+    double at, backbone_s, read_s, cache_s;
+} phase_start;
+
+static phase_start phase_now(const graft_trainer *t) {
+    return (phase_start){t->backbone_samples, seconds(), t->backbone_seconds, t->read_seconds,
+                         t->cache_seconds};
 }
 
 /* The extract callback's report of one source's progress (validation < 0: none); true when it
  * asks to stop. */
 static bool report_progress(graft_trainer *t, int validation, int64_t done, int64_t total,
-                            int64_t backbone_before, double t0) {
+                            const phase_start *p0) {
     if (validation < 0 || !t->options.extract_callback) return false;
-    graft_extract_report r = {validation,     done,
-                              total,          t->backbone_samples - backbone_before,
-                              seconds() - t0, t->cache_note[0] ? t->cache_note : NULL};
+    graft_extract_report r = {validation,
+                              done,
+                              total,
+                              t->backbone_samples - p0->backbone_samples,
+                              seconds() - p0->at,
+                              t->cache_note[0] ? t->cache_note : NULL,
+                              t->backbone_seconds - p0->backbone_s,
+                              t->read_seconds - p0->read_s,
+                              t->cache_seconds - p0->cache_s};
     return t->options.extract_callback(&r, t->options.callback_user) != 0;
+}
+
+/* Before a source's first batch: when some batch will read inputs, the source's begin (its
+ * threads and decoders start) and, meanwhile, the backbone's warm-up on a GPU. */
+static graft_status begin_reading(graft_trainer *t, const graft_batch_source *src,
+                                  const feature_cache *fc, int64_t b) {
+    int64_t n = src->n_samples, first = -1;
+    for (int64_t at = 0; at < n && first < 0; at += b)
+        if (!all_cached(fc, src, at, n - at < b ? n - at : b)) first = at;
+    if (first < 0) return GRAFT_OK;
+    if (src->begin) TRY(src->begin(src->user, first, n - first < b ? n - first : b));
+    backbone_warm_up(t, t->backbone_max_batch > 0 ? t->backbone_max_batch : b);
+    return GRAFT_OK;
 }
 
 /* Every batch of the source: labels copied out, features from the cache or the backbone;
@@ -241,15 +283,16 @@ static graft_status read_all(graft_trainer *t, const graft_batch_source *src, fe
     int64_t *idx = malloc(sizeof(int64_t) * (size_t)b);
     unsigned char *kept = malloc((size_t)b);
     graft_status st = idx && kept ? GRAFT_OK : err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
-    int64_t backbone0 = t->backbone_samples;
-    double t0 = seconds();
-    t->extract_stopped = report_progress(t, validation, 0, n, backbone0, t0);
+    phase_start p0 = phase_now(t);
+    t->extract_stopped = report_progress(t, validation, 0, n, &p0);
+    if (st == GRAFT_OK && !t->extract_stopped) st = begin_reading(t, src, fc, b);
     for (int64_t at = 0; at < n && st == GRAFT_OK && !t->extract_stopped; at += b) {
         int64_t m = n - at < b ? n - at : b, got = 0;
         graft_tensor y = {0};
         memset(in, 0, sizeof in);
         memset(kept, 0, (size_t)m);
         bool warm = all_cached(fc, src, at, m);
+        double r0 = seconds();
         if (warm) {
             /* Every feature is in the cache: the labels alone, no input read or decoded. */
             st = src->read_labels(src->user, at, m, &y);
@@ -257,6 +300,7 @@ static graft_status read_all(graft_trainer *t, const graft_batch_source *src, fe
         } else {
             st = src->read(src->user, at, m, in, &y, kept);
         }
+        t->read_seconds += seconds() - r0;
         for (int64_t i = 0; i < m; i++)
             if (kept[i]) idx[got++] = at + i;
         if (st == GRAFT_OK && got > 0) st = check_labels(t, &y, got, e);
@@ -269,8 +313,7 @@ static graft_status read_all(graft_trainer *t, const graft_batch_source *src, fe
             st = batch_features(t, fc, in, src->n_inputs, idx, got, row, n, feats, e);
             row += got;
         }
-        if (st == GRAFT_OK)
-            t->extract_stopped = report_progress(t, validation, at + m, n, backbone0, t0);
+        if (st == GRAFT_OK) t->extract_stopped = report_progress(t, validation, at + m, n, &p0);
     }
     free(idx), free(kept);
     *rows = row;
@@ -295,7 +338,9 @@ graft_status trainer_extract_reported(graft_trainer *t, const graft_batch_source
                        "a feature cache needs the feature size known when the model loads");
     feature_cache *fc = NULL;
     t->cache_note[0] = 0;
+    double c0 = seconds();
     if (cache_path) TRY(open_cache(t, cache_path, src, &fc, e));
+    t->cache_seconds += seconds() - c0;
     int64_t n = src->n_samples;
     float *feats = t->head_ready ? malloc(sizeof(float) * (size_t)(n * t->dim)) : NULL;
     char *y = malloc(trainer_label_size(t) * (size_t)n);
@@ -314,7 +359,9 @@ graft_status trainer_extract_reported(graft_trainer *t, const graft_batch_source
     if (st == GRAFT_OK && validation != 1) t->n_row_source = rows;
     if (st == GRAFT_OK && rows == 0 && !t->extract_stopped)
         st = err_set(e, GRAFT_E_INVALID_ARGUMENT, "the data source delivered no samples");
+    c0 = seconds();
     graft_status st2 = fc ? feature_cache_close(fc, st == GRAFT_OK ? e : NULL) : GRAFT_OK;
+    t->cache_seconds += seconds() - c0;
     if (st == GRAFT_OK) st = st2;
     if (st != GRAFT_OK || t->extract_stopped) {
         free(feats), free(y);

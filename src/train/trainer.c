@@ -218,7 +218,9 @@ int trainer_report(graft_trainer *t, int epoch_end, double loss, double acc, dou
                             t->backbone_seconds,
                             t->head_seconds,
                             t->backbone_samples,
-                            t->epoch_at};
+                            t->epoch_at,
+                            t->read_seconds,
+                            t->cache_seconds};
     return t->options.callback(&r, t->options.callback_user);
 }
 

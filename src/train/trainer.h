@@ -20,6 +20,13 @@ typedef struct trainer_gpu_info {
     bool disable;              /* train on the CPU even when the model has a GPU */
 } trainer_gpu_info;
 
+#define BACKBONE_PAD_INPUTS 32
+typedef struct backbone_pad_buffer {
+    void *data;
+    size_t bytes;
+    bool on_device;
+} backbone_pad_buffer;
+
 struct graft_trainer {
     graft_model *model;
     graft_head_options head_options;
@@ -60,15 +67,33 @@ struct graft_trainer {
     void *val_y;
     int64_t val_n;
     double backbone_seconds, head_seconds;
-    int64_t skipped_steps; /* fp16 steps skipped for inf/NaN gradients */
-    int cache_reason;      /* feature_cache_reason of the last cache opened */
-    char cache_note[600];  /* why that cache was rebuilt ("" when it was not) */
+    double read_seconds, cache_seconds; /* the backbone phase's source reads and cache work */
+    int64_t skipped_steps;              /* fp16 steps skipped for inf/NaN gradients */
+    int cache_reason;                   /* feature_cache_reason of the last cache opened */
+    char cache_note[600];               /* why that cache was rebuilt ("" when it was not) */
     /* early stopping: the best validation loss so far, epochs since, the weights then */
     double best_metric;
     int bad_epochs;
     float *best;
     trainer_gpu_info gpu;
+    /* backbone_pad.c: short batches padded to the full one on a GPU */
+    backbone_pad_buffer pad[BACKBONE_PAD_INPUTS];
+    void *pad_zeros; /* host zeros for a device buffer's padding rows */
+    bool warmed_up;  /* backbone_warm_up ran */
+    size_t pad_zeros_bytes;
 };
+
+/* backbone_pad.c: whether short backbone batches run padded (the model is on a GPU); in
+ * (n_in inputs of m rows) copied into the trainer's buffers as `rows` rows, the rest zero. */
+bool backbone_pads(const graft_trainer *t);
+graft_status backbone_pad(graft_trainer *t, const graft_named_tensor *in, int n_in, int64_t m,
+                          int64_t rows, graft_named_tensor *out, graft_err *e);
+/* One run of the backbone on `rows` zero samples before the first batch (a GPU model with one
+ * input of known sizes): the memory plan, cuDNN's choices and the CUDA graph are then made
+ * while the data source starts (its begin), not after. Once per trainer; errors are ignored. */
+void backbone_warm_up(graft_trainer *t, int64_t rows);
+void backbone_pad_free_one(graft_trainer *t, int k);
+void backbone_pad_free(graft_trainer *t);
 
 /* Create the head and optimizer for features of size dim (once). */
 graft_status trainer_setup(graft_trainer *t, int64_t dim, graft_err *e);

@@ -108,6 +108,7 @@ void graft_trainer_free(graft_trainer *t) {
     free(t->best);
     free(t->row_source);
     free(t->val_x), free(t->val_y);
+    backbone_pad_free(t);
     free(t);
 }
 
