@@ -39,6 +39,16 @@ static inline int gpu_test_usable(const char *device, char *why, size_t why_size
     return 0;
 }
 
+/* For the tests that need a real GPU (nvJPEG): 1 after printing SKIP NAME when there is none
+ * (or the device is a CPU stand-in), else 0. */
+static inline int gpu_test_skip_without_gpu(const char *name, const char *device) {
+    char why[256] = "";
+    if (!gpu_test_is_cpu(device) && gpu_test_usable(device, why, sizeof why)) return 0;
+    printf("SKIP %s: %s\n", name, gpu_test_is_cpu(device) ? "needs a GPU (nvJPEG)" : why);
+    fflush(stdout);
+    return 1;
+}
+
 /* One line about the GPU (or the CPU stand-in) for the log. */
 static inline void gpu_test_describe(const char *device) {
     if (gpu_test_is_cpu(device)) {

@@ -106,11 +106,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *device = gpu_test_device(NULL);
-    char why[256] = "";
-    if (gpu_test_is_cpu(device) || !gpu_test_usable(device, why, sizeof why)) {
-        SKIP("gpu_decode", gpu_test_is_cpu(device) ? "needs a GPU (nvJPEG)" : why);
-        return 0;
-    }
+    if (gpu_test_skip_without_gpu("gpu_decode", device)) return 0;
     gpu_test_describe(device);
     graft_ctx_options co = GRAFT_CTX_OPTIONS_INIT;
     co.device = device;

@@ -73,15 +73,20 @@ def torch_ms(args, net, model, precision, batch):
             o = net(input_ids=ids.to("cuda"), attention_mask=mask.to("cuda"),
                     token_type_ids=types.to("cuda"))
             return [o.last_hidden_state.float().cpu(), o.pooler_output.float().cpu()]
-    times = []
     with torch.inference_mode():
-        for i in range(args.warmup + args.iters):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            call()
-            torch.cuda.synchronize()
-            if i >= args.warmup:
-                times.append((time.perf_counter() - t0) * 1e3)
+        return median_ms(args, call)
+
+
+def median_ms(args, fn):
+    """Median ms of --iters synchronised calls of fn after --warmup untimed ones."""
+    times = []
+    for i in range(args.warmup + args.iters):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        if i >= args.warmup:
+            times.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(times)
 
 
@@ -104,19 +109,8 @@ def resident_ms(args, net, model, precision, batch):
         def call():
             return net(input_ids=ids, attention_mask=mask, token_type_ids=types)
 
-    def timed(fn):
-        times = []
-        for i in range(args.warmup + args.iters):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            fn()
-            torch.cuda.synchronize()
-            if i >= args.warmup:
-                times.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(times)
-
     with torch.inference_mode():
-        eager = timed(call)
+        eager = median_ms(args, call)
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(s):  # warm-up on a side stream, as CUDA graph capture requires
@@ -126,7 +120,7 @@ def resident_ms(args, net, model, precision, batch):
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
             call()
-        graphed = timed(g.replay)
+        graphed = median_ms(args, g.replay)
         del g
     return eager, graphed
 

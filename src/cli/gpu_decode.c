@@ -71,6 +71,15 @@ static decode_job *oldest(gpu_decode *w, job_state state) {
     return best;
 }
 
+/* Waits (with the lock) for the oldest job in `from` and moves it to `to`; NULL at stop. */
+static decode_job *take_job(gpu_decode *w, job_state from, job_state to) {
+    decode_job *j = NULL;
+    while (!w->stop && !(j = oldest(w, from))) pthread_cond_wait(&w->changed, &w->mu);
+    if (w->stop) return NULL;
+    j->state = to;
+    return j;
+}
+
 /* The end of a stage: the next state, or free when the job was dropped meanwhile. */
 static void stage_done(gpu_decode *w, decode_job *j, job_state next) {
     j->state = j->dropped ? JOB_FREE : next;
@@ -95,11 +104,7 @@ static void read_files(decode_job *j) {
 static void *reader_main(void *arg) {
     gpu_decode *w = arg;
     pthread_mutex_lock(&w->mu);
-    for (;;) {
-        decode_job *j = NULL;
-        while (!w->stop && !(j = oldest(w, JOB_QUEUED))) pthread_cond_wait(&w->changed, &w->mu);
-        if (w->stop) break;
-        j->state = JOB_READING;
+    for (decode_job *j; (j = take_job(w, JOB_QUEUED, JOB_READING));) {
         pthread_mutex_unlock(&w->mu);
         double t0 = seconds();
         read_files(j);
@@ -133,11 +138,7 @@ static void *decoder_main(void *arg) {
     snprintf(w->dec_error, sizeof w->dec_error, "--decode gpu: %s", error);
     w->stats.start_s = seconds() - t0;
     pthread_cond_broadcast(&w->changed);
-    for (; st == GRAFT_OK;) {
-        decode_job *j = NULL;
-        while (!w->stop && !(j = oldest(w, JOB_READ))) pthread_cond_wait(&w->changed, &w->mu);
-        if (w->stop) break;
-        j->state = JOB_DECODING;
+    for (decode_job *j; st == GRAFT_OK && (j = take_job(w, JOB_READ, JOB_DECODING));) {
         pthread_mutex_unlock(&w->mu);
         double t1 = seconds();
         decode_files(w, j);
