@@ -10,7 +10,7 @@
 #include "../graph/model.h"
 #include "trainer.h"
 
-static double ctx_seconds(void) {
+static double seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
@@ -20,7 +20,8 @@ bool backbone_pads(const graft_trainer *t) {
     return t->model->have_device;
 }
 
-/* Buffer k grown to `bytes` where the model reads its inputs (device or host), zero-filled. */
+/* Buffer k grown to `bytes` where the model reads its inputs (device or host); zero_tail fills
+ * what the rows copied in leave. */
 static graft_status pad_buffer(graft_trainer *t, int k, size_t bytes, bool dev, graft_err *e) {
     backbone_pad_buffer *p = &t->pad[k];
     if (p->bytes >= bytes && p->on_device == dev) return GRAFT_OK;
@@ -92,15 +93,15 @@ void backbone_warm_up(graft_trainer *t, int64_t rows) {
         in.tensor.dims[d] = v.dims[d];
         bytes *= (size_t)v.dims[d];
     }
-    double t0 = ctx_seconds();
+    double t0 = seconds();
     graft_status st = pad_buffer(t, 0, bytes, t->model->inputs_on_device, e);
     if (st == GRAFT_OK) st = zero_tail(t, 0, 0, bytes, e);
     in.tensor.data = t->pad[0].data;
     if (st == GRAFT_OK) st = graft_model_run(t->model, &in, 1);
-    t->backbone_seconds += ctx_seconds() - t0;
+    t->backbone_seconds += seconds() - t0;
     ctx_log(t->model->ctx, GRAFT_LOG_DEBUG,
             "backbone: warmed up on %lld zero samples in %.2f ms%s%s", (long long)rows,
-            (ctx_seconds() - t0) * 1e3, st == GRAFT_OK ? "" : ": ", st == GRAFT_OK ? "" : e->msg);
+            (seconds() - t0) * 1e3, st == GRAFT_OK ? "" : ": ", st == GRAFT_OK ? "" : e->msg);
     err_clear(e); /* a failed warm-up leaves the first batch to fail or not */
 }
 
