@@ -17,12 +17,15 @@ typedef struct loaded {
     int n_in;
 } loaded;
 
-/* Load model_path and the inputs recorded for the generated model `name` in gen. */
-static inline int loaded_open(loaded *l, const char *model_path, const char *gen,
-                              const char *name) {
+/* Load model_path on `device` (NULL: the CPU) and the inputs recorded for the generated model
+ * `name` in gen. */
+static inline int loaded_open_on(loaded *l, const char *model_path, const char *gen,
+                                 const char *name, const char *device) {
     char path[1024], err[512];
     memset(l, 0, sizeof *l);
-    graft_ctx_create(NULL, &l->ctx);
+    graft_ctx_options opts = GRAFT_CTX_OPTIONS_INIT;
+    opts.device = device;
+    graft_ctx_create(&opts, &l->ctx);
     if (graft_model_load(l->ctx, model_path, &l->m) != GRAFT_OK) return -1;
     int n = graft_model_input_count(l->m);
     for (int i = 0; i < n && i < 8; i++) {
@@ -36,6 +39,11 @@ static inline int loaded_open(loaded *l, const char *model_path, const char *gen
         if (npy_read(path, &l->in[i].tensor, err, sizeof err) != 0) return -1;
     }
     return 0;
+}
+
+static inline int loaded_open(loaded *l, const char *model_path, const char *gen,
+                              const char *name) {
+    return loaded_open_on(l, model_path, gen, name, NULL);
 }
 
 static inline void loaded_close(loaded *l) {

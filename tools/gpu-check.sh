@@ -106,7 +106,7 @@ t0=$(date +%s)
 python3 tools/make_gpu_op_cases.py --out "$CASES" >"$OUT/make_gpu_op_cases.log" 2>&1 &
 cases_pid=$!
 python3 tools/make_models.py --out "$GEN" \
-    --only resnet18,resnet50,mobilenet_tiny,bert_tiny_decomposed,bert_base \
+    --only resnet18,resnet50,mobilenet_tiny,bert_tiny_decomposed,bert_base,reshape_views \
     >"$OUT/make_models.log" 2>&1 &
 models_pid=$!
 wait "$cases_pid"
@@ -139,8 +139,10 @@ run_suite gpu_train "$(left)" "$B/tests/test_gpu_train" models/digits_cnn.onnx
 note "models against ONNX Runtime's outputs in fp32, fp16 and bf16; device selection"
 for p in fp32 fp16 bf16; do
     run_suite "parity_$p" "$(left)" "$B/tests/test_parity" "$GEN" --device "$DEVICE" \
-        --precision "$p" resnet18 resnet50 bert_base bert_tiny_decomposed mobilenet_tiny
+        --precision "$p" resnet18 resnet50 bert_base bert_tiny_decomposed mobilenet_tiny reshape_views
 done
+run_suite exec_views "$(left)" "$B/tests/test_exec_views" "$GEN" --device "$DEVICE" \
+    reshape_views bert_tiny_decomposed bert_base resnet18
 run_suite device "$(left)" "$B/tests/test_device" models/digits_cnn.onnx
 run_suite device_io "$(left)" "$B/tests/test_device_io" models/digits_cnn.onnx
 note "test_gpu_jpeg: nvJPEG decoding against the CPU's images (needs libnvjpeg at run time)"

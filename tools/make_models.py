@@ -23,6 +23,11 @@ Models (into --out, default tests/data/gen/ under the repository root):
                            it), HardSwish, LeakyRelu, Add -> Clip, Tanh, Elu, Gelu, Mish, and
                            stand-alone Sigmoid/Exp/Log/Sqrt/Tanh on tensors large enough for
                            oneDNN; opset 20, input (2, 8, 32, 32), output `y`.
+  reshape_views            chains of Reshape / Flatten / Squeeze / Unsqueeze whose outputs the
+                           executor plans as views of their inputs: a view read long after its
+                           source's last reader, a source read after its views, a view that is
+                           a graph output and one of another output; opset 17, input
+                           (2, 16, 64), outputs `y`, `flat` and `flat_again`.
 
 Weights: random but shaped like trained ones, so that activations stay O(1) and relative-error
 comparisons mean something. ResNet convs are Kaiming-normal (fan_in); BN gamma ~ 1 +- 0.1
@@ -656,6 +661,40 @@ def build_conv_acts(seed):
     return model, feeds
 
 
+def build_reshape_views(seed):
+    g = Builder("scoped")
+    shape = [2, 16, 64]
+
+    def target(scope, dims):
+        return g.const(scope, np.array(dims, np.int64))
+
+    a = g.node("/a", "Relu", ["input"])
+    # b views a; a is read again at the end (its buffer must outlive every view)
+    b = g.node("/b", "Reshape", [a, target("/b", [2, 1024])])
+    c = g.node("/c", "Unsqueeze", [b, target("/c", [1])])
+    d = g.node("/d", "Squeeze", [c, target("/d", [1])])
+    # v is read only by its Reshape; its view w is read after other buffers come and go
+    v = g.node("/v", "Sigmoid", ["input"])
+    w = g.node("/w", "Reshape", [v, target("/w", [2, 16, 64])])
+    t = "input"
+    for k in range(4):
+        t = g.node(f"/t{k}", "Exp", [g.node(f"/t{k}", "Mul", [t, g.const(f"/t{k}", 0.25, np.float32)])])
+    e = g.node("/e", "Mul", [d, g.const("/e", 2.0, np.float32)])
+    f = g.node("/f", "Reshape", [e, target("/f", [2, 16, 64])])
+    y = g.node("/y", "Add", [g.node("/y", "Add", [f, a]), g.node("/y", "Mul", [w, t])],
+               outputs=["y"])
+    flat = g.node("/flat", "Flatten", [y], outputs=["flat"], axis=1)
+    g.node("/again", "Reshape", [flat, target("/again", [-1])], outputs=["flat_again"])
+    inputs = [helper.make_tensor_value_info("input", TensorProto.FLOAT, shape)]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape),
+               helper.make_tensor_value_info("flat", TensorProto.FLOAT, [2, 1024]),
+               helper.make_tensor_value_info("flat_again", TensorProto.FLOAT, [2048])]
+    model = g.model("main_graph", inputs, outputs, opset=17, ir_version=8,
+                    doc=f"reshape chains planned as views, seed {seed}")
+    feeds = {"input": np.random.default_rng(seed).standard_normal(shape).astype(np.float32)}
+    return model, feeds
+
+
 # ----------------------------------------------------------------------------------------
 # Driver
 # ----------------------------------------------------------------------------------------
@@ -667,6 +706,7 @@ MODELS = {
     "bert_tiny_decomposed": dict(build=lambda: build_bert(BERT_TINY, seed=2002), external=False),
     "mobilenet_tiny": dict(build=lambda: build_mobilenet_tiny(seed=3001), external=False),
     "conv_acts": dict(build=lambda: build_conv_acts(seed=3101), external=False),
+    "reshape_views": dict(build=lambda: build_reshape_views(seed=3201), external=False),
 }
 
 

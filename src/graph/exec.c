@@ -24,6 +24,7 @@ static void plan_free(executor *x, exec_plan *p) {
     free(p->signature);
     free(p->offsets);
     free(p->bytes);
+    free(p->view);
     free(p->arena);
     if (p->device_arena) exec_buffer_free(x, true, p->device_arena);
     memset(p, 0, sizeof *p);
@@ -51,6 +52,8 @@ graft_status exec_init(executor *x, ir_graph *g, graft_backend *host, graft_back
         exec_free(x);
         return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory creating the executor");
     }
+    const char *views = getenv("GRAFT_PLAN_VIEWS");
+    x->plan_views = !(views && strcmp(views, "0") == 0);
     graft_status st = exec_place_nodes(x, e);
     if (st != GRAFT_OK) {
         exec_free(x);
@@ -132,27 +135,27 @@ static bool plan_matches(const executor *x, const tensor *inputs) {
 
 /* Lay out the intermediates of one place (host or device) in one arena. */
 static graft_status plan_place(executor *x, bool dev, int *which, int64_t *sizes, int *first,
-                               int *last, int64_t *offs, graft_err *e) {
+                               int *last, int64_t *offs, int *slot, graft_err *e) {
     const ir_graph *g = x->g;
     exec_plan *p = &x->plan;
     int n = 0;
     for (int v = 0; v < g->n_values; v++) {
+        if (!exec_plans_value(x, v, dev) || exec_view_source(x, v, dev) >= 0) continue;
         const ir_value *val = &g->values[v];
-        /* Device outputs stay in the arena too: a recorded graph writes them at fixed places. */
-        if (val->is_const || val->is_graph_input || (val->is_graph_output && !dev) ||
-            val->producer < 0 || x->seen_bytes[v] < 0 || (bool)x->node_on_dev[val->producer] != dev)
-            continue;
         which[n] = v;
         sizes[n] = x->seen_bytes[v];
         first[n] = val->producer;
         last[n] = x->last_use[v] > val->producer ? x->last_use[v] : val->producer;
-        n++;
+        slot[v] = n++;
     }
+    exec_plan_views(x, dev, slot, last);
     TRY(plan_memory(n, sizes, first, last, offs, dev ? &p->device_arena_bytes : &p->arena_bytes,
                     e));
-    for (int i = 0; i < n; i++) {
-        p->offsets[which[i]] = offs[i];
-        p->bytes[which[i]] = sizes[i];
+    for (int v = 0; v < g->n_values; v++) {
+        if (!exec_plans_value(x, v, dev)) continue;
+        p->offsets[v] = offs[slot[v]];
+        p->bytes[v] = x->seen_bytes[v];
+        p->view[v] = which[slot[v]] != v;
     }
     return GRAFT_OK;
 }
@@ -167,22 +170,26 @@ static graft_status learn_plan(executor *x, const tensor *inputs, graft_err *e) 
     p->signature = malloc(sizeof(int64_t) * ((size_t)sl + 1));
     p->offsets = calloc((size_t)nv + 1, sizeof(int64_t));
     p->bytes = malloc(sizeof(int64_t) * ((size_t)nv + 1));
+    p->view = calloc((size_t)nv + 1, 1);
+    int *slot = malloc(sizeof(int) * ((size_t)nv + 1));
     int *first = malloc(sizeof(int) * ((size_t)nv + 1)),
         *last = malloc(sizeof(int) * ((size_t)nv + 1));
     int64_t *sizes = malloc(sizeof(int64_t) * ((size_t)nv + 1));
     int *which = malloc(sizeof(int) * ((size_t)nv + 1));
     int64_t *offs = malloc(sizeof(int64_t) * ((size_t)nv + 1));
     graft_status st = GRAFT_OK;
-    if (!p->signature || !p->offsets || !p->bytes || !first || !last || !sizes || !which || !offs)
+    if (!p->signature || !p->offsets || !p->bytes || !p->view || !slot || !first || !last ||
+        !sizes || !which || !offs)
         st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory planning memory");
     for (int v = 0; st == GRAFT_OK && v < nv; v++) p->bytes[v] = -1;
-    if (st == GRAFT_OK) st = plan_place(x, false, which, sizes, first, last, offs, e);
-    if (st == GRAFT_OK && x->device) st = plan_place(x, true, which, sizes, first, last, offs, e);
+    if (st == GRAFT_OK) st = plan_place(x, false, which, sizes, first, last, offs, slot, e);
+    if (st == GRAFT_OK && x->device)
+        st = plan_place(x, true, which, sizes, first, last, offs, slot, e);
     if (st == GRAFT_OK) {
         p->signature_len = signature_of(g, inputs, p->signature);
         p->valid = true;
     }
-    free(first), free(last), free(sizes), free(which), free(offs);
+    free(first), free(last), free(sizes), free(which), free(offs), free(slot);
     if (st != GRAFT_OK) plan_free(x, p);
     return st;
 }
@@ -211,7 +218,7 @@ static graft_status alloc_output(executor *x, run_state *rs, int v, bool dev,
     void *arena = dev ? x->plan.device_arena : x->plan.arena;
     if (rs->planned && x->plan.bytes[v] == bytes && arena) {
         t->data = (char *)arena + x->plan.offsets[v];
-        if (!dev) memset(t->data, 0, (size_t)bytes);
+        if (!dev && !x->plan.view[v]) memset(t->data, 0, (size_t)bytes); /* a view holds data */
         x->owned[v] = 2;
         return GRAFT_OK;
     }

@@ -12,8 +12,9 @@ typedef struct exec_plan {
     bool valid;
     int64_t *signature; /* per graph input: ndim then dims */
     int signature_len;
-    int64_t *offsets; /* per value, in the arena of the value's location */
-    int64_t *bytes;   /* per value; -1 for values no arena holds */
+    int64_t *offsets;    /* per value, in the arena of the value's location */
+    int64_t *bytes;      /* per value; -1 for values no arena holds */
+    unsigned char *view; /* per value: shares its input's bytes (a reshape's output, exec_view.c) */
     int64_t arena_bytes, device_arena_bytes;
     void *arena;        /* host */
     void *device_arena; /* device backend memory */
@@ -44,6 +45,8 @@ typedef struct executor {
     int *group_first; /* per node: the first member of the group it ends (itself otherwise) */
     int *last_use;    /* per value: index of the last node reading it (n_nodes: a graph output) */
     int64_t *seen_bytes;
+    bool plan_views; /* reshapes' outputs share their inputs' planned bytes (GRAFT_PLAN_VIEWS=0: no)
+                      */
     int n_fallback_nodes; /* nodes placed on the host because the device has no kernel */
     /* CUDA-graph replay of the planned forward (exec_graph.c) */
     bool graph_safe;   /* placement allows recording: no device node reads host-computed data */

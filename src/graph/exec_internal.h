@@ -18,6 +18,13 @@ graft_status exec_outputs_to_device(executor *x, graft_err *e);
 /* Where the run leaves its outputs: exec_outputs_to_host or _to_device. */
 graft_status exec_outputs_place(executor *x, graft_err *e);
 
+/* Reshapes as views in the memory plan (exec_view.c). Whether v gets planned bytes in that
+ * place; the value w is a view of (its reshape's input), or -1; and, with slot[] holding the
+ * plan's buffer of every value with its own, each view's buffer (slot), its life lengthened. */
+bool exec_plans_value(const executor *x, int v, bool dev);
+int exec_view_source(const executor *x, int w, bool dev);
+void exec_plan_views(const executor *x, bool dev, int *slot, int *last);
+
 /* Profiling (exec_profile.c). */
 double exec_now(void);
 /* What a node's profiled time is listed under: its op type, or the fused group it ends. */
