@@ -274,9 +274,11 @@ typedef struct graft_run_stats {
     int planned; /* 1 when the run used a cached static memory plan */
 } graft_run_stats;
 GRAFT_API graft_status graft_model_run_stats(const graft_model *model, graft_run_stats *out);
-/* Profiling: with it on, each run times every node (synchronising the GPU after each, so runs
- * are slower and no CUDA graph is replayed) and sums the time per op type; turning it on clears
- * the sums. A fused group's time is counted on its last node's op. */
+/* Profiling: with it on, each run times every node and sums the time per op type; turning it on
+ * clears the sums. A node on the GPU is timed by events queued before and after it (the GPU's
+ * own time, plus any wait for the node's launches; runs go node by node, no CUDA graph is
+ * replayed), a node on the CPU by the wall clock. A fused group's time is counted on its last
+ * node's op. */
 typedef struct graft_op_time {
     const char *op; /* static */
     int64_t count;  /* nodes run, over all runs since profiling was turned on */

@@ -52,6 +52,11 @@ typedef struct graft_backend {
     /* Optional: the name of the fused group node_index ends (static storage), else NULL; a
      * profile lists the group's time under it. */
     const char *(*group_name)(void *impl, int node_index);
+    /* Optional (device backends): timing marks for profiles. mark queues mark k (k >= 0) after
+     * the work queued so far; mark_seconds waits for marks a and b and gives the device time
+     * between them. */
+    graft_status (*mark)(void *impl, int k, graft_err *e);
+    graft_status (*mark_seconds)(void *impl, int a, int b, double *seconds, graft_err *e);
     /* How many node runs fell back to the CPU so far (they cannot be captured). */
     int64_t (*fallback_count)(void *impl);
     void (*destroy)(void *impl);

@@ -197,6 +197,33 @@ static graft_status be_on_device(void *impl, void *dst, const void *src, size_t 
     return GRAFT_OK;
 }
 
+static graft_status be_mark(void *impl, int k, graft_err *e) {
+    cuda_backend *be = impl;
+    if (k < 0) return err_set(e, GRAFT_E_INVALID_ARGUMENT, "profiling mark %d is negative", k);
+    if (k >= be->n_marks) {
+        int n = k + 1 > 2 * be->n_marks ? k + 1 : 2 * be->n_marks;
+        cudaEvent_t *m = realloc(be->marks, sizeof *m * (size_t)n);
+        if (!m) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory for %d profiling marks", n);
+        be->marks = m;
+        for (; be->n_marks < n; be->n_marks++)
+            CUDA_TRY(e, cudaEventCreate(&be->marks[be->n_marks]), "creating a profiling event");
+    }
+    CUDA_TRY(e, cudaEventRecord(be->marks[k], be->stream), "recording a profiling event");
+    return GRAFT_OK;
+}
+
+static graft_status be_mark_seconds(void *impl, int a, int b, double *seconds, graft_err *e) {
+    cuda_backend *be = impl;
+    if (a < 0 || b < 0 || a >= be->n_marks || b >= be->n_marks)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "profiling marks %d, %d were not made", a, b);
+    float ms = 0;
+    CUDA_TRY(e, cudaEventSynchronize(be->marks[b]), "waiting for a profiling event");
+    CUDA_TRY(e, cudaEventElapsedTime(&ms, be->marks[a], be->marks[b]),
+             "reading a profiling event's time");
+    *seconds = 1e-3 * (double)ms;
+    return GRAFT_OK;
+}
+
 static graft_status be_capture_begin(void *impl, graft_err *e) {
     cuda_backend *be = impl;
     CUDA_TRY(e, cudaStreamBeginCapture(be->stream, cudaStreamCaptureModeThreadLocal),
@@ -253,6 +280,8 @@ static void be_destroy(void *impl) {
     cuda_groups_free(be->groups);
     layout_state_free(&be->layout);
     if (be->bad_index) cudaFree(be->bad_index);
+    for (int k = 0; k < be->n_marks; k++) cudaEventDestroy(be->marks[k]);
+    free(be->marks);
     free(be->node_state);
     free(be->node_state_owner);
     free(be->warned);
@@ -324,6 +353,8 @@ graft_status cuda_backend_create(const cuda_backend_options *o, graft_backend *o
                            .capture_end = be_capture_end,
                            .replay = be_replay,
                            .graph_free = be_graph_free,
+                           .mark = be_mark,
+                           .mark_seconds = be_mark_seconds,
                            .fallback_count = be_fallback_count,
                            .plan_groups = cuda_plan_groups,
                            .group_name = cuda_group_name,

@@ -31,6 +31,8 @@ typedef struct cuda_backend {
     cuda_groups *groups;                 /* fused groups of the current placement (cuda_groups.c) */
     void *stage[2]; /* pinned host staging buffers for copies (cuda_transfer.c) */
     cudaEvent_t stage_done[2];
+    cudaEvent_t *marks; /* profiling marks (be_mark), created on first use */
+    int n_marks;
     int n_node_state;
     layout_state layout; /* channels-last values of the placement (cuda_layout.c) */
     bool nchw_only;      /* GRAFT_CUDA_LAYOUT=nchw: no channels-last activations */

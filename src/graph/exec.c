@@ -358,15 +358,61 @@ static graft_status own_outputs(executor *x, graft_err *e) {
     return GRAFT_OK;
 }
 
-static graft_status run_nodes(executor *x, run_state *rs, graft_err *e) {
+/* Whether node i reads a value held in device memory. */
+static bool reads_device(const executor *x, int i) {
+    const ir_node *n = &x->g->nodes[i];
+    for (int k = 0; k < n->n_in; k++)
+        if (n->inputs[k] >= 0 && x->on_dev[n->inputs[k]]) return true;
+    return false;
+}
+
+/* Host node i timed by the wall clock, after the device's queued work it may wait for. */
+static graft_status run_host_timed(executor *x, run_state *rs, int i, graft_err *e) {
+    graft_backend *d = x->device;
+    if (d && reads_device(x, i)) TRY(d->synchronize(d->impl, e));
+    double t0 = exec_now();
+    TRY(run_node(x, rs, i, e));
+    if (x->node_on_dev[i]) TRY(d->synchronize(d->impl, e));
+    exec_profile_add(x, exec_profile_label(x, i), exec_now() - t0);
+    return GRAFT_OK;
+}
+
+/* Profiling: a device node's time is the device's between marks queued before and after it
+ * (nothing waits between nodes, so the device runs as it would unprofiled, except for the gaps
+ * while it waits for a node's launches); a host node's is its wall time. Without marks, each
+ * device node is waited for. */
+static graft_status run_nodes_profiled(executor *x, run_state *rs, graft_err *e) {
+    graft_backend *d = x->device;
+    bool marks = d && d->mark && d->mark_seconds;
+    int *timed = marks ? malloc(sizeof(int) * ((size_t)x->g->n_nodes + 1)) : NULL;
+    if (marks && !timed) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory profiling");
+    int n_timed = 0;
     graft_status st = GRAFT_OK;
     for (int i = 0; i < x->g->n_nodes && st == GRAFT_OK; i++) {
-        double t0 = x->profile.on ? exec_now() : 0.0;
-        st = run_node(x, rs, i, e);
-        if (st == GRAFT_OK && x->profile.on) {
-            if (x->node_on_dev[i]) st = x->device->synchronize(x->device->impl, e);
-            exec_profile_add(x, exec_profile_label(x, i), exec_now() - t0);
+        if (marks && x->node_on_dev[i]) {
+            st = d->mark(d->impl, 2 * n_timed, e);
+            if (st == GRAFT_OK) st = run_node(x, rs, i, e);
+            if (st == GRAFT_OK) st = d->mark(d->impl, 2 * n_timed + 1, e);
+            if (st == GRAFT_OK) timed[n_timed++] = i;
+        } else {
+            st = run_host_timed(x, rs, i, e);
         }
+        if (st == GRAFT_OK) release_after(x, rs, i);
+    }
+    for (int k = 0; k < n_timed && st == GRAFT_OK; k++) {
+        double secs = 0;
+        st = d->mark_seconds(d->impl, 2 * k, 2 * k + 1, &secs, e);
+        if (st == GRAFT_OK) exec_profile_add(x, exec_profile_label(x, timed[k]), secs);
+    }
+    free(timed);
+    return st;
+}
+
+static graft_status run_nodes(executor *x, run_state *rs, graft_err *e) {
+    if (x->profile.on) return run_nodes_profiled(x, rs, e);
+    graft_status st = GRAFT_OK;
+    for (int i = 0; i < x->g->n_nodes && st == GRAFT_OK; i++) {
+        st = run_node(x, rs, i, e);
         if (st == GRAFT_OK) release_after(x, rs, i);
     }
     return st;

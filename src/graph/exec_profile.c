@@ -1,7 +1,8 @@
-/* exec_profile.c: time per op type when profiling is on: each node's wall time (the device
- * synchronised after it), summed by op type over runs. A fused group's time lands on its last
- * member and is listed under the group's name (e.g. conv_add_act); its other members show
- * only their bookkeeping. Profiling runs node by node (no CUDA graph replay). */
+/* exec_profile.c: time per op type when profiling is on: each device node's device time (between
+ * marks in the device's queue) or host node's wall time, summed by op type over runs. A fused
+ * group's time lands on its last member and is listed under the group's name (e.g. conv_add_act);
+ * its other members show only their bookkeeping. Profiling runs node by node (no CUDA graph
+ * replay). */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
