@@ -77,9 +77,11 @@ typedef struct gpu_log {
     size_t len;
     int fallbacks;
     char fallback_ops[512]; /* comma-separated, each op once */
+    char fused[1024];       /* the fused groups that ran: "name: N nodes;" each */
 } gpu_log;
 
 static inline void gpu_log_reset(gpu_log *l) {
+    l->fused[0] = 0;
     l->warnings[0] = 0;
     l->len = 0;
     l->fallbacks = 0;
@@ -127,6 +129,11 @@ static inline void gpu_log_parse_fallback(gpu_log *l, const char *msg) {
 
 static inline void gpu_log_fn(graft_log_level level, const char *msg, void *user) {
     gpu_log *l = user;
+    if (level == GRAFT_LOG_DEBUG && strncmp(msg, "fused group ", 12) == 0) {
+        size_t used = strlen(l->fused), n = strcspn(msg + 12, ",");
+        if (used + n + 2 < sizeof l->fused)
+            snprintf(l->fused + used, sizeof l->fused - used, "%.*s;", (int)n, msg + 12);
+    }
     if (level < GRAFT_LOG_WARN) return;
     if (strstr(msg, "no CUDA kernel")) {
         l->fallbacks++;
@@ -146,8 +153,8 @@ static inline graft_ctx *gpu_ctx_create(const char *device, gpu_log *log, char *
     o.use_reference_kernels = strcmp(device, "cpu-ref") == 0;
     o.log_fn = gpu_log_fn;
     o.log_user = log;
-    o.log_level = GRAFT_LOG_WARN;
-    o.allow_tf32 = 0; /* fp32 must stay fp32: the tolerances assume it */
+    o.log_level = GRAFT_LOG_DEBUG; /* the "fused group" lines; gpu_log_fn keeps warnings */
+    o.allow_tf32 = 0;              /* fp32 must stay fp32: the tolerances assume it */
     graft_ctx *ctx = NULL;
     graft_status st = graft_ctx_create(&o, &ctx);
     if (st != GRAFT_OK) {

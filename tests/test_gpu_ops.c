@@ -59,6 +59,19 @@ static int has_flag(const op_case *c, const char *flag) {
     return 0;
 }
 
+/* A case's "half-fused-NAME-N" flag (in half precision the device runs group NAME of N nodes)
+ * as the log's "NAME: N nodes" in want; 0 without one. */
+static int fused_flag(const op_case *c, char *want, size_t n) {
+    const char *p = strstr(c->flags, "half-fused-");
+    if (!p) return 0;
+    p += strlen("half-fused-");
+    size_t len = strcspn(p, ","), dash = len;
+    while (dash > 0 && p[dash - 1] != '-') dash--;
+    if (dash < 2) return 0;
+    snprintf(want, n, "%.*s: %.*s nodes", (int)(dash - 1), p, (int)(len - dash), p + dash);
+    return 1;
+}
+
 static int selected(const op_case *c, const options *o) {
     if (o->small && !has_flag(c, "small")) return 0;
     if (o->no_half && (strcmp(c->dtype, "f16") == 0 || strcmp(c->dtype, "bf16") == 0)) return 0;
@@ -345,6 +358,13 @@ static void check_device(graft_ctx *dev_ctx, gpu_log *log, const options *o, con
     op_list(dev.m, ops, sizeof ops);
     double gpu_ms = -1;
     int ok = device_runs(dev_ctx, o, c, in, refs, &dev, &gpu_ms, detail, sizeof detail);
+    char want[96];
+    if (ok && half && !gpu_test_is_cpu(o->device) && fused_flag(c, want, sizeof want) &&
+        !strstr(log->fused, want)) {
+        snprintf(detail, sizeof detail, "the fused group '%s' did not run (ran: %s)", want,
+                 log->fused[0] ? log->fused : "none");
+        ok = 0;
+    }
     if (ok && log->fallbacks && !has_flag(c, "fallback-ok")) {
         snprintf(detail, sizeof detail, "fell back to the CPU (%s), so its kernel was not tested",
                  log->fallback_ops[0] ? log->fallback_ops : "?");

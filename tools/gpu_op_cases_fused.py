@@ -124,9 +124,9 @@ fuse_layernorm_decomposed("fuse_add_layernorm_decomposed", (2, 64, 768), True)
 fuse_layernorm_decomposed("fuse_add_layernorm_decomposed_small", (3, 5, 40), True, opset=18)
 
 
-def fuse_attention(name, shape, mask_shape, op="Div", c=None, swapped=False):
-    """BERT's self-attention core after its projections: MatMul(Q, K^T) (K^T from a Transpose
-    outside the group), Div or Mul by a constant scalar, Add(mask), Softmax over the keys,
+def fuse_attention(name, shape, mask_shape, op="Div", c=None, swapped=False, kt_input=False):
+    """BERT's self-attention core after its projections: MatMul(Q, K^T) (K^T from a Transpose,
+    or an input with kt_input), Div or Mul by a constant scalar, Add(mask), Softmax over the keys,
     MatMul(P, V). In fp16 / bf16 the CUDA backend runs it as one flash-attention kernel; fp32
     keeps the two products and the scale-mask-softmax group. bf16 is compared at the "chain"
     bound: the probabilities are rounded to bf16 (8 mantissa bits) before the product with V, as
@@ -139,12 +139,13 @@ def fuse_attention(name, shape, mask_shape, op="Div", c=None, swapped=False):
 
     def build(g):
         q = g.input("q", "T", g.randn(b, h, s, d, scale=0.5))
-        k = g.input("k", "T", g.randn(b, h, s, d))
+        k = g.input("k", "T", g.randn(b, h, d, s) if kt_input else g.randn(b, h, s, d))
         v = g.input("v", "T", g.randn(b, h, s, d))
         keep = g.rng.random(mask_shape) < 0.7
         keep[..., 0] = True  # every row keeps a key
         mask = g.input("mask", "T", np.where(keep, 0.0, -10000.0).astype(np.float32))
-        kt = g.node("Transpose", [k], ["kt"], perm=[0, 1, 3, 2])
+        # the Transpose is folded into the group (K read as rows); with kt_input K^T is dense
+        kt = k if kt_input else g.node("Transpose", [k], ["kt"], perm=[0, 1, 3, 2])
         sc = g.node("MatMul", [q, kt], ["scores"])
         cv = g.init("c", "T", np.array(c, np.float32))
         t = g.node(op, [cv, sc] if swapped else [sc, cv], ["t"])
@@ -153,8 +154,9 @@ def fuse_attention(name, shape, mask_shape, op="Div", c=None, swapped=False):
         g.node("MatMul", [p, v], ["y"])
         g.output("y", "T")
 
-    case(name, dtypes=("f32", "f16"))(build)
-    case(name, dtypes=("bf16",), tol="chain")(build)
+    flags = (f"half-fused-attention-{5 if kt_input else 6}",)  # K's Transpose folded in
+    case(name, dtypes=("f32", "f16"), flags=flags)(build)
+    case(name, dtypes=("bf16",), tol="chain", flags=flags)(build)
 
 
 fuse_attention("fuse_attention", (8, 12, 128, 64), (8, 1, 1, 128))
@@ -172,6 +174,55 @@ fuse_attention("fuse_attention_small_swapped", (1, 3, 70, 32), (1, 1, 70, 70), o
 # a per-query mask; head dim 64.
 fuse_attention("fuse_attention_small_mma", (1, 2, 72, 64), (1, 2, 72, 72), op="Mul", c=0.125)
 fuse_attention("fuse_attention_seq384", (2, 12, 384, 64), (2, 1, 1, 384))
+fuse_attention("fuse_attention_kt", (8, 12, 128, 64), (8, 1, 1, 128), kt_input=True)
+fuse_attention("fuse_attention_small_kt", (1, 2, 72, 64), (1, 2, 72, 72), op="Mul", c=0.125,
+               kt_input=True)
+
+
+
+
+def fuse_attention_bshd(name, b, s, h, d, k_perm=(0, 2, 3, 1), fold_out=True):
+    """The attention as Hugging Face's BERT exports it: Q, K and V (b, s, h * d) reshaped to
+    (b, s, h, d), Transposed to (b, h, s, d) (K to K^T (b, h, d, s) by k_perm), the core, and the
+    output Transposed back and reshaped to (b, s, h * d). The CUDA group folds the four
+    Transposes into the kernel's strides (without fold_out the output's Transpose has a second
+    reader and stays outside); a grid too small for the kernel, or a sequence length it does not
+    take, runs the Transposes as copies inside the group."""
+
+    def build(g):
+        x = {n: g.input(n, "T", g.randn(b, s, h * d, scale=0.5 if n == "q" else 1.0))
+             for n in ("q", "k", "v")}
+        keep = g.rng.random((b, 1, 1, s)) < 0.7
+        keep[..., 0] = True
+        mask = g.input("mask", "T", np.where(keep, 0.0, -10000.0).astype(np.float32))
+        shape4 = g.const_i64("shape4", [b, s, h, d])
+        r = {n: g.node("Reshape", [x[n], shape4], [n + "4"]) for n in x}
+        qt = g.node("Transpose", [r["q"]], ["qt"], perm=[0, 2, 1, 3])
+        kt = g.node("Transpose", [r["k"]], ["kt"], perm=list(k_perm))
+        vt = g.node("Transpose", [r["v"]], ["vt"], perm=[0, 2, 1, 3])
+        sc = g.node("MatMul", [qt, kt], ["scores"])
+        t = g.node("Div", [sc, g.init("c", "T", np.array(np.sqrt(d), np.float32))], ["t"])
+        m = g.node("Add", [t, mask], ["m"])
+        p = g.node("Softmax", [m], ["p"], axis=-1)
+        ctx = g.node("MatMul", [p, vt], ["ctx"])
+        ct = g.node("Transpose", [ctx], ["ct"], perm=[0, 2, 1, 3])
+        g.node("Reshape", [ct, g.const_i64("shape3", [b, s, h * d])], ["y"])
+        g.output("y", "T")
+        if not fold_out:
+            g.output("ctx", "T")
+
+    # the group: the five core nodes and the Transposes (the output's only with fold_out)
+    flags = (f"half-fused-attention-{9 if fold_out else 8}",)
+    case(name, dtypes=("f32", "f16"), flags=flags)(build)
+    case(name, dtypes=("bf16",), tol="chain", flags=flags)(build)
+
+
+fuse_attention_bshd("fuse_attention_bshd", 8, 128, 12, 64)
+# Small (compute-sanitizer, the kernel forced): two tiles, the second partial; head dim 32.
+fuse_attention_bshd("fuse_attention_small_bshd", 1, 72, 2, 32)
+# S % 8 != 0: not the register-tiled kernel, so the Transposes run as copies inside the group;
+# the output read outside the group too (its Transpose stays outside).
+fuse_attention_bshd("fuse_attention_bshd_tail", 2, 100, 4, 64, fold_out=False)
 
 
 # ------------------------------------------------------------------------------------------

@@ -42,7 +42,8 @@ cases.txt: '#' comments, then one line per case with whitespace-separated fields
   ref_model  the model the CPU runs for the reference ('-': the same model)
   inputs     comma-separated input=file.npy ('-': none)
   flags      comma-separated ('-': none): small (few elements: used by --small, e.g. under
-             compute-sanitizer), fallback-ok (the op may run on the CPU without failing the case)
+             compute-sanitizer), fallback-ok (the op may run on the CPU without failing the case),
+             half-fused-NAME-N (in fp16 / bf16 the GPU must run the fused group NAME of N nodes)
 
 Usage: python3 tools/make_gpu_op_cases.py --out DIR [--small] [--list]
   --small writes only the cases flagged small (fast: for CI, where the test only skips).

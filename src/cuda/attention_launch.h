@@ -13,6 +13,16 @@
 extern "C" {
 #endif
 
+/* Element strides of attention's operands: q, v and out by (batch, head, row), their head dim
+ * contiguous; k by (batch, head, key, dim), with either its keys (k[2] == 1: K^T as a dense
+ * (d, s) matrix per head) or its head dim (k[3] == 1: K as rows) contiguous. */
+typedef struct cuda_attn_strides {
+    int64_t q[3], v[3], out[3], k[4];
+} cuda_attn_strides;
+
+/* The dense layout cuda_attention takes: q, v, out (b, h, s, d), kt (b, h, d, s). */
+void cuda_attn_strides_dense(cuda_attn_strides *st, int64_t h, int64_t s, int64_t d);
+
 /* Whether cuda_attention has a kernel for bh = batch * heads, sequence s, head dim d and dtype
  * dt: F16 or BF16, d 32, 64 or 128, bh < 2^31, s < 65536 * 64. */
 bool cuda_attention_supported(int64_t bh, int64_t s, int64_t d, graft_dtype dt);
@@ -38,6 +48,17 @@ cudaError_t cuda_attention_mma(const void *q, const void *kt, const void *v, con
                                bool scale_mul, const void *mask, const int64_t ms[4], void *out,
                                int64_t b, int64_t h, int64_t s, int64_t d, graft_dtype dt,
                                cudaStream_t stream);
+
+/* The register-tiled kernel through strides (a Transpose before or after the attention read or
+ * written in place): every pointer 16-byte aligned, every stride but the contiguous ones a
+ * multiple of 8, s % 8 == 0, d 32, 64 or 128. Same contract as cuda_attention otherwise. */
+bool cuda_attention_mma_takes_strided(const void *q, const void *k, const void *v, const void *out,
+                                      const cuda_attn_strides *st, int64_t s, int64_t d);
+cudaError_t cuda_attention_mma_strided(const void *q, const void *k, const void *v,
+                                       const void *scale, bool scale_mul, const void *mask,
+                                       const int64_t ms[4], void *out, const cuda_attn_strides *st,
+                                       int64_t b, int64_t h, int64_t s, int64_t d, graft_dtype dt,
+                                       cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,8 @@
 /* attention_mma.cu: fused attention forward for fp16/bf16 with mma.sync tensor-core tiles kept in
  * registers: the scores, the online softmax and the output accumulate in registers, K and V tiles
- * stream through shared memory double-buffered with cp.async; the scores never reach memory. */
+ * stream through shared memory double-buffered with cp.async; the scores never reach memory. The
+ * operands are read and the output written through strides, so (batch, seq, heads, dim) tensors
+ * need no Transpose before or after. */
 #include "attention_launch.h"
 #include "attention_common.cuh"
 
@@ -11,11 +13,19 @@ constexpr int BK = 64;       /* keys per tile */
 constexpr int THREADS = 128; /* 4 warps */
 constexpr int PAD = 8;       /* halves of row padding: 16 bytes keeps ldmatrix rows aligned */
 
-/* Shared memory in halves: Q (BQ, D), two stages of K^T (D, BK) and of V (BK, D). */
-template <int D> struct tiles {
-    static constexpr int LDQ = D + PAD, LDK = BK + PAD, LDV = D + PAD;
-    static constexpr int Q = BQ * LDQ, K = D * LDK, V = BK * LDV;
+/* Shared memory in halves: Q (BQ, D), two stages of K and of V (BK, D). K is held as K^T
+ * (D, BK) when its keys are contiguous in memory (KR false) or as rows (BK, D) when its head dim
+ * is (KR true). */
+template <int D, bool KR> struct tiles {
+    static constexpr int LDQ = D + PAD, LDK = KR ? D + PAD : BK + PAD, LDV = D + PAD;
+    static constexpr int Q = BQ * LDQ, K = KR ? BK * LDK : D * LDK, V = BK * LDV;
     static constexpr size_t bytes = 2 * (size_t)(Q + 2 * K + 2 * V);
+};
+
+/* The kernel's view of its operands: attn_params plus element strides. */
+template <typename T> struct mma_params {
+    attn_params<T> a;
+    cuda_attn_strides st;
 };
 
 __device__ __forceinline__ unsigned smem_addr(const void *p) {
@@ -74,28 +84,49 @@ template <> __device__ __forceinline__ unsigned pack2<__nv_bfloat16>(float lo, f
     return *reinterpret_cast<unsigned *>(&v);
 }
 
-/* K^T (D, BK) and V (BK, D) of keys j0.. into a stage; keys past S are zeros. */
-template <typename T, int D>
-__device__ __forceinline__ void load_kv(T *ks, T *vs, const T *ktg, const T *vg, int64_t S,
-                                        int64_t j0) {
-    using L = tiles<D>;
-    for (int i = threadIdx.x; i < D * (BK / 8); i += THREADS) {
-        int d = i / (BK / 8), c = (i % (BK / 8)) * 8;
-        bool ok = j0 + c < S;
-        cp_async16(ks + d * L::LDK + c, ok ? ktg + d * S + j0 + c : ktg, ok);
+/* K and V of keys j0.. into a stage; keys past S are zeros. kg, vg: this head's K and V. */
+template <typename T, int D, bool KR>
+__device__ __forceinline__ void load_kv(T *ks, T *vs, const T *kg, const T *vg,
+                                        const cuda_attn_strides &st, int64_t S, int64_t j0) {
+    using L = tiles<D, KR>;
+    if (KR) {
+        for (int i = threadIdx.x; i < BK * (D / 8); i += THREADS) {
+            int r = i / (D / 8), c = (i % (D / 8)) * 8;
+            bool ok = j0 + r < S;
+            cp_async16(ks + r * L::LDK + c, ok ? kg + (j0 + r) * st.k[2] + c : kg, ok);
+        }
+    } else {
+        for (int i = threadIdx.x; i < D * (BK / 8); i += THREADS) {
+            int d = i / (BK / 8), c = (i % (BK / 8)) * 8;
+            bool ok = j0 + c < S;
+            cp_async16(ks + d * L::LDK + c, ok ? kg + d * st.k[3] + j0 + c : kg, ok);
+        }
     }
     for (int i = threadIdx.x; i < BK * (D / 8); i += THREADS) {
         int r = i / (D / 8), c = (i % (D / 8)) * 8;
         bool ok = j0 + r < S;
-        cp_async16(vs + r * L::LDV + c, ok ? vg + (j0 + r) * D + c : vg, ok);
+        cp_async16(vs + r * L::LDV + c, ok ? vg + (j0 + r) * st.v[2] + c : vg, ok);
     }
+}
+
+/* B operands of the scores (keys n*8.. and (n+1)*8.. against head dims k*16..) from a K stage. */
+template <int D, bool KR, typename T>
+__device__ __forceinline__ void load_k_frag(unsigned *b, const T *ks, int k, int n, int lane) {
+    using L = tiles<D, KR>;
+    if (KR)
+        ldsm_x4(b, ks + (n * 8 + (lane >> 4) * 8 + (lane & 7)) * L::LDK + k * 16 +
+                       ((lane >> 3) & 1) * 8);
+    else
+        ldsm_x4_trans(b, ks + (k * 16 + (lane & 15)) * L::LDK + n * 8 + (lane >> 4) * 8);
 }
 
 /* One block per (batch * head, 64 query rows); warp w owns rows 16w..16w+15, and lane l the
  * rows l/4 and l/4 + 8 of those, at key columns 2 (l % 4) + {0, 1} of every 8. */
-template <typename T, int D>
-__global__ void __launch_bounds__(THREADS) attention_mma_kernel(attn_params<T> p) {
-    using L = tiles<D>;
+template <typename T, int D, bool KR>
+__global__ void __launch_bounds__(THREADS) attention_mma_kernel(mma_params<T> mp) {
+    using L = tiles<D, KR>;
+    const attn_params<T> &p = mp.a;
+    const cuda_attn_strides &st = mp.st;
     extern __shared__ __align__(128) unsigned char smem[];
     T *qs = reinterpret_cast<T *>(smem);
     T *kst[2] = {qs + L::Q, qs + L::Q + L::K};
@@ -103,14 +134,15 @@ __global__ void __launch_bounds__(THREADS) attention_mma_kernel(attn_params<T> p
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t S = p.s, bh = blockIdx.x, q0 = (int64_t)blockIdx.y * BQ;
-    const T *ktg = p.kt + bh * D * S, *vg = p.v + bh * S * D;
-    const T *qg = p.q + bh * S * D;
+    const int64_t ib = bh / p.h, ih = bh % p.h;
+    const T *kg = p.kt + ib * st.k[0] + ih * st.k[1], *vg = p.v + ib * st.v[0] + ih * st.v[1];
+    const T *qg = p.q + ib * st.q[0] + ih * st.q[1];
     for (int i = threadIdx.x; i < BQ * (D / 8); i += THREADS) {
         int r = i / (D / 8), c = (i % (D / 8)) * 8;
         bool ok = q0 + r < S;
-        cp_async16(qs + r * L::LDQ + c, ok ? qg + (q0 + r) * D + c : qg, ok);
+        cp_async16(qs + r * L::LDQ + c, ok ? qg + (q0 + r) * st.q[2] + c : qg, ok);
     }
-    load_kv<T, D>(kst[0], vst[0], ktg, vg, S, 0);
+    load_kv<T, D, KR>(kst[0], vst[0], kg, vg, st, S, 0);
     cp_commit();
 
     const float scale = to_float(*p.scale);
@@ -128,10 +160,10 @@ __global__ void __launch_bounds__(THREADS) attention_mma_kernel(attn_params<T> p
 
     const int64_t n_tiles = (S + BK - 1) / BK;
     for (int64_t t = 0; t < n_tiles; t++) {
-        const int st = (int)(t & 1);
+        const int sg = (int)(t & 1);
         const int64_t j0 = t * BK;
         if (t + 1 < n_tiles) {
-            load_kv<T, D>(kst[st ^ 1], vst[st ^ 1], ktg, vg, S, j0 + BK);
+            load_kv<T, D, KR>(kst[sg ^ 1], vst[sg ^ 1], kg, vg, st, S, j0 + BK);
             cp_commit();
             cp_wait<1>();
         } else {
@@ -147,13 +179,13 @@ __global__ void __launch_bounds__(THREADS) attention_mma_kernel(attn_params<T> p
         float s[BK / 8][4];
 #pragma unroll
         for (int n = 0; n < BK / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-        const T *ks = kst[st];
+        const T *ks = kst[sg];
 #pragma unroll
         for (int k = 0; k < D / 16; k++)
 #pragma unroll
             for (int n = 0; n < BK / 8; n += 2) {
                 unsigned b[4];
-                ldsm_x4_trans(b, ks + (k * 16 + (lane & 15)) * L::LDK + n * 8 + (lane >> 4) * 8);
+                load_k_frag<D, KR>(b, ks, k, n, lane);
                 mma<T>(s[n], qf[k], b);
                 mma<T>(s[n + 1], qf[k], b + 2);
             }
@@ -205,7 +237,7 @@ __global__ void __launch_bounds__(THREADS) attention_mma_kernel(attn_params<T> p
             o[n][2] *= alpha[1];
             o[n][3] *= alpha[1];
         }
-        const T *vs = vst[st];
+        const T *vs = vst[sg];
 #pragma unroll
         for (int k = 0; k < BK / 16; k++)
 #pragma unroll
@@ -228,34 +260,78 @@ __global__ void __launch_bounds__(THREADS) attention_mma_kernel(attn_params<T> p
         if (row[i] >= S) continue;
         /* a fully masked row has l == 0: NaN, as the separate Softmax gives */
         const float inv = 1.0f / l[i];
-        unsigned *og = reinterpret_cast<unsigned *>(p.out + (bh * S + row[i]) * D + 2 * t4);
+        unsigned *og = reinterpret_cast<unsigned *>(p.out + ib * st.out[0] + ih * st.out[1] +
+                                                    row[i] * st.out[2] + 2 * t4);
 #pragma unroll
         for (int n = 0; n < D / 8; n++)
             og[n * 4] = pack2<T>(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
     }
 }
 
-template <typename T, int D>
-cudaError_t launch(const attn_params<T> &p, int64_t bh, cudaStream_t stream) {
+template <typename T, int D, bool KR>
+cudaError_t launch(const mma_params<T> &p, int64_t bh, cudaStream_t stream) {
     static std::atomic<uint64_t> done{0};
-    cudaError_t e = allow_shared_once(attention_mma_kernel<T, D>, tiles<D>::bytes, done);
+    cudaError_t e = allow_shared_once(attention_mma_kernel<T, D, KR>, tiles<D, KR>::bytes, done);
     if (e != cudaSuccess) return e;
-    dim3 grid((unsigned)bh, (unsigned)((p.s + BQ - 1) / BQ));
-    attention_mma_kernel<T, D><<<grid, THREADS, tiles<D>::bytes, stream>>>(p);
+    dim3 grid((unsigned)bh, (unsigned)((p.a.s + BQ - 1) / BQ));
+    attention_mma_kernel<T, D, KR><<<grid, THREADS, tiles<D, KR>::bytes, stream>>>(p);
     return cudaGetLastError();
 }
 
+template <typename T, bool KR>
+cudaError_t launch_d(const mma_params<T> &p, int64_t bh, int64_t d, cudaStream_t stream) {
+    if (d == 32) return launch<T, 32, KR>(p, bh, stream);
+    if (d == 64) return launch<T, 64, KR>(p, bh, stream);
+    return launch<T, 128, KR>(p, bh, stream);
+}
+
 template <typename T>
-cudaError_t run(const void *q, const void *kt, const void *v, const void *scale, bool scale_mul,
-                const void *mask, const int64_t ms[4], void *out, int64_t b, int64_t h, int64_t s,
-                int64_t d, cudaStream_t stream) {
-    attn_params<T> p = attn_params_make<T>(q, kt, v, scale, scale_mul, mask, ms, out, h, s);
-    if (d == 32) return launch<T, 32>(p, b * h, stream);
-    if (d == 64) return launch<T, 64>(p, b * h, stream);
-    return launch<T, 128>(p, b * h, stream);
+cudaError_t run(const void *q, const void *k, const void *v, const void *scale, bool scale_mul,
+                const void *mask, const int64_t ms[4], void *out, const cuda_attn_strides *st,
+                int64_t b, int64_t h, int64_t s, int64_t d, cudaStream_t stream) {
+    mma_params<T> p;
+    p.a = attn_params_make<T>(q, k, v, scale, scale_mul, mask, ms, out, h, s);
+    p.st = *st;
+    if (st->k[3] == 1) return launch_d<T, true>(p, b * h, d, stream);
+    return launch_d<T, false>(p, b * h, d, stream);
+}
+
+/* A stride the 16-byte rows allow: a multiple of 8 elements. */
+bool rows_aligned(int64_t stride) {
+    return stride % 8 == 0;
 }
 
 } // namespace
+
+extern "C" void cuda_attn_strides_dense(cuda_attn_strides *st, int64_t h, int64_t s, int64_t d) {
+    const int64_t head = s * d;
+    for (int i = 0; i < 3; i++) {
+        int64_t *x = i == 0 ? st->q : i == 1 ? st->v : st->out;
+        x[0] = h * head;
+        x[1] = head;
+        x[2] = d;
+    }
+    st->k[0] = h * head;
+    st->k[1] = head;
+    st->k[2] = 1; /* K^T (d, s): the keys contiguous */
+    st->k[3] = s;
+}
+
+extern "C" bool cuda_attention_mma_takes_strided(const void *q, const void *k, const void *v,
+                                                 const void *out, const cuda_attn_strides *st,
+                                                 int64_t s, int64_t d) {
+    if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(out) || s % 8 != 0 ||
+        (d != 32 && d != 64 && d != 128))
+        return false;
+    const int64_t *rows[3] = {st->q, st->v, st->out};
+    for (int i = 0; i < 3; i++)
+        if (!rows_aligned(rows[i][0]) || !rows_aligned(rows[i][1]) || !rows_aligned(rows[i][2]))
+            return false;
+    /* K: one of its key and dim strides is 1, the other a multiple of 8 */
+    bool k_rows = st->k[3] == 1, k_cols = st->k[2] == 1;
+    return (k_rows || k_cols) && rows_aligned(st->k[0]) && rows_aligned(st->k[1]) &&
+           rows_aligned(k_rows ? st->k[2] : st->k[3]);
+}
 
 extern "C" bool cuda_attention_mma_takes(const void *q, const void *kt, const void *v,
                                          const void *out, int64_t s, int64_t d) {
@@ -263,15 +339,27 @@ extern "C" bool cuda_attention_mma_takes(const void *q, const void *kt, const vo
            (d == 32 || d == 64 || d == 128);
 }
 
+extern "C" cudaError_t cuda_attention_mma_strided(const void *q, const void *k, const void *v,
+                                                  const void *scale, bool scale_mul,
+                                                  const void *mask, const int64_t ms[4], void *out,
+                                                  const cuda_attn_strides *st, int64_t b, int64_t h,
+                                                  int64_t s, int64_t d, graft_dtype dt,
+                                                  cudaStream_t stream) {
+    if (!cuda_attention_mma_takes_strided(q, k, v, out, st, s, d) ||
+        (dt != GRAFT_DTYPE_F16 && dt != GRAFT_DTYPE_BF16))
+        return cudaErrorInvalidValue;
+    if (dt == GRAFT_DTYPE_F16)
+        return run<__half>(q, k, v, scale, scale_mul, mask, ms, out, st, b, h, s, d, stream);
+    return run<__nv_bfloat16>(q, k, v, scale, scale_mul, mask, ms, out, st, b, h, s, d, stream);
+}
+
 extern "C" cudaError_t cuda_attention_mma(const void *q, const void *kt, const void *v,
                                           const void *scale, bool scale_mul, const void *mask,
                                           const int64_t ms[4], void *out, int64_t b, int64_t h,
                                           int64_t s, int64_t d, graft_dtype dt,
                                           cudaStream_t stream) {
-    if (!cuda_attention_mma_takes(q, kt, v, out, s, d) ||
-        (dt != GRAFT_DTYPE_F16 && dt != GRAFT_DTYPE_BF16))
-        return cudaErrorInvalidValue;
-    if (dt == GRAFT_DTYPE_F16)
-        return run<__half>(q, kt, v, scale, scale_mul, mask, ms, out, b, h, s, d, stream);
-    return run<__nv_bfloat16>(q, kt, v, scale, scale_mul, mask, ms, out, b, h, s, d, stream);
+    cuda_attn_strides st;
+    cuda_attn_strides_dense(&st, h, s, d);
+    return cuda_attention_mma_strided(q, kt, v, scale, scale_mul, mask, ms, out, &st, b, h, s, d,
+                                      dt, stream);
 }

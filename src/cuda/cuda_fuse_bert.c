@@ -1,7 +1,7 @@
 /* cuda_fuse_bert.c: fused groups of BERT-style graphs: the residual Add into LayerNormalization
  * (also in its decomposed ReduceMean .. Add form), MatMul with a constant weight and its bias Add
  * (and the GELU after it) as one cuBLASLt call, the attention scores' scale, mask Add and
- * Softmax as one kernel, and in half precision the whole attention (both products) as one. */
+ * Softmax as one kernel (the whole attention: cuda_fuse_attention.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +12,7 @@
 #include "cuda_internal.h"
 #include "graft_config.h"
 #include "cuda_matmul.h"
+#include "cuda_fuse_bert.h"
 #include "fuse_bert_launch.h"
 #include "reduce_launch.h"
 
@@ -21,36 +22,6 @@
 #define BERT_LT_GELU_EPILOGUE 1
 
 /* ---- Run-time helpers ------------------------------------------------------------------------ */
-
-static bool is_float_dt(graft_dtype dt) {
-    return dt == GRAFT_DTYPE_F32 || dt == GRAFT_DTYPE_F16 || dt == GRAFT_DTYPE_BF16;
-}
-
-static bool same_shape(const tensor *a, const tensor *b) {
-    if (a->ndim != b->ndim) return false;
-    for (int i = 0; i < a->ndim; i++)
-        if (a->dims[i] != b->dims[i]) return false;
-    return true;
-}
-
-/* t is a device tensor of dtype dt with `numel` elements. */
-static bool is_dt_numel(const tensor *t, graft_dtype dt, int64_t numel) {
-    return t && t->dtype == dt && tensor_numel(t) == numel && (numel == 0 || t->data);
-}
-
-/* Input k of a member call that is not the value `v` (by value index), for a two-input node. */
-static const tensor *other_call_input(const op_call *c, int v) {
-    if (c->n_in != 2) return NULL;
-    if (c->node->inputs[0] == v && c->node->inputs[1] != v) return c->in[1];
-    if (c->node->inputs[1] == v && c->node->inputs[0] != v) return c->in[0];
-    return NULL;
-}
-
-static graft_status launched(const op_call *c, cudaError_t err, const char *what) {
-    if (err == cudaSuccess) return GRAFT_OK;
-    return op_error(c->node, c->err, GRAFT_E_BACKEND, "%s: %s (%s)", what, cudaGetErrorString(err),
-                    cudaGetErrorName(err));
-}
 
 /* ---- Add -> LayerNormalization --------------------------------------------------------------- */
 
@@ -227,8 +198,8 @@ static void free_gemm_plan(void *state) {
 
 /* Div(s, c) or Mul(s, c) / Mul(c, s) with c a constant scalar, read only by Add(., mask), read
  * only by a Softmax. */
-static int match_scaled_masked_softmax(const ir_graph *g, int first, const unsigned char *on_dev,
-                                       const int *readers, int *members, int max) {
+int cuda_match_scaled_masked_softmax(const ir_graph *g, int first, const unsigned char *on_dev,
+                                     const int *readers, int *members, int max) {
     const ir_node *sc = &g->nodes[first];
     bool div = fb_is_op(sc, "Div", 2);
     if (max < 3 || (!div && !fb_is_op(sc, "Mul", 2))) return 0;
@@ -251,7 +222,7 @@ static int match_scaled_masked_softmax(const ir_graph *g, int first, const unsig
 
 /* The mask's element strides along the scores' dims (padded to 4 on the left), 0 where the
  * mask broadcasts; false when the mask does not broadcast to the scores. */
-static bool mask_strides(const tensor *mask, const int64_t dims4[4], int rank, int64_t ms[4]) {
+bool cuda_mask_strides(const tensor *mask, const int64_t dims4[4], int rank, int64_t ms[4]) {
     if (mask->ndim > rank) return false;
     int64_t stride = 1;
     for (int i = 3; i >= 0; i--) {
@@ -264,8 +235,8 @@ static bool mask_strides(const tensor *mask, const int64_t dims4[4], int rank, i
     return true;
 }
 
-static graft_status run_scaled_masked_softmax(void *impl, const op_call *calls, int n, void **state,
-                                              bool *handled) {
+graft_status cuda_run_scaled_masked_softmax(void *impl, const op_call *calls, int n, void **state,
+                                            bool *handled) {
     cuda_backend *be = impl;
     (void)state;
     *handled = false;
@@ -291,7 +262,7 @@ static graft_status run_scaled_masked_softmax(void *impl, const op_call *calls, 
     if (axis != x->ndim - 1) return GRAFT_OK;
     int64_t dims4[4] = {1, 1, 1, 1}, ms[4];
     for (int i = 0; i < x->ndim; i++) dims4[4 - x->ndim + i] = x->dims[i];
-    if (dims4[3] > 1024 || !mask_strides(mask, dims4, x->ndim, ms)) return GRAFT_OK;
+    if (dims4[3] > 1024 || !cuda_mask_strides(mask, dims4, x->ndim, ms)) return GRAFT_OK;
     *handled = true;
     if (total == 0) return GRAFT_OK;
     return launched(sm,
@@ -299,157 +270,6 @@ static graft_status run_scaled_masked_softmax(void *impl, const op_call *calls, 
                                                     dims4[0], dims4[1], dims4[2], dims4[3], dt,
                                                     be->stream),
                     "fused scale + mask + softmax kernel");
-}
-
-/* ---- Attention: MatMul, scale, Add(mask), Softmax, MatMul ----------------------------------- */
-
-/* A value of a half dtype: only those have the tensor-core kernel (f32 graphs keep the products in
- * cuBLASLt and the scale-mask-softmax group in between). */
-static bool is_half_value(const ir_graph *g, int v) {
-    return g->values[v].dtype == GRAFT_DTYPE_F16 || g->values[v].dtype == GRAFT_DTYPE_BF16;
-}
-
-/* MatMul(Q, KT) read only by Div(., c) or Mul(., c), c a constant scalar, then Add(mask) and
- * Softmax as scaled_masked_softmax matches them, and the probabilities read only by
- * MatMul(P, V). Q's head dim, when known at load time, must be one the kernel has. */
-/* How the attention group runs: ATTN_OFF (no group: the products and the scale-mask-softmax
- * group), ATTN_AUTO (the fused kernel when its blocks fill the GPU, else the products and the
- * fused softmax inside the group) or ATTN_KERNEL (the fused kernel at every size). The build
- * chooses (meson -Dflash_attention, on by default); GRAFT_CUDA_ATTENTION=unfused, auto or fused
- * overrides it (a diagnostic switch: timing the paths with one build, testing the kernels on
- * small shapes). */
-enum { ATTN_OFF, ATTN_AUTO, ATTN_KERNEL };
-
-static int attention_mode(void) {
-    const char *v = getenv("GRAFT_CUDA_ATTENTION");
-    if (v && strcmp(v, "fused") == 0) return ATTN_KERNEL;
-    if (v && strcmp(v, "unfused") == 0) return ATTN_OFF;
-    if (v && strcmp(v, "auto") == 0) return ATTN_AUTO;
-    return GRAFT_FLASH_ATTENTION ? ATTN_AUTO : ATTN_OFF;
-}
-
-static int match_attention(const ir_graph *g, int first, const unsigned char *on_dev,
-                           const int *readers, int *members, int max) {
-    const ir_node *mm = &g->nodes[first];
-    if (max < 5 || !fb_is_op(mm, "MatMul", 2) || attention_mode() == ATTN_OFF) return 0;
-    int q = mm->inputs[0], kt = mm->inputs[1], scores = fb_sole_output(g, first);
-    if (q < 0 || kt < 0 || scores < 0 || readers[scores] != 1 || !is_half_value(g, scores))
-        return 0;
-    const ir_value *qv = &g->values[q];
-    if (qv->ndim >= 0 && (qv->ndim != 4 || (qv->dims[3] >= 0 && qv->dims[3] != 32 &&
-                                            qv->dims[3] != 64 && qv->dims[3] != 128)))
-        return 0;
-    int sc = fb_next_reader(g, scores, first);
-    if (sc < 0 || !fb_is_const_scalar(g, fb_other_input(&g->nodes[sc], scores))) return 0;
-    if (strcmp(g->nodes[sc].op_type, "Div") == 0 && g->nodes[sc].inputs[0] != scores) return 0;
-    if (match_scaled_masked_softmax(g, sc, on_dev, readers, members + 1, max - 1) != 3) return 0;
-    int p = fb_sole_output(g, members[3]);
-    int pv = fb_sole_reader(g, readers, p, members[3], "MatMul", 2);
-    if (pv < 0 || g->nodes[pv].inputs[0] != p || g->nodes[pv].inputs[1] == p ||
-        g->nodes[pv].inputs[1] < 0)
-        return 0;
-    members[0] = first;
-    members[4] = pv;
-    return fb_all_on_dev(on_dev, members, 5) ? 5 : 0;
-}
-
-static bool dims_are(const tensor *t, int64_t d0, int64_t d1, int64_t d2, int64_t d3) {
-    return t && t->ndim == 4 && t->dims[0] == d0 && t->dims[1] == d1 && t->dims[2] == d2 &&
-           t->dims[3] == d3;
-}
-
-/* The group's member states when it runs unfused (the products' cuBLASLt plans). */
-typedef struct attn_state {
-    void *member[5];
-    const cuda_kernel *owner[5];
-    void *sms;
-} attn_state;
-
-static void free_attn_state(void *state) {
-    attn_state *a = state;
-    if (!a) return;
-    for (int k = 0; k < 5; k++)
-        if (a->member[k] && a->owner[k] && a->owner[k]->free_state)
-            a->owner[k]->free_state(a->member[k]);
-    free(a);
-}
-
-/* Member k through its own kernel (its state kept in the group's), or the CPU when must_run. */
-static graft_status run_member(cuda_backend *be, attn_state *a, int k, const op_call *c,
-                               bool must_run, bool *handled) {
-    const cuda_kernel *kern = cuda_find_kernel(c->node->op_type);
-    *handled = false;
-    if (kern) {
-        TRY(kern->run(be, c, &a->member[k], handled));
-        if (a->member[k]) a->owner[k] = kern;
-    }
-    if (*handled || !must_run) return GRAFT_OK;
-    if (be->capturing)
-        return op_error(c->node, c->err, GRAFT_E_UNSUPPORTED,
-                        "runs on the CPU, which a CUDA graph cannot record");
-    be->fallbacks++;
-    *handled = true;
-    return cuda_run_on_cpu(be, c);
-}
-
-/* Too few (batch, head, 64-query) blocks to fill the GPU (the fused kernel would leave SMs idle)
- * or a sequence length only the WMMA kernel takes: the two cuBLASLt products with the
- * scale-mask-softmax between them are faster. */
-static graft_status run_attention_unfused(cuda_backend *be, const op_call *calls, attn_state *a,
-                                          bool *handled) {
-    bool h = false;
-    TRY(run_member(be, a, 0, &calls[0], false, &h));
-    if (!h) return GRAFT_OK; /* nothing written yet: the members run one by one */
-    *handled = true;
-    TRY(run_scaled_masked_softmax(be, calls + 1, 3, &a->sms, &h));
-    for (int k = 1; k < 4 && !h; k++) {
-        bool done = false;
-        TRY(run_member(be, a, k, &calls[k], true, &done));
-    }
-    return run_member(be, a, 4, &calls[4], true, &h);
-}
-
-static graft_status run_attention(void *impl, const op_call *calls, int n, void **state,
-                                  bool *handled) {
-    cuda_backend *be = impl;
-    *handled = false;
-    if (n != 5 || be->prop.major < 8) return GRAFT_OK; /* bf16 WMMA needs sm_80 */
-    const op_call *qk = &calls[0], *sc = &calls[1], *ad = &calls[2], *sm = &calls[3];
-    const op_call *pv = &calls[4];
-    const tensor *q = qk->in[0], *kt = qk->in[1], *v = pv->in[1];
-    const tensor *c = other_call_input(sc, qk->node->outputs[0]);
-    const tensor *mask = other_call_input(ad, sc->node->outputs[0]);
-    tensor *y = pv->out[0];
-    if (!q || !kt || !v || !y || !c || !mask || q->ndim != 4) return GRAFT_OK;
-    graft_dtype dt = q->dtype;
-    int64_t b = q->dims[0], h = q->dims[1], s = q->dims[2], d = q->dims[3];
-    /* No broadcasting over batch or heads; every intermediate has the scores' shape. */
-    if (!cuda_attention_supported(b * h, s, d, dt) || !dims_are(kt, b, h, d, s) ||
-        !dims_are(v, b, h, s, d) || !dims_are(y, b, h, s, d) || !dims_are(qk->out[0], b, h, s, s) ||
-        !dims_are(ad->out[0], b, h, s, s) || !dims_are(sm->out[0], b, h, s, s) || kt->dtype != dt ||
-        v->dtype != dt || y->dtype != dt || qk->out[0]->dtype != dt || !is_dt_numel(c, dt, 1) ||
-        mask->dtype != dt || tensor_numel(mask) == 0 || !mask->data)
-        return GRAFT_OK;
-    int axis;
-    bool single;
-    TRY(softmax_axis(sm->node, 4, &axis, &single, sm->err));
-    int64_t dims4[4] = {b, h, s, s}, ms[4];
-    if (axis != 3 || !mask_strides(mask, dims4, 4, ms)) return GRAFT_OK;
-    /* Auto: the register-tiled kernel where it takes the shapes and fills the GPU (the WMMA one
-     * for other sequence lengths is slower than the unfused products). */
-    bool small = b * h * ((s + 63) / 64) < be->prop.multiProcessorCount;
-    if (attention_mode() != ATTN_KERNEL &&
-        (small || !cuda_attention_mma_takes(q->data, kt->data, v->data, y->data, s, d))) {
-        if (!*state && !(*state = calloc(1, sizeof(attn_state))))
-            return op_error(qk->node, qk->err, GRAFT_E_OUT_OF_MEMORY, "attention state");
-        return run_attention_unfused(be, calls, *state, handled);
-    }
-    *handled = true;
-    bool mul = strcmp(sc->node->op_type, "Mul") == 0;
-    return launched(pv,
-                    cuda_attention(q->data, kt->data, v->data, c->data, mul, mask->data, ms,
-                                   y->data, b, h, s, d, dt, be->stream),
-                    "fused attention kernel");
 }
 
 /* ---- LayerNormalization, decomposed -----------------------------------------------------------
@@ -580,12 +400,12 @@ static graft_status run_ln_decomposed(void *impl, const op_call *calls, int n, v
 /* Longer groups first: a product followed by a GELU is tried before the bare product, the whole
  * attention before its scale-mask-softmax part. */
 const cuda_fusion cuda_bert_fusions[] = {
-    {"attention", match_attention, run_attention, free_attn_state},
     {"matmul_bias_gelu", fusion_match_matmul_bias_gelu, run_matmul_bias, free_gemm_plan},
     {"matmul_bias", fusion_match_matmul_bias, run_matmul_bias, free_gemm_plan},
     {"add_layernorm", match_add_ln, run_add_ln, NULL},
     {"add_layernorm_sum", match_add_ln_sum, run_add_ln_sum, NULL},
-    {"scaled_masked_softmax", match_scaled_masked_softmax, run_scaled_masked_softmax, NULL},
+    {"scaled_masked_softmax", cuda_match_scaled_masked_softmax, cuda_run_scaled_masked_softmax,
+     NULL},
     {"add_layernorm_decomposed", match_add_ln_decomposed, run_ln_decomposed, NULL},
     {"layernorm_decomposed", match_ln_decomposed, run_ln_decomposed, NULL},
     {NULL, NULL, NULL, NULL}};

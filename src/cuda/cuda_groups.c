@@ -2,7 +2,8 @@
  * planning and deferred running of src/graph/fusion_groups.c. */
 #include "cuda_groups.h"
 
-static const cuda_fusion *const tables[] = {cuda_bert_fusions, cuda_conv_fusions};
+static const cuda_fusion *const tables[] = {cuda_attention_fusions, cuda_bert_fusions,
+                                            cuda_conv_fusions};
 
 void cuda_groups_free(cuda_groups *gs) {
     fusion_groups_free(gs);

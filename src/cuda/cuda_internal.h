@@ -61,8 +61,9 @@ struct cuda_kernel {
 typedef fusion_rule cuda_fusion; /* run's `backend` is the cuda_backend */
 
 /* Fusion tables, each ending with {NULL, NULL, NULL, NULL}; tried in this order. */
-extern const cuda_fusion cuda_bert_fusions[]; /* cuda_fuse_bert.c */
-extern const cuda_fusion cuda_conv_fusions[]; /* cuda_fuse_conv.c */
+extern const cuda_fusion cuda_attention_fusions[]; /* cuda_fuse_attention.c */
+extern const cuda_fusion cuda_bert_fusions[];      /* cuda_fuse_bert.c */
+extern const cuda_fusion cuda_conv_fusions[];      /* cuda_fuse_conv.c */
 
 /* Kernel tables, one per op family file, each ending with {NULL, NULL, NULL}. */
 extern const cuda_kernel cuda_elementwise_kernels[]; /* cuda_elementwise.c */

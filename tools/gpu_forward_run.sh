@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# tools/gpu_forward_run.sh: build, the GPU checks of the forward's fused groups and memory plan
+# (fused-group op cases against the CPU, models against ONNX Runtime, reshape views, the
+# attention kernels under compute-sanitizer), then BERT-base's forward with and without views
+# and the folded attention, the device-resident forward against PyTorch and graft's per-op
+# profiles. Usage, on the GPU machine from the project root (the device tool: carry .gpu, see
+# ../shared/device/README.md): source .gpu/env.sh && bash tools/gpu_forward_run.sh (logs in $OUT).
+set -u
+T0=$(date +%s)
+B=/tmp/build
+G=/tmp/gen
+mkdir -p "$OUT"
+since() { echo "$(($(date +%s) - T0))s"; }
+summary() { echo "$1: rc=$2 pass $(grep -c '^PASS' "$3") fail $(grep -c '^FAIL' "$3")"; grep -m8 '^FAIL' "$3" | cut -c1-300; }
+
+for f in .gpu/libjansson*.deb .gpu/libicu*.deb; do dpkg -x "$f" /tmp/sysroot; done
+sed -i "s|^prefix=.*|prefix=/tmp/sysroot/usr|" /tmp/sysroot/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc
+[ -d $B ] || meson setup $B --buildtype=release -Dcuda=enabled -Dgpu_arch=90 >"$OUT/setup.log" 2>&1 ||
+    { tail -30 "$OUT/setup.log"; exit 1; }
+python3 tools/make_gpu_op_cases.py --out /tmp/cases >"$OUT/make_cases.log" 2>&1 &
+python3 tools/make_models.py --out $G --only resnet18,resnet50,bert_base,bert_tiny_decomposed,reshape_views \
+    >"$OUT/make_models.log" 2>&1 &
+ninja -C $B >"$OUT/build.log" 2>&1 || { grep -B2 -A12 -m3 'error' "$OUT/build.log"; exit 1; }
+wait
+echo "built, cases and models made at $(since)"
+
+$B/tests/test_gpu_ops /tmp/cases --filter fuse_ >"$OUT/gpu_ops_fused.log" 2>&1
+summary gpu_ops_fused $? "$OUT/gpu_ops_fused.log"
+GRAFT_CUDA_ATTENTION=fused $B/tests/test_gpu_ops /tmp/cases --filter fuse_attention \
+    >"$OUT/gpu_ops_attention_kernel.log" 2>&1
+summary gpu_ops_attention_kernel $? "$OUT/gpu_ops_attention_kernel.log"
+grep -E '^(PASS|FAIL) fuse_attention_(bshd|kt)' "$OUT/gpu_ops_fused.log" | cut -c1-200
+for p in fp32 fp16 bf16; do
+    $B/tests/test_parity $G --device cuda:0 --precision $p resnet18 bert_base bert_tiny_decomposed \
+        reshape_views >"$OUT/parity_$p.log" 2>&1
+    summary "parity_$p" $? "$OUT/parity_$p.log"
+done
+$B/tests/test_exec_views $G --device cuda:0 reshape_views bert_tiny_decomposed bert_base resnet18 \
+    >"$OUT/exec_views.log" 2>&1
+summary exec_views $? "$OUT/exec_views.log"
+grep 'planned as views' "$OUT/exec_views.log"
+SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+if [ -x "$SAN" ]; then
+    for tool in memcheck; do
+        GRAFT_CUDA_ATTENTION=fused timeout 240 "$SAN" --tool $tool --error-exitcode 9 \
+            $B/tests/test_gpu_ops /tmp/cases --filter fuse_attention_small >"$OUT/san_$tool.log" 2>&1
+        echo "sanitizer $tool rc=$? pass $(grep -c '^PASS' "$OUT/san_$tool.log") fail $(grep -c '^FAIL' "$OUT/san_$tool.log") errors: $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san_$tool.log")"
+    done
+fi
+echo "checks done at $(since)"
+
+# BERT-base bf16, resident: the plan's views and the folded attention switched off one at a time.
+for mode in default views_off attention_unfused; do
+    env_set=()
+    [ $mode = views_off ] && env_set=(GRAFT_PLAN_VIEWS=0)
+    [ $mode = attention_unfused ] && env_set=(GRAFT_CUDA_ATTENTION=unfused)
+    for rep in 1 2; do
+        env "${env_set[@]}" $B/graft bench $G/bert_base.onnx --device cuda:0 --precision bf16 \
+            --batch 1,128 --resident --iters 30 >"$OUT/bert_${mode}_$rep.log" 2>&1
+        echo "bert_base bf16 $mode run $rep: $(awk '$1 ~ /^[0-9]+$/ {printf "batch %s %s ms; ", $1, $2}' "$OUT/bert_${mode}_$rep.log")"
+    done
+done
+for spec in "bert_base bf16 128" "bert_base bf16 1" "resnet50 bf16 256" "resnet50 fp16 256"; do
+    set -- $spec
+    $B/graft bench $G/$1.onnx --device cuda:0 --precision $2 --batch $3 --resident --profile \
+        --iters 10 >"$OUT/profile_$1_$2_$3.log" 2>&1
+    echo "== profile $1 $2 batch $3"
+    sed -n '2,24p' "$OUT/profile_$1_$2_$3.log"
+done
+echo "benches done at $(since)"
+python3 tools/bench_gpu.py --graft $B/graft --gen $G --resident --precisions bf16,fp16 \
+    --batches resnet50=1,256:bert_base=1,128 --iters 30 >"$OUT/forward.log" 2>&1
+echo "forward rc=$?"
+tail -12 "$OUT/forward.log"
+echo "all done at $(since)"
