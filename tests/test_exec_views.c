@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/graph/exec_internal.h"
 #include "../src/graph/model.h"
 #include "gpu_test_util.h"
 #include "test_model.h"
@@ -18,9 +17,11 @@ static int checked_views(const executor *x) {
         if (!x->plan.view[v]) continue;
         int p = x->g->values[v].producer;
         int src = x->g->nodes[p].inputs[0];
-        bool dev = x->node_on_dev[p];
-        if (exec_view_source(x, v, dev) != src || x->plan.offsets[v] != x->plan.offsets[src] ||
-            x->plan.bytes[v] != x->plan.bytes[src])
+        /* (exec_view_source needs the sizes of a run that went node by node: a replayed CUDA
+         * graph has none, so the plan's own record is checked.) */
+        if (src < 0 || x->plan.bytes[src] < 0 || x->plan.offsets[v] != x->plan.offsets[src] ||
+            x->plan.bytes[v] != x->plan.bytes[src] ||
+            x->node_on_dev[p] != x->node_on_dev[x->g->values[src].producer])
             return -1;
         views++;
     }

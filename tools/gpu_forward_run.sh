@@ -50,10 +50,11 @@ fi
 echo "checks done at $(since)"
 
 # BERT-base bf16, resident: the plan's views and the folded attention switched off one at a time.
-for mode in default views_off attention_unfused; do
+for mode in default views_off attention_unfused gemm_tune_off; do
     env_set=()
     [ $mode = views_off ] && env_set=(GRAFT_PLAN_VIEWS=0)
     [ $mode = attention_unfused ] && env_set=(GRAFT_CUDA_ATTENTION=unfused)
+    [ $mode = gemm_tune_off ] && env_set=(GRAFT_CUDA_GEMM_TUNE=0)
     for rep in 1 2; do
         env "${env_set[@]}" $B/graft bench $G/bert_base.onnx --device cuda:0 --precision bf16 \
             --batch 1,128 --resident --iters 30 >"$OUT/bert_${mode}_$rep.log" 2>&1
@@ -67,6 +68,21 @@ for spec in "bert_base bf16 128" "bert_base bf16 1" "resnet50 bf16 256" "resnet5
     echo "== profile $1 $2 batch $3"
     sed -n '2,24p' "$OUT/profile_$1_$2_$3.log"
 done
+# PyTorch's fused attention on BERT-base's shape (batch 128), the kernel graft's attention
+# group is measured against in the profile above.
+python3 - <<'PY' 2>&1 | tail -3
+import torch, torch.nn.functional as F
+q, k, v = (torch.randn(128, 12, 128, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+mask = torch.zeros(128, 1, 1, 128, device="cuda", dtype=torch.bfloat16)
+for name, m in (("no mask", None), ("additive mask", mask)):
+    for _ in range(5): F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(50): F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+    e.record(); torch.cuda.synchronize()
+    print(f"torch SDPA (128, 12, 128, 64) bf16, {name}: {s.elapsed_time(e) / 50 * 1e3:.1f} us")
+PY
+echo "profilers: $(command -v ncu nsys 2>/dev/null | tr '\n' ' ') $(ls /usr/local/cuda/bin 2>/dev/null | grep -E 'ncu|nsys' | tr '\n' ' ')"
 echo "benches done at $(since)"
 python3 tools/bench_gpu.py --graft $B/graft --gen $G --resident --precisions bf16,fp16 \
     --batches resnet50=1,256:bert_base=1,128 --iters 30 >"$OUT/forward.log" 2>&1

@@ -8,6 +8,7 @@
 #include "cuda_fallback.h"
 #include "cuda_groups.h"
 #include "cuda_internal.h"
+#include "cuda_matmul.h"
 #include "tensor_launch.h"
 
 static const cuda_kernel *const kernel_tables[] = {
@@ -281,6 +282,7 @@ static void be_destroy(void *impl) {
     layout_state_free(&be->layout);
     if (be->bad_index) cudaFree(be->bad_index);
     for (int k = 0; k < be->n_marks; k++) cudaEventDestroy(be->marks[k]);
+    cuda_gemm_cache_free(be->gemm_cache);
     free(be->marks);
     free(be->node_state);
     free(be->node_state_owner);

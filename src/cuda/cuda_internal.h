@@ -13,6 +13,8 @@
 typedef struct cuda_kernel cuda_kernel;
 typedef struct fusion_groups cuda_groups; /* src/graph/fusion_groups.c */
 
+typedef struct cuda_gemm_cache cuda_gemm_cache;
+
 typedef struct cuda_backend {
     int device;
     bool allow_tf32;
@@ -31,7 +33,8 @@ typedef struct cuda_backend {
     cuda_groups *groups;                 /* fused groups of the current placement (cuda_groups.c) */
     void *stage[2]; /* pinned host staging buffers for copies (cuda_transfer.c) */
     cudaEvent_t stage_done[2];
-    cudaEvent_t *marks; /* profiling marks (be_mark), created on first use */
+    struct cuda_gemm_cache *gemm_cache; /* cuBLASLt algorithms chosen by timing, per shape */
+    cudaEvent_t *marks;                 /* profiling marks (be_mark), created on first use */
     int n_marks;
     int n_node_state;
     layout_state layout; /* channels-last values of the placement (cuda_layout.c) */

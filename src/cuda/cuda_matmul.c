@@ -1,5 +1,6 @@
 /* cuda_matmul.c: MatMul (numpy batching and broadcasting, 1-D operands) and Gemm (transposes,
  * alpha, beta, C broadcast) through cuBLASLt, and the general row-major product they share. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -178,31 +179,141 @@ static graft_status plan_preferences(cublasLtMatmulPreference_t pref, const gemm
     return GRAFT_OK;
 }
 
-/* Ask the heuristic for an algorithm; *found is false when cuBLASLt has none for the case. */
-static graft_status plan_choose(cuda_backend *be, cuda_gemm_plan *p, bool *found, graft_err *e) {
+/* Products of at least this many multiply-adds are timed among cuBLASLt's candidates, once per
+ * shape and backend: the heuristic's first choice is not always the fastest.
+ * GRAFT_CUDA_GEMM_TUNE=0 keeps the first choice (a diagnostic switch). */
+#define GEMM_TUNE_MIN_MACS 268435456.0 /* 2^28 */
+#define GEMM_CANDIDATES 8
+
+static bool tune_wanted(const cuda_backend *be, const cuda_gemm_args *g) {
+    const char *v = getenv("GRAFT_CUDA_GEMM_TUNE");
+    double macs =
+        (double)g->rows * (double)g->cols * (double)g->k * (double)(g->batch > 1 ? g->batch : 1);
+    /* timing writes c: only where c is not also read (beta 0) */
+    return !(v && strcmp(v, "0") == 0) && !be->capturing && g->beta == 0.0f &&
+           macs >= GEMM_TUNE_MIN_MACS;
+}
+
+/* The chosen algorithms of the shapes timed so far. */
+typedef struct gemm_tuned {
+    gemm_key key;
+    cublasLtMatmulAlgo_t algo;
+    size_t workspace_bytes;
+} gemm_tuned;
+
+struct cuda_gemm_cache {
+    gemm_tuned *e;
+    int n, cap;
+};
+
+void cuda_gemm_cache_free(cuda_gemm_cache *c) {
+    if (c) free(c->e);
+    free(c);
+}
+
+static const gemm_tuned *cache_find(const cuda_backend *be, const gemm_key *k) {
+    const cuda_gemm_cache *c = be->gemm_cache;
+    for (int i = 0; c && i < c->n; i++)
+        if (memcmp(&c->e[i].key, k, sizeof *k) == 0) return &c->e[i];
+    return NULL;
+}
+
+static void cache_add(cuda_backend *be, const cuda_gemm_plan *p) {
+    cuda_gemm_cache *c = be->gemm_cache;
+    if (!c && !(c = be->gemm_cache = calloc(1, sizeof *c))) return; /* not kept: timed again */
+    if (c->n == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 16;
+        gemm_tuned *e = realloc(c->e, sizeof *e * (size_t)cap);
+        if (!e) return;
+        c->e = e;
+        c->cap = cap;
+    }
+    c->e[c->n++] = (gemm_tuned){p->key, p->algo, p->workspace_bytes};
+}
+
+/* Milliseconds of three runs of g with candidate r (after one untimed run); INFINITY when the
+ * candidate fails to run. */
+static graft_status time_candidate(cuda_backend *be, const cuda_gemm_plan *p,
+                                   const cuda_gemm_args *g,
+                                   const cublasLtMatmulHeuristicResult_t *r, cudaEvent_t ev[2],
+                                   float *ms, graft_err *e) {
+    void *ws = NULL;
+    *ms = INFINITY;
+    if (r->workspaceSize) TRY(cuda_workspace(be, r->workspaceSize, &ws, e));
+    for (int i = 0; i < 4; i++) {
+        if (i == 1) CUDA_TRY(e, cudaEventRecord(ev[0], be->stream), "timing a cuBLASLt algorithm");
+        cublasStatus_t cs =
+            cublasLtMatmul(be->lt, p->desc, &g->alpha, g->b, p->lt_a, g->a, p->lt_b, &g->beta, g->c,
+                           p->lt_c, g->c, p->lt_c, &r->algo, ws, r->workspaceSize, be->stream);
+        if (cs != CUBLAS_STATUS_SUCCESS) {
+            CUDA_TRY(e, cudaStreamSynchronize(be->stream), "timing a cuBLASLt algorithm");
+            return GRAFT_OK;
+        }
+    }
+    CUDA_TRY(e, cudaEventRecord(ev[1], be->stream), "timing a cuBLASLt algorithm");
+    CUDA_TRY(e, cudaEventSynchronize(ev[1]), "timing a cuBLASLt algorithm");
+    CUDA_TRY(e, cudaEventElapsedTime(ms, ev[0], ev[1]), "timing a cuBLASLt algorithm");
+    return GRAFT_OK;
+}
+
+/* The fastest of the n usable candidates into p, by timing them on g's own operands. */
+static graft_status choose_by_timing(cuda_backend *be, cuda_gemm_plan *p, const cuda_gemm_args *g,
+                                     const cublasLtMatmulHeuristicResult_t *r, int n,
+                                     graft_err *e) {
+    cudaEvent_t ev[2] = {NULL, NULL};
+    graft_status st = GRAFT_OK;
+    float best = INFINITY;
+    if (cudaEventCreate(&ev[0]) != cudaSuccess || cudaEventCreate(&ev[1]) != cudaSuccess)
+        st = err_set(e, GRAFT_E_BACKEND, "creating the events that time cuBLASLt's algorithms");
+    for (int i = 0; i < n && st == GRAFT_OK; i++) {
+        float ms;
+        st = time_candidate(be, p, g, &r[i], ev, &ms, e);
+        if (st == GRAFT_OK && ms < best) {
+            best = ms;
+            p->algo = r[i].algo;
+            p->workspace_bytes = r[i].workspaceSize;
+        }
+    }
+    for (int k = 0; k < 2; k++)
+        if (ev[k]) cudaEventDestroy(ev[k]);
+    if (st == GRAFT_OK) cache_add(be, p);
+    return st;
+}
+
+/* Ask the heuristic for an algorithm (and time its candidates for a large product); *found is
+ * false when cuBLASLt has none for the case. */
+static graft_status plan_choose(cuda_backend *be, cuda_gemm_plan *p, const cuda_gemm_args *g,
+                                bool *found, graft_err *e) {
+    bool tune = tune_wanted(be, g);
+    const gemm_tuned *kept = tune ? cache_find(be, &p->key) : NULL;
+    *found = kept != NULL;
+    if (kept) {
+        p->algo = kept->algo;
+        p->workspace_bytes = kept->workspace_bytes;
+        return GRAFT_OK;
+    }
     cublasLtMatmulPreference_t pref = NULL;
     CUBLAS_TRY(e, cublasLtMatmulPreferenceCreate(&pref), "creating a cuBLASLt preference");
     graft_status st = plan_preferences(pref, &p->key, e);
-    cublasLtMatmulHeuristicResult_t results[4];
-    int returned = 0;
+    cublasLtMatmulHeuristicResult_t results[GEMM_CANDIDATES];
+    int returned = 0, usable = 0;
     cublasStatus_t hs = CUBLAS_STATUS_SUCCESS;
     if (st == GRAFT_OK)
         hs = cublasLtMatmulAlgoGetHeuristic(be->lt, p->desc, p->lt_a, p->lt_b, p->lt_c, p->lt_c,
-                                            pref, 4, results, &returned);
+                                            pref, tune ? GEMM_CANDIDATES : 4, results, &returned);
     cublasLtMatmulPreferenceDestroy(pref);
     TRY(st);
-    *found = false;
     if (hs == CUBLAS_STATUS_NOT_SUPPORTED) return GRAFT_OK;
     if (hs != CUBLAS_STATUS_SUCCESS) return cublas_fail(e, hs, "choosing a cuBLASLt algorithm");
-    for (int i = 0; i < returned; i++) {
-        if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
-        if (results[i].workspaceSize > GEMM_MAX_WORKSPACE) continue;
-        p->algo = results[i].algo;
-        p->workspace_bytes = results[i].workspaceSize;
-        *found = true;
-        break;
-    }
-    return GRAFT_OK;
+    for (int i = 0; i < returned; i++)
+        if (results[i].state == CUBLAS_STATUS_SUCCESS &&
+            results[i].workspaceSize <= GEMM_MAX_WORKSPACE)
+            results[usable++] = results[i];
+    if (usable == 0) return GRAFT_OK;
+    *found = true;
+    p->algo = results[0].algo;
+    p->workspace_bytes = results[0].workspaceSize;
+    return tune && usable > 1 ? choose_by_timing(be, p, g, results, usable, e) : GRAFT_OK;
 }
 
 /* The plan for g in *slot: the kept one when it matches, else a new one. *plan is NULL (and
@@ -220,7 +331,7 @@ static graft_status plan_get(cuda_backend *be, cuda_gemm_plan **slot, const cuda
     p->key = key;
     bool found = false;
     graft_status st = plan_describe(p, g, type, e);
-    if (st == GRAFT_OK) st = plan_choose(be, p, &found, e);
+    if (st == GRAFT_OK) st = plan_choose(be, p, g, &found, e);
     if (st != GRAFT_OK || !found) {
         cuda_gemm_plan_free(p);
         return st;

@@ -50,6 +50,8 @@ typedef struct cuda_gemm_plan cuda_gemm_plan;
 graft_status cuda_gemm_run(cuda_backend *be, cuda_gemm_plan **plan, const cuda_gemm_args *g,
                            graft_err *e);
 void cuda_gemm_plan_free(cuda_gemm_plan *plan);
+/* The backend's record of the algorithms chosen by timing (cuda_backend.gemm_cache). */
+void cuda_gemm_cache_free(cuda_gemm_cache *cache);
 
 /* The arguments of one product of packed row-major operands: c (rows, cols) = op(a) op(b) with
  * a (rows, k) or, transposed, (k, rows), likewise b; alpha 1, beta 0, no bias, no batch. */

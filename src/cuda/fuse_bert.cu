@@ -3,6 +3,7 @@
  * its decomposed nodes. */
 #include "fuse_bert_launch.h"
 #include "reduce_common.cuh"
+#include "vec16.cuh"
 
 namespace {
 
@@ -11,7 +12,17 @@ constexpr int ROW_THREADS = 128; /* 4 rows (one a warp) per block */
 
 /* ---- GELU, in place -------------------------------------------------------------------------- */
 
-template <typename T, int FORM>
+template <int FORM>
+__device__ __forceinline__ float gelu_of(float v, float k0, float k1, float k2) {
+    if (FORM == CUDA_BERT_GELU_CHAIN) /* the exported nodes' own order: f32 matches step by step */
+        return ((erff(v / k0) + k1) * v) * k2;
+    if (FORM == CUDA_BERT_GELU_ERF) return 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));
+    float inner = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+    return 0.5f * v * (1.0f + tanhf(inner));
+}
+
+/* VEC: count % 8 == 0 and y 16-byte aligned (16-bit T only), eight elements a step. */
+template <typename T, int FORM, bool VEC>
 __global__ void __launch_bounds__(EW_THREADS)
     gelu_kernel(T *y, int64_t count, const T *c0, const T *c1, const T *c2) {
     float k0 = 0.0f, k1 = 0.0f, k2 = 0.0f;
@@ -20,31 +31,40 @@ __global__ void __launch_bounds__(EW_THREADS)
         k1 = to_float(*c1);
         k2 = to_float(*c2);
     }
-    for (int64_t i = global_thread(); i < count; i += grid_threads()) {
-        float v = to_float(y[i]), o;
-        if (FORM == CUDA_BERT_GELU_CHAIN) {
-            /* The exported nodes' own order, so that f32 matches them step for step. */
-            o = ((erff(v / k0) + k1) * v) * k2;
-        } else if (FORM == CUDA_BERT_GELU_ERF) {
-            o = 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));
-        } else {
-            float inner = 0.7978845608028654f * (v + 0.044715f * v * v * v);
-            o = 0.5f * v * (1.0f + tanhf(inner));
+    if constexpr (VEC) {
+        for (int64_t i = global_thread(); i < count / 8; i += grid_threads()) {
+            float v[8];
+            load8(y + 8 * i, v);
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] = gelu_of<FORM>(v[e], k0, k1, k2);
+            store8(y + 8 * i, v);
         }
-        y[i] = from_float<T>(o);
+    } else {
+        for (int64_t i = global_thread(); i < count; i += grid_threads())
+            y[i] = from_float<T>(gelu_of<FORM>(to_float(y[i]), k0, k1, k2));
     }
+}
+
+template <typename T, bool VEC>
+void launch_gelu_as(T *y, int64_t count, int form, const T *c0, const T *c1, const T *c2,
+                    cudaStream_t s) {
+    unsigned grid = grid_for(VEC ? count / 8 : count, EW_THREADS * (VEC ? 1 : 4));
+    if (form == CUDA_BERT_GELU_CHAIN)
+        gelu_kernel<T, CUDA_BERT_GELU_CHAIN, VEC><<<grid, EW_THREADS, 0, s>>>(y, count, c0, c1, c2);
+    else if (form == CUDA_BERT_GELU_ERF)
+        gelu_kernel<T, CUDA_BERT_GELU_ERF, VEC><<<grid, EW_THREADS, 0, s>>>(y, count, c0, c1, c2);
+    else
+        gelu_kernel<T, CUDA_BERT_GELU_TANH, VEC><<<grid, EW_THREADS, 0, s>>>(y, count, c0, c1, c2);
 }
 
 template <typename T>
 void launch_gelu(T *y, int64_t count, int form, const T *c0, const T *c1, const T *c2,
                  cudaStream_t s) {
-    unsigned grid = grid_for(count, EW_THREADS * 4);
-    if (form == CUDA_BERT_GELU_CHAIN)
-        gelu_kernel<T, CUDA_BERT_GELU_CHAIN><<<grid, EW_THREADS, 0, s>>>(y, count, c0, c1, c2);
-    else if (form == CUDA_BERT_GELU_ERF)
-        gelu_kernel<T, CUDA_BERT_GELU_ERF><<<grid, EW_THREADS, 0, s>>>(y, count, c0, c1, c2);
-    else
-        gelu_kernel<T, CUDA_BERT_GELU_TANH><<<grid, EW_THREADS, 0, s>>>(y, count, c0, c1, c2);
+    if constexpr (sizeof(T) == 2) {
+        if (count % 8 == 0 && vec16_aligned(y))
+            return launch_gelu_as<T, true>(y, count, form, c0, c1, c2, s);
+    }
+    launch_gelu_as<T, false>(y, count, form, c0, c1, c2, s);
 }
 
 /* ---- Scale, mask, softmax -------------------------------------------------------------------- */
