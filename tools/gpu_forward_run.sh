@@ -83,6 +83,32 @@ for name, m in (("no mask", None), ("additive mask", mask)):
     print(f"torch SDPA (128, 12, 128, 64) bf16, {name}: {s.elapsed_time(e) / 50 * 1e3:.1f} us")
 PY
 echo "profilers: $(command -v ncu nsys 2>/dev/null | tr '\n' ' ') $(ls /usr/local/cuda/bin 2>/dev/null | grep -E 'ncu|nsys' | tr '\n' ' ')"
+if [ -n "${GRAFT_NCU:-}" ] && command -v ncu >/dev/null; then
+    # Nsight Compute: the attention kernel's limits, then every kernel of one BERT-base forward
+    # (batch 128, bf16; the first run goes node by node) summed by name.
+    ncu --kernel-name regex:attention_mma --launch-count 1 --section SpeedOfLight \
+        --section Occupancy --section LaunchStats --section WarpStateStats \
+        $B/tests/test_gpu_ops /tmp/cases --filter fuse_attention_bshd >"$OUT/ncu_attention.log" 2>&1
+    grep -E 'Duration|Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Shared Memory Config|Block Limit|Stall|Warp Cycles|Waves' \
+        "$OUT/ncu_attention.log" | head -40
+    GRAFT_CUDA_GEMM_TUNE=0 ncu --metrics gpu__time_duration.sum --csv --launch-count 260 \
+        $B/graft bench $G/bert_base.onnx --device cuda:0 --precision bf16 --batch 128 --resident \
+        --iters 1 --warmup 0 >"$OUT/ncu_bert.csv" 2>"$OUT/ncu_bert.err"
+    python3 - "$OUT/ncu_bert.csv" <<'PY'
+import csv, sys, collections
+rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"'))]
+head, body = rows[0], rows[1:]
+ki, vi = head.index("Kernel Name"), head.index("Metric Value")
+tot = collections.defaultdict(lambda: [0, 0.0])
+for r in body:
+    t = tot[r[ki][:90]]
+    t[0] += 1
+    t[1] += float(r[vi].replace(",", ""))
+for name, (n, ns) in sorted(tot.items(), key=lambda x: -x[1][1])[:25]:
+    print(f"{ns / 1e3:9.1f} us {n:4d}x  {ns / n / 1e3:7.1f} us  {name}")
+print(f"total {sum(v[1] for v in tot.values()) / 1e6:.3f} ms over {sum(v[0] for v in tot.values())} kernels")
+PY
+fi
 echo "benches done at $(since)"
 python3 tools/bench_gpu.py --graft $B/graft --gen $G --resident --precisions bf16,fp16 \
     --batches resnet50=1,256:bert_base=1,128 --iters 30 >"$OUT/forward.log" 2>&1

@@ -211,7 +211,8 @@ cudaError_t run(const void *q, const void *kt, const void *v, const void *scale,
 
 extern "C" bool cuda_attention_supported(int64_t bh, int64_t s, int64_t d, graft_dtype dt) {
     return (dt == GRAFT_DTYPE_F16 || dt == GRAFT_DTYPE_BF16) && (d == 32 || d == 64 || d == 128) &&
-           bh >= 1 && bh < ((int64_t)1 << 31) && s >= 1 && (s + BQ - 1) / BQ <= 65535;
+           bh >= 1 && bh < ((int64_t)1 << 31) && s >= 1 && (s + BQ - 1) / BQ <= 65535 &&
+           bh * ((s + BQ - 1) / BQ) < ((int64_t)1 << 31); /* the register-tiled kernel's grid */
 }
 
 extern "C" cudaError_t cuda_attention(const void *q, const void *kt, const void *v,

@@ -24,7 +24,7 @@ typedef struct cuda_attn_strides {
 void cuda_attn_strides_dense(cuda_attn_strides *st, int64_t h, int64_t s, int64_t d);
 
 /* Whether cuda_attention has a kernel for bh = batch * heads, sequence s, head dim d and dtype
- * dt: F16 or BF16, d 32, 64 or 128, bh < 2^31, s < 65536 * 64. */
+ * dt: F16 or BF16, d 32, 64 or 128, bh < 2^31, s < 65536 * 64 (and bh * ceil(s / 64) < 2^31). */
 bool cuda_attention_supported(int64_t bh, int64_t s, int64_t d, graft_dtype dt);
 
 /* out = softmax((q kt op scale) + mask) v per (batch, head), the softmax over the keys, with

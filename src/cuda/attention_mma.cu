@@ -133,7 +133,10 @@ __global__ void __launch_bounds__(THREADS) attention_mma_kernel(mma_params<T> mp
     T *vst[2] = {qs + L::Q + 2 * L::K, qs + L::Q + 2 * L::K + L::V};
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int64_t S = p.s, bh = blockIdx.x, q0 = (int64_t)blockIdx.y * BQ;
+    /* The query blocks of one head are neighbours in the grid: they run together and the
+     * second reads that head's K and V from L2. */
+    const int64_t S = p.s, nq = (S + BQ - 1) / BQ;
+    const int64_t bh = blockIdx.x / nq, q0 = (int64_t)(blockIdx.x % nq) * BQ;
     const int64_t ib = bh / p.h, ih = bh % p.h;
     const T *kg = p.kt + ib * st.k[0] + ih * st.k[1], *vg = p.v + ib * st.v[0] + ih * st.v[1];
     const T *qg = p.q + ib * st.q[0] + ih * st.q[1];
@@ -273,7 +276,7 @@ cudaError_t launch(const mma_params<T> &p, int64_t bh, cudaStream_t stream) {
     static std::atomic<uint64_t> done{0};
     cudaError_t e = allow_shared_once(attention_mma_kernel<T, D, KR>, tiles<D, KR>::bytes, done);
     if (e != cudaSuccess) return e;
-    dim3 grid((unsigned)bh, (unsigned)((p.a.s + BQ - 1) / BQ));
+    dim3 grid((unsigned)(bh * ((p.a.s + BQ - 1) / BQ)));
     attention_mma_kernel<T, D, KR><<<grid, THREADS, tiles<D, KR>::bytes, stream>>>(p);
     return cudaGetLastError();
 }
