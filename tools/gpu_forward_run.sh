@@ -62,14 +62,6 @@ for mode in default views_off attention_unfused attention_fused gemm_tune_off; d
         echo "bert_base bf16 $mode run $rep: $(awk '$1 ~ /^[0-9]+$/ {printf "batch %s %s ms; ", $1, $2}' "$OUT/bert_${mode}_$rep.log")"
     done
 done
-# ResNet-50 batch 256: cuDNN's heuristic against its timed choice (GRAFT_CUDA_CONV_FIND=1).
-for prec in bf16 fp16; do
-    for find in 0 1; do
-        GRAFT_CUDA_CONV_FIND=$find $B/graft bench $G/resnet50.onnx --device cuda:0 --precision $prec \
-            --batch 256 --resident --iters 30 >"$OUT/resnet50_${prec}_find$find.log" 2>&1
-        echo "resnet50 $prec conv find=$find: $(awk '$1 == "256" {print $2 " ms"}' "$OUT/resnet50_${prec}_find$find.log")"
-    done
-done
 for spec in "bert_base bf16 128" "bert_base bf16 1" "resnet50 bf16 256" "resnet50 fp16 256"; do
     set -- $spec
     $B/graft bench $G/$1.onnx --device cuda:0 --precision $2 --batch $3 --resident --profile \

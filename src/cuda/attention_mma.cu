@@ -122,8 +122,9 @@ __device__ __forceinline__ void load_k_frag(unsigned *b, const T *ks, int k, int
 
 /* One block per (batch * head, 64 query rows); warp w owns rows 16w..16w+15, and lane l the
  * rows l/4 and l/4 + 8 of those, at key columns 2 (l % 4) + {0, 1} of every 8. */
+/* At most 128 registers a thread for D <= 64 (4 blocks an SM; unbounded it took 153, 3 blocks). */
 template <typename T, int D, bool KR>
-__global__ void __launch_bounds__(THREADS) attention_mma_kernel(mma_params<T> mp) {
+__global__ void __launch_bounds__(THREADS, D <= 64 ? 4 : 2) attention_mma_kernel(mma_params<T> mp) {
     using L = tiles<D, KR>;
     const attn_params<T> &p = mp.a;
     const cuda_attn_strides &st = mp.st;

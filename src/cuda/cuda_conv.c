@@ -266,39 +266,6 @@ static graft_status conv_choose_algo(cuda_backend *be, dnn_state *s, bool strict
     return GRAFT_OK;
 }
 
-/* With GRAFT_CUDA_CONV_FIND=1 (an experiment): cuDNN times its algorithms on the call's own
- * buffers (cudnnFindConvolutionForwardAlgorithmEx) and the fastest allowed one is taken; not
- * while recording, nor for a window that needs an explicitly padded copy of X (its buffer is
- * not the call's). *found false: the heuristic chooses. */
-static graft_status conv_find_algo(cuda_backend *be, const op_call *c, dnn_state *s,
-                                   bool strict_fp32, bool *found) {
-    const char *v = getenv("GRAFT_CUDA_CONV_FIND");
-    *found = false;
-    if (!v || strcmp(v, "1") != 0 || be->capturing || s->win.copy || !c->in[0]->data ||
-        !c->in[1]->data || !c->out[0]->data)
-        return GRAFT_OK;
-    void *ws = NULL;
-    TRY(cuda_workspace(be, CONV_MAX_WORKSPACE, &ws, c->err));
-    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    int returned = 0;
-    if (cudnnFindConvolutionForwardAlgorithmEx(
-            be->dnn, s->x_desc, c->in[0]->data, s->w_desc, c->in[1]->data, s->conv_desc, s->y_desc,
-            c->out[0]->data, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf, ws,
-            CONV_MAX_WORKSPACE) != CUDNN_STATUS_SUCCESS)
-        return GRAFT_OK;
-    for (int i = 0; i < returned; i++) {
-        if (!conv_algo_allowed(&perf[i], s->dtype == GRAFT_DTYPE_F32, strict_fp32)) continue;
-        cudnnMathType_t math = strict_fp32 ? CUDNN_FMA_MATH : perf[i].mathType;
-        CUDNN_TRY(c->err, cudnnSetConvolutionMathType(s->conv_desc, math),
-                  "setting a cuDNN math type");
-        s->algo = perf[i].algo;
-        s->workspace_bytes = perf[i].memory;
-        *found = true;
-        return GRAFT_OK;
-    }
-    return GRAFT_OK;
-}
-
 static graft_status conv_describe(const op_call *c, dnn_state *s, cudnnDataType_t type) {
     const tensor *x = c->in[0], *w = c->in[1], *y = c->out[0];
     const dnn_window *win = &s->win;
@@ -367,9 +334,7 @@ graft_status conv_build(cuda_backend *be, const op_call *c, dnn_state *s) {
         CUDNN_TRY(c->err, cudnnSetConvolutionMathType(s->conv_desc, math),
                   "setting a cuDNN math type");
     if (s->usable) TRY(conv_check_output(c, s));
-    bool found = false;
-    if (s->usable) TRY(conv_find_algo(be, c, s, strict_fp32, &found));
-    if (s->usable && !found) TRY(conv_choose_algo(be, s, strict_fp32, c->err));
+    if (s->usable) TRY(conv_choose_algo(be, s, strict_fp32, c->err));
     return GRAFT_OK;
 }
 
