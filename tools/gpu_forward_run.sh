@@ -50,11 +50,11 @@ fi
 echo "checks done at $(since)"
 
 # BERT-base bf16, resident: the plan's views and the folded attention switched off one at a time.
-for mode in default views_off attention_unfused attention_fused gemm_tune_off; do
+for mode in default views_off attention_unfused gelu_exact gemm_tune_off; do
     env_set=()
     [ $mode = views_off ] && env_set=(GRAFT_PLAN_VIEWS=0)
     [ $mode = attention_unfused ] && env_set=(GRAFT_CUDA_ATTENTION=unfused)
-    [ $mode = attention_fused ] && env_set=(GRAFT_CUDA_ATTENTION=fused)
+    [ $mode = gelu_exact ] && env_set=(GRAFT_CUDA_GELU=exact)
     [ $mode = gemm_tune_off ] && env_set=(GRAFT_CUDA_GEMM_TUNE=0)
     for rep in 1 2; do
         env "${env_set[@]}" $B/graft bench $G/bert_base.onnx --device cuda:0 --precision bf16 \

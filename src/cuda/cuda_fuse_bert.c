@@ -22,7 +22,7 @@
  * own pass: its tanh form for a tanh-form Gelu, and also for the erf form (a Gelu node, or
  * PyTorch's Div-Erf-Add-Mul-Mul chain with GELU's constants), whose difference from the tanh
  * form (at most 5e-4) is below the output's own rounding (bf16: 4e-3 of the value, fp16: 5e-4).
- * GRAFT_CUDA_GELU=exact keeps the erf form's separate kernel (docs/gpu-fusion.md); fp32 always
+ * GRAFT_CUDA_GELU=exact keeps the erf form's separate kernel (docs/cuda.md); fp32 always
  * does, as its tanhf / erff match the reference to f32 rounding. */
 static bool erf_gelu_as_epilogue(void) {
     const char *v = getenv("GRAFT_CUDA_GELU");
