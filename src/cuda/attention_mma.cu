@@ -149,7 +149,11 @@ __global__ void __launch_bounds__(THREADS, D <= 64 ? 4 : 2) attention_mma_kernel
     load_kv<T, D, KR>(kst[0], vst[0], kg, vg, st, S, 0);
     cp_commit();
 
-    const float scale = to_float(*p.scale);
+    /* Scores in base-2 exponent units, (s op scale + mask) * log2(e), one FMA each: exp2 is one
+     * MUFU op, and s / scale becomes s times its reciprocal (within an f32 ulp of the Div). */
+    const float scale = to_float(*p.scale), log2e = 1.4426950408889634f;
+    const float ks2 = (p.scale_mul ? scale : 1.0f / scale) * log2e;
+    const bool row_mask = p.ms2 != 0; /* a mask per query row, not one per (batch, head) */
     const int g = lane >> 2, t4 = lane & 3;
     int64_t row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
     const T *mrow[2];
@@ -193,21 +197,24 @@ __global__ void __launch_bounds__(THREADS, D <= 64 ? 4 : 2) attention_mma_kernel
                 mma<T>(s[n], qf[k], b);
                 mma<T>(s[n + 1], qf[k], b + 2);
             }
-        /* (s op scale) + mask in the nodes' order; keys past S do not exist */
+        /* s[n][c] and s[n][2 + c]: rows g and g + 8 at key j; keys past S do not exist */
         float mx[2] = {-INFINITY, -INFINITY};
+        const bool full = j0 + BK <= S;
 #pragma unroll
         for (int n = 0; n < BK / 8; n++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int i = e >> 1;
-                const int64_t j = j0 + n * 8 + 2 * t4 + (e & 1);
-                float v = -INFINITY;
-                if (j < S) {
-                    float sc = p.scale_mul ? s[n][e] * scale : s[n][e] / scale;
-                    v = sc + to_float(mrow[i][j * p.ms3]);
-                }
-                s[n][e] = v;
-                mx[i] = fmaxf(mx[i], v);
+            for (int c = 0; c < 2; c++) {
+                const int64_t j = j0 + n * 8 + 2 * t4 + c;
+                const bool ok = full || j < S;
+                const int64_t at = (ok ? j : 0) * p.ms3;
+                const float mk0 = to_float(mrow[0][at]) * log2e;
+                const float mk1 = row_mask ? to_float(mrow[1][at]) * log2e : mk0;
+                const float v0 = ok ? fmaf(s[n][c], ks2, mk0) : -INFINITY;
+                const float v1 = ok ? fmaf(s[n][2 + c], ks2, mk1) : -INFINITY;
+                s[n][c] = v0;
+                s[n][2 + c] = v1;
+                mx[0] = fmaxf(mx[0], v0);
+                mx[1] = fmaxf(mx[1], v1);
             }
         float alpha[2], base[2];
 #pragma unroll
@@ -217,7 +224,7 @@ __global__ void __launch_bounds__(THREADS, D <= 64 ? 4 : 2) attention_mma_kernel
             const float m_new = fmaxf(m[i], mx[i]);
             /* a row masked with -inf so far: exponents against 0 give zeros, not inf - inf */
             base[i] = m_new == -INFINITY ? 0.0f : m_new;
-            alpha[i] = expf(m[i] - base[i]);
+            alpha[i] = exp2f(m[i] - base[i]);
             m[i] = m_new;
         }
         /* probabilities, rounded to T as the A operand of P V (pairs of 8-key tiles) */
@@ -225,8 +232,8 @@ __global__ void __launch_bounds__(THREADS, D <= 64 ? 4 : 2) attention_mma_kernel
         float sum[2] = {0.0f, 0.0f};
 #pragma unroll
         for (int n = 0; n < BK / 8; n++) {
-            float e0 = expf(s[n][0] - base[0]), e1 = expf(s[n][1] - base[0]);
-            float e2 = expf(s[n][2] - base[1]), e3 = expf(s[n][3] - base[1]);
+            float e0 = exp2f(s[n][0] - base[0]), e1 = exp2f(s[n][1] - base[0]);
+            float e2 = exp2f(s[n][2] - base[1]), e3 = exp2f(s[n][3] - base[1]);
             sum[0] += e0 + e1;
             sum[1] += e2 + e3;
             pf[n >> 1][(n & 1) * 2] = pack2<T>(e0, e1);
