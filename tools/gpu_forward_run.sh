@@ -24,6 +24,17 @@ ninja -C $B >"$OUT/build.log" 2>&1 || { grep -B2 -A12 -m3 'error' "$OUT/build.lo
 wait
 echo "built, cases and models made at $(since)"
 
+if [ "${GRAFT_NCU:-}" = only ]; then
+    # BERT-base's attention kernel at batch 128 under Nsight Compute: where its warps stall.
+    ncu --kernel-name regex:attention_mma --launch-count 1 --section SpeedOfLight \
+        --section Occupancy --section WarpStateStats --section SchedulerStats \
+        --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+        $B/graft bench $G/bert_base.onnx --device cuda:0 --precision bf16 --batch 128 --resident \
+        --iters 1 --warmup 0 >"$OUT/ncu_attention_bert.log" 2>&1
+    grep -E '^ +[A-Z][A-Za-z /\-]+ +(%|us|cycle|inst|register|block|warp|Kbyte|byte|Gbyte/s|Tbyte/s|ms)? +[0-9.,]+$|Stall|stall' \
+        "$OUT/ncu_attention_bert.log" | head -70
+    exit 0
+fi
 $B/tests/test_gpu_ops /tmp/cases --filter fuse_ >"$OUT/gpu_ops_fused.log" 2>&1
 summary gpu_ops_fused $? "$OUT/gpu_ops_fused.log"
 GRAFT_CUDA_ATTENTION=fused $B/tests/test_gpu_ops /tmp/cases --filter fuse_attention \
