@@ -44,9 +44,10 @@ static const cli_option bench_options[] = {
      "copied there once, nothing is copied per run (the forward alone, as a pipeline that keeps "
      "data on the device runs it)"},
     {"profile", NULL, NULL, NULL, NULL,
-     "after each batch size's timing, as many runs again with every node timed (the GPU "
-     "synchronised after each node: slower in total) and a table of the time per op type, most "
-     "first (a fused group is listed under its name, e.g. conv_add_act or attention)"},
+     "after each batch size's timing, as many runs again with every node timed (on a GPU by "
+     "events queued around each node, node by node without a CUDA graph) and a table of the "
+     "time per op type, most first (a fused group is listed under its name, e.g. conv_add_act or "
+     "attention)"},
     {"json", NULL, NULL, NULL, NULL,
      "JSON lines, one per batch size: {batch, iters, median_ms, p90_ms, min_ms, samples_per_s}"},
 };

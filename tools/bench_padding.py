@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""tools/bench_padding.py: what padding each batch to its longest text saves on a real length mix.
+
+Runs `graft finetune` twice on the same texts, with --pad longest (the default) and --pad max,
+alternating REPEATS times, and prints the backbone phase's time of each, the tokens the backbone
+ran (counted from `graft tokenize`) and both ratios. Defaults: the real all-MiniLM-L6-v2 and
+Debian's fortunes that tools/test.sh puts in tests/data/gen/minilm (tools/make_fortunes_text.py,
+tools/minilm_fill.py).
+
+    python3 tools/bench_padding.py --graft build/release/graft [--device cuda:0 --precision bf16]
+"""
+import argparse
+import csv
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+
+def texts_of(csv_paths):
+    out = []
+    for p in csv_paths:
+        with open(p, newline="") as f:
+            out += [r["text"].replace("\n", " ") for r in csv.DictReader(f)]
+    return out
+
+
+def token_counts(graft, vocab, max_len, texts, work):
+    lines = work / "lines.txt"
+    lines.write_text("\n".join(texts) + "\n")
+    out = subprocess.run([graft, "tokenize", "--vocab", vocab, "--max-len", str(max_len),
+                          str(lines)], capture_output=True, text=True, check=True).stdout
+    return [len(json.loads(line)["input_ids"]) for line in out.splitlines() if line.strip()]
+
+
+def backbone_seconds(graft, args, pad, work):
+    cmd = [graft, "finetune", "--model", args.model, "--vocab", args.vocab, "--data", args.train,
+           "--val", args.test, "--max-len", str(args.max_len), "--pad", pad, "--epochs", "1",
+           "--batch", str(args.batch), "--out", str(work / f"ft_{pad}.onnx")]
+    cmd += ["--device", args.device] + (["--precision", args.precision] if args.precision else [])
+    if args.threads:
+        cmd += ["--threads", str(args.threads)]
+    log = subprocess.run(cmd, capture_output=True, text=True)
+    if log.returncode != 0:
+        sys.exit(f"graft finetune --pad {pad} failed:\n{log.stdout[-2000:]}{log.stderr[-2000:]}")
+    m = re.search(r"time\s+backbone ([0-9.]+)s", log.stdout + log.stderr)
+    if not m:
+        sys.exit(f"no backbone time in graft finetune's output:\n{log.stdout[-2000:]}")
+    return float(m.group(1))
+
+
+def main():
+    gen = Path(__file__).resolve().parent.parent / "tests/data/gen/minilm"
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--graft", default="build/release/graft")
+    ap.add_argument("--model", default=str(gen / "models/ts17/model.onnx"))
+    ap.add_argument("--vocab", default=str(gen / "models/ts17/vocab.txt"))
+    ap.add_argument("--train", default=str(gen / "data/train.csv"))
+    ap.add_argument("--test", default=str(gen / "data/test.csv"))
+    ap.add_argument("--max-len", type=int, default=128)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--precision", default=None)
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--repeats", type=int, default=2)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        lens = token_counts(args.graft, args.vocab, args.max_len,
+                            texts_of([args.train, args.test]), work)
+        b = args.batch
+        # the backbone runs the training texts then the validation texts, in file order
+        run = sum(max(lens[i:i + b]) * len(lens[i:i + b]) for i in range(0, len(lens), b))
+        full = args.max_len * len(lens)
+        times = {"longest": [], "max": []}
+        for _ in range(args.repeats):
+            for pad in ("longest", "max"):
+                times[pad].append(backbone_seconds(args.graft, args, pad, work))
+    lens.sort()
+    print(f"# {len(lens)} texts, tokens per text: mean {sum(lens) / len(lens):.1f}, median "
+          f"{lens[len(lens) // 2]}, 90th percentile {lens[int(0.9 * len(lens))]}, max {lens[-1]}")
+    print("| --pad | tokens the backbone ran | backbone s (each run) |")
+    print("|---|---|---|")
+    for pad, tokens in (("longest", run), ("max", full)):
+        print(f"| {pad} | {tokens} | {', '.join(f'{t:.2f}' for t in times[pad])} |")
+    print(f"tokens max / longest {full / run:.2f}; time max / longest "
+          f"{min(times['max']) / min(times['longest']):.2f} (fastest runs)")
+
+
+if __name__ == "__main__":
+    main()
