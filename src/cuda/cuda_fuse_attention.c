@@ -96,18 +96,20 @@ static bool match_core(const ir_graph *g, int qk, const unsigned char *on_dev, c
 
 /* The QK MatMul of the attention that MatMul `pv` may end (P <- Softmax <- Add <- scale <- QK),
  * or -1; match_core then checks the whole chain. */
+static int producer_of(const ir_graph *g, int v) {
+    return v >= 0 ? g->values[v].producer : -1;
+}
+
 static int qk_before(const ir_graph *g, int pv) {
-    int p = g->values[g->nodes[pv].inputs[0]].producer;
+    int p = producer_of(g, g->nodes[pv].inputs[0]);
     if (p < 0 || !fb_is_op(&g->nodes[p], "Softmax", 1)) return -1;
-    int add = g->values[g->nodes[p].inputs[0]].producer;
+    int add = producer_of(g, g->nodes[p].inputs[0]);
     if (add < 0 || !fb_is_op(&g->nodes[add], "Add", 2)) return -1;
     for (int k = 0; k < 2; k++) {
-        int v = g->nodes[add].inputs[k];
-        int sc = v >= 0 ? g->values[v].producer : -1;
+        int sc = producer_of(g, g->nodes[add].inputs[k]);
         if (sc < 0 || g->nodes[sc].n_in != 2) continue;
         for (int j = 0; j < 2; j++) {
-            int x = g->nodes[sc].inputs[j];
-            int qk = x >= 0 ? g->values[x].producer : -1;
+            int qk = producer_of(g, g->nodes[sc].inputs[j]);
             if (qk >= 0 && fb_is_op(&g->nodes[qk], "MatMul", 2)) return qk;
         }
     }
