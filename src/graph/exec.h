@@ -45,8 +45,8 @@ typedef struct executor {
     int *group_first; /* per node: the first member of the group it ends (itself otherwise) */
     int *last_use;    /* per value: index of the last node reading it (n_nodes: a graph output) */
     int64_t *seen_bytes;
-    bool plan_views; /* reshapes' outputs share their inputs' planned bytes (GRAFT_PLAN_VIEWS=0: no)
-                      */
+    /* reshapes' outputs share their inputs' planned bytes (GRAFT_PLAN_VIEWS=0: not) */
+    bool plan_views;
     int n_fallback_nodes; /* nodes placed on the host because the device has no kernel */
     /* CUDA-graph replay of the planned forward (exec_graph.c) */
     bool graph_safe;   /* placement allows recording: no device node reads host-computed data */

@@ -1,10 +1,8 @@
 /* exec_view.c: reshapes as views in the memory plan: the output of a Reshape, Flatten, Squeeze
  * or Unsqueeze shares its input's planned bytes (one buffer living as long as either), so its
  * kernel sees the same pointer and copies nothing. */
-#include <stdlib.h>
-#include <string.h>
-
 #include "exec_internal.h"
+#include "fusion_groups.h"
 
 bool exec_plans_value(const executor *x, int v, bool dev) {
     const ir_value *val = &x->g->values[v];
@@ -15,11 +13,8 @@ bool exec_plans_value(const executor *x, int v, bool dev) {
 }
 
 static bool is_view_op(const ir_node *n) {
-    static const char *const ops[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"};
-    if (n->dead || (n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx") != 0)) return false;
-    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
-        if (strcmp(n->op_type, ops[i]) == 0) return true;
-    return false;
+    return fusion_is_op(n, "Reshape") || fusion_is_op(n, "Flatten") || fusion_is_op(n, "Squeeze") ||
+           fusion_is_op(n, "Unsqueeze");
 }
 
 int exec_view_source(const executor *x, int w, bool dev) {
