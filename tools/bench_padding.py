@@ -27,6 +27,20 @@ def texts_of(csv_paths):
     return out
 
 
+def replicated(path, k, work):
+    """path's rows k times over, as a CSV in work."""
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        rows, fields = list(reader), reader.fieldnames
+    out = work / f"x{k}_{Path(path).name}"
+    with open(out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        for _ in range(k):
+            w.writerows(rows)
+    return str(out)
+
+
 def token_counts(graft, vocab, max_len, texts, work):
     lines = work / "lines.txt"
     lines.write_text("\n".join(texts) + "\n")
@@ -65,9 +79,14 @@ def main():
     ap.add_argument("--precision", default=None)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--replicate", type=int, default=1,
+                    help="each file's rows K times over (a larger set, the same length mix)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
+        if args.replicate > 1:
+            args.train, args.test = (replicated(p, args.replicate, work)
+                                     for p in (args.train, args.test))
         lens = token_counts(args.graft, args.vocab, args.max_len,
                             texts_of([args.train, args.test]), work)
         b = args.batch

@@ -29,8 +29,10 @@ if [ "${GRAFT_NCU:-}" = only ]; then
     ncu --kernel-name regex:attention_mma --launch-count 1 --section SpeedOfLight \
         --section Occupancy --section WarpStateStats --section SchedulerStats \
         --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+        --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active.ratio \
         $B/graft bench $G/bert_base.onnx --device cuda:0 --precision bf16 --batch 128 --resident \
         --iters 1 --warmup 0 >"$OUT/ncu_attention_bert.log" 2>&1
+    grep -E 'stalled' "$OUT/ncu_attention_bert.log" | awk '$NF + 0 >= 0.05' | sed 's/smsp__average_warps_issue_stalled_//'
     grep -E '^ +[A-Z][A-Za-z /\-]+ +(%|us|cycle|inst|register|block|warp|Kbyte|byte|Gbyte/s|Tbyte/s|ms)? +[0-9.,]+$|Stall|stall' \
         "$OUT/ncu_attention_bert.log" | head -70
     exit 0
@@ -61,11 +63,12 @@ fi
 echo "checks done at $(since)"
 [ -n "${CHECKS_ONLY:-}" ] && exit 0
 
-# BERT-base bf16, resident: the plan's views and the folded attention switched off one at a time.
-for mode in default views_off attention_unfused gelu_exact gemm_tune_off; do
+# BERT-base bf16, resident: switches off one at a time (MODES overrides the list).
+for mode in ${MODES:-default views_off attention_unfused gelu_exact gemm_tune_off}; do
     env_set=()
     [ $mode = views_off ] && env_set=(GRAFT_PLAN_VIEWS=0)
     [ $mode = attention_unfused ] && env_set=(GRAFT_CUDA_ATTENTION=unfused)
+    [ $mode = attention_items1 ] && env_set=(GRAFT_CUDA_ATTENTION_ITEMS=1)
     [ $mode = gelu_exact ] && env_set=(GRAFT_CUDA_GELU=exact)
     [ $mode = gemm_tune_off ] && env_set=(GRAFT_CUDA_GEMM_TUNE=0)
     for rep in 1 2; do
@@ -73,6 +76,9 @@ for mode in default views_off attention_unfused gelu_exact gemm_tune_off; do
             --batch 1,128 --resident --iters 30 >"$OUT/bert_${mode}_$rep.log" 2>&1
         echo "bert_base bf16 $mode run $rep: $(awk '$1 ~ /^[0-9]+$/ {printf "batch %s %s ms; ", $1, $2}' "$OUT/bert_${mode}_$rep.log")"
     done
+    env "${env_set[@]}" $B/graft bench $G/bert_base.onnx --device cuda:0 --precision bf16 \
+        --batch 128 --resident --profile --iters 10 >"$OUT/profile_bert_${mode}.log" 2>&1
+    echo "  profile: $(grep -m1 -i 'attention' "$OUT/profile_bert_${mode}.log" | tr -s ' ')"
 done
 for spec in "bert_base bf16 128" "bert_base bf16 1" "resnet50 bf16 256" "resnet50 fp16 256"; do
     set -- $spec
@@ -127,4 +133,16 @@ python3 tools/bench_gpu.py --graft $B/graft --gen $G --resident --precisions bf1
     --batches resnet50=1,256:bert_base=1,128 --iters 30 >"$OUT/forward.log" 2>&1
 echo "forward rc=$?"
 tail -12 "$OUT/forward.log"
+if [ -n "${PADDING:-}" ]; then
+    # Padding to the batch's longest text on the GPU: a MiniLM-L6 graph with seeded random
+    # weights (the real ones are not on this machine; the tokens are the real texts').
+    python3 tools/minilm_fill.py --out /tmp/minilm --random-weights 1 \
+        --vocab tests/data/gen/minilm/models/ts17/vocab.txt >"$OUT/minilm_fill.log" 2>&1
+    for b in 32 256; do
+        python3 tools/bench_padding.py --graft $B/graft --model /tmp/minilm/model.onnx \
+            --vocab /tmp/minilm/vocab.txt --device cuda:0 --precision bf16 --batch $b \
+            --replicate 20 --repeats 2 >"$OUT/padding_$b.log" 2>&1
+        echo "== padding, batch $b (rc=$?)"; tail -6 "$OUT/padding_$b.log"
+    done
+fi
 echo "all done at $(since)"

