@@ -496,6 +496,48 @@ static void test_concat_gather(void) {
     }
 }
 
+/* Where (attention masks), Expand and Split. */
+static void test_where_expand_split(void) {
+    static const struct {
+        const char *name;
+        int nc, nx, ny;
+        int64_t c[3], x[3], y[3];
+    } ws[] = {
+        {"grad_where_same", 2, 2, 2, {3, 4}, {3, 4}, {3, 4}},
+        {"grad_where_mask_bcast", 3, 3, 0, {2, 1, 4}, {2, 3, 4}, {0}},
+        {"grad_where_all_bcast", 2, 1, 3, {3, 1}, {4}, {2, 1, 1}},
+    };
+    for (size_t t = 0; t < sizeof ws / sizeof ws[0]; t++) {
+        test_node tn;
+        node_init(&tn, "Where", 16);
+        tensor in[3] = {{0}};
+        tensor_make(&in[0], GRAFT_DTYPE_BOOL, ws[t].nc, ws[t].c, NULL);
+        for (int64_t i = 0; i < tensor_numel(&in[0]); i++)
+            ((uint8_t *)in[0].data)[i] = rand_uniform() > 0.0;
+        rand_tensor(&in[1], ws[t].nx, ws[t].x, 1.0);
+        rand_tensor(&in[2], ws[t].ny, ws[t].y, 1.0);
+        grad_check_case(ws[t].name, &tn, in, 3, 1, NULL, NULL, 0);
+    }
+    test_node tn;
+    node_init(&tn, "Expand", 13);
+    tensor in[2] = {{0}};
+    int64_t xd[2] = {3, 1}, shape[3] = {2, 3, 4};
+    rand_tensor(&in[0], 2, xd, 1.0);
+    int_tensor(&in[1], 3, shape);
+    grad_check_case("grad_expand", &tn, in, 2, 1, NULL, NULL, 0);
+    node_init(&tn, "Split", 13); /* sizes as an input, a negative axis */
+    set_int(&tn, "axis", -1);
+    int64_t sd[3] = {2, 3, 5}, sizes[2] = {2, 3};
+    rand_tensor(&in[0], 3, sd, 1.0);
+    int_tensor(&in[1], 2, sizes);
+    grad_check_case("grad_split_sizes_neg_axis", &tn, in, 2, 2, NULL, NULL, 0);
+    node_init(&tn, "Split", 11); /* equal parts on axis 1 */
+    set_int(&tn, "axis", 1);
+    int64_t ed[3] = {2, 6, 2};
+    rand_tensor(&in[0], 3, ed, 1.0);
+    grad_check_case("grad_split_equal_3", &tn, in, 1, 3, NULL, NULL, 0);
+}
+
 /* ---- conventions at ties, bounds and modes (values by hand) --------------------------------- */
 
 /* f64 tensor of the given shape holding vals. */
@@ -719,6 +761,7 @@ int main(void) {
     test_transpose();
     test_slice();
     test_concat_gather();
+    test_where_expand_split();
     test_maxpool_ties();
     test_clip_bounds();
     test_bn_mode_spelling();

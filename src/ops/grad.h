@@ -57,7 +57,8 @@ grad_fn grad_find(const char *op_type);
  *   the base is 0 and the exponent >= 0; the exponent's gradient is computed only when asked
  *   (it may be an integer tensor, which takes none).
  * - Shape inputs (Reshape's shape, Squeeze/Unsqueeze axes, Slice's starts..steps, ReduceMean's
- *   axes) and Gather's indices take no gradient: pass NULL for them. */
+ *   axes, Expand's shape) and Gather's indices take no gradient: pass NULL for them; neither
+ *   does Where's condition (input 0). Split's absent output gradients count as zeros. */
 graft_status grad_Gemm(const grad_call *c);
 graft_status grad_MatMul(const grad_call *c);
 graft_status grad_Add(const grad_call *c);
@@ -99,5 +100,8 @@ graft_status grad_Transpose(const grad_call *c);
 graft_status grad_Slice(const grad_call *c);
 graft_status grad_Concat(const grad_call *c);
 graft_status grad_Gather(const grad_call *c);
+graft_status grad_Expand(const grad_call *c);
+graft_status grad_Split(const grad_call *c);
+graft_status grad_Where(const grad_call *c);
 
 #endif

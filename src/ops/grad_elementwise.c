@@ -1,6 +1,6 @@
 /* grad_elementwise.c: backward rules of the element-wise ops of decomposed LayerNorm / GELU
- * exports (Mul, Sub, Div, Pow with broadcasting; Sqrt, Erf, Neg, Exp, Clip) and of ReduceMean
- * and ReduceSum, in double. */
+ * exports (Mul, Sub, Div, Pow with broadcasting; Sqrt, Erf, Neg, Exp, Clip), of attention masks
+ * (Where) and of ReduceMean and ReduceSum, in double. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -227,4 +227,41 @@ graft_status grad_ReduceMean(const grad_call *c) {
 
 graft_status grad_ReduceSum(const grad_call *c) {
     return reduce_backward(c, false);
+}
+
+/* ---- Where: dY goes to X where the condition holds, to Y elsewhere; none to the condition --- */
+
+graft_status grad_Where(const grad_call *c) {
+    if (c->n_in < 3 || !c->in[0] || c->in[0]->dtype != GRAFT_DTYPE_BOOL || gr_din(c, 0))
+        return op_error(c->node, c->err, GRAFT_E_INVALID_ARGUMENT,
+                        "backward: needs a bool condition (input 0, which takes no gradient)");
+    grad_call values = *c; /* X and Y, checked as the other rules' inputs */
+    values.in = c->in + 1;
+    values.n_in = c->n_in - 1;
+    values.din = c->din ? c->din + 1 : NULL;
+    TRY(gr_check(&values, 2, 1));
+    const tensor *cond = c->in[0], *y = c->out[0];
+    int64_t n = tensor_numel(y);
+    int64_t *map = malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    double *dy = gr_load_dout(c, 0, n), *g = gr_zeros(n);
+    graft_status st = GRAFT_OK;
+    if (!map || !dy || !g) {
+        st = gr_oom(c);
+    } else if (!gr_bcast_map(map, y->ndim, y->dims, cond->ndim, cond->dims)) {
+        char s1[128], s2[128];
+        st = op_error(c->node, c->err, GRAFT_E_SHAPE,
+                      "backward: the condition %s does not broadcast to Y %s",
+                      shape_str(s1, sizeof s1, cond->ndim, cond->dims),
+                      shape_str(s2, sizeof s2, y->ndim, y->dims));
+    }
+    const uint8_t *cv = cond->data;
+    for (int k = 1; k <= 2 && st == GRAFT_OK; k++) {
+        if (!gr_din(c, k)) continue;
+        for (int64_t i = 0; i < n; i++) g[i] = (cv[map[i]] != 0) == (k == 1) ? dy[i] : 0.0;
+        st = gr_reduce_to(c, gr_din(c, k), g, y->ndim, y->dims, 1.0);
+    }
+    free(map);
+    free(dy);
+    free(g);
+    return st;
 }

@@ -410,6 +410,9 @@ static const grad_entry grad_table[] = {
     {"Slice", grad_Slice},
     {"Concat", grad_Concat},
     {"Gather", grad_Gather},
+    {"Expand", grad_Expand},
+    {"Split", grad_Split},
+    {"Where", grad_Where},
 };
 
 grad_fn grad_find(const char *op_type) {

@@ -1,6 +1,6 @@
 /* grad_shape.c: backward rules of the shape and data-movement ops (Identity, Flatten, Reshape,
- * Squeeze, Unsqueeze, Transpose, Slice, Concat, Gather): gradients move as the data moved, with
- * the forward's plans; shape, axes, starts/ends and indices inputs take no gradient. */
+ * Squeeze, Unsqueeze, Transpose, Slice, Concat, Split, Gather, Expand): gradients move as the
+ * data moved, with the forward's plans; shape, axes, starts/ends and indices take no gradient. */
 #include <stdlib.h>
 
 #include "shape_plan.h"
@@ -137,5 +137,42 @@ graft_status grad_Gather(const grad_call *c) {
     }
     gr_store(dxt, dx);
     free(dx);
+    return GRAFT_OK;
+}
+
+/* ---- Expand: dX = dY summed over the broadcast dims ----------------------------------------- */
+
+graft_status grad_Expand(const grad_call *c) {
+    TRY(gr_check(c, 1, 1));
+    tensor *dx = gr_din(c, 0);
+    if (!dx) return GRAFT_OK;
+    const tensor *y = c->out[0];
+    double *g = gr_load_dout(c, 0, tensor_numel(y));
+    if (!g) return gr_oom(c);
+    graft_status st = gr_reduce_to(c, dx, g, y->ndim, y->dims, 1.0);
+    free(g);
+    return st;
+}
+
+/* ---- Split: dX is the outputs' gradients joined along the axis (absent ones as zeros) ------- */
+
+graft_status grad_Split(const grad_call *c) {
+    TRY(gr_check(c, 1, c->n_out));
+    tensor *dx = gr_din(c, 0);
+    if (!dx) return GRAFT_OK;
+    const tensor *x = c->in[0];
+    op_call oc = gr_op_call(c);
+    int axis;
+    TRY(concat_pieces_check(&oc, x, (tensor *const *)c->out, c->n_out, &axis));
+    int64_t outer = dims_numel(axis, x->dims), row = dims_numel(x->ndim - axis, x->dims + axis);
+    int64_t first = 0; /* where output k starts within a row of X */
+    for (int k = 0; k < c->n_out; k++) {
+        const tensor *y = c->out[k], *dy = gr_dout(c, k);
+        int64_t len = dims_numel(y->ndim - axis, y->dims + axis);
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t j = 0; j < len; j++)
+                gr_set(dx, o * row + first + j, dy ? gr_get(dy, o * len + j) : 0.0);
+        first += len;
+    }
     return GRAFT_OK;
 }
