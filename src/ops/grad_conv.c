@@ -1,6 +1,8 @@
 /* grad_conv.c: backward rule of Conv (1-D to 3-D; strides, explicit pads or auto_pad, dilations,
- * groups incl. depthwise, optional bias) in double, on the forward's window geometry. */
+ * groups incl. depthwise, optional bias) in double, on the forward's window geometry, as products
+ * with a column matrix (im2col / col2im). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "nn.h"
 #include "grad_util.h"
@@ -38,36 +40,77 @@ static graft_status conv_bwd_geometry(const grad_call *c, conv_bwd_geom *g) {
     return GRAFT_OK;
 }
 
-/* One (sample, output channel, input channel) triple: dx (in_size) += dy (out_size) * w over
- * every tap, and dw (taps) += dy * x. dx may be NULL (then w is unread), dw too (then x). */
-static void conv_plane_backward(const gr_window *g, const double *dy, const double *x,
-                                const double *w, double *dx, double *dw) {
-    for (int64_t t = 0; t < g->taps; t++) {
+/* Between a group's input x (group_in, in_size) and its transposed column matrix colt
+ * (out_size, group_in * taps), the input element each (output point, tap) reads: gather fills
+ * colt (0 in the padding), scatter adds colt back into x (col2im). */
+static void conv_columns(const gr_window *g, int64_t group_in, double *x, double *colt,
+                         bool scatter) {
+    int64_t kc = group_in * g->taps;
+    for (int64_t r = 0; r < kc; r++) {
+        int64_t ci = r / g->taps, t = r % g->taps;
         int64_t k[3] = {t / (g->kernel[1] * g->kernel[2]), (t / g->kernel[2]) % g->kernel[1],
                         t % g->kernel[2]};
-        double wt = dx ? w[t] : 0.0, acc = 0.0;
+        double *xc = x + ci * g->in_size;
         for (int64_t od = 0; od < g->out[0]; od++) {
             int64_t id = gr_tap_pos(g, 0, od, k[0]);
-            if (id < 0 || id >= g->in[0]) continue;
             for (int64_t oh = 0; oh < g->out[1]; oh++) {
                 int64_t ih = gr_tap_pos(g, 1, oh, k[1]);
-                if (ih < 0 || ih >= g->in[1]) continue;
-                const double *dyr = dy + (od * g->out[1] + oh) * g->out[2];
-                int64_t row = (id * g->in[1] + ih) * g->in[2];
+                double *dst = colt + (od * g->out[1] + oh) * g->out[2] * kc + r;
+                bool inside = id >= 0 && id < g->in[0] && ih >= 0 && ih < g->in[1];
+                double *src = xc + (inside ? (id * g->in[1] + ih) * g->in[2] : 0);
                 for (int64_t ow = 0; ow < g->out[2]; ow++) {
                     int64_t iw = gr_tap_pos(g, 2, ow, k[2]);
-                    if (iw < 0 || iw >= g->in[2]) continue;
-                    if (dx) dx[row + iw] += dyr[ow] * wt;
-                    if (dw) acc += dyr[ow] * x[row + iw];
+                    bool in_w = inside && iw >= 0 && iw < g->in[2];
+                    if (scatter && in_w)
+                        src[iw] += dst[ow * kc];
+                    else if (!scatter)
+                        dst[ow * kc] = in_w ? src[iw] : 0.0;
                 }
             }
         }
-        if (dw) dw[t] += acc;
+    }
+}
+
+/* Columns of the products handled together: a block of colt's rows stays in cache. */
+#define CONV_BLOCK 256
+
+/* y (n) += a * x (n), vectorised. */
+static void axpy(int64_t n, double a, const double *restrict x, double *restrict y) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+/* One (sample, group), with kc = group_in * taps: dW_g (group_out, kc) += dY_g (group_out,
+ * out_size) * colt (out_size, kc), and dcolt (out_size, kc) = dY_g^T * W_g scattered into dX_g.
+ * Both products run as row updates of length kc. */
+static void conv_group_backward(const conv_bwd_geom *g, const double *dy, double *x,
+                                const double *w, double *dx, double *dw, double *colt) {
+    int64_t kc = g->group_in * g->w.taps, np = g->w.out_size;
+    if (dw) {
+        conv_columns(&g->w, g->group_in, x, colt, false);
+        for (int64_t r0 = 0; r0 < kc; r0 += CONV_BLOCK)
+            for (int64_t m = 0; m < g->group_out; m++)
+                for (int64_t p = 0; p < np; p++) {
+                    double a = dy[m * np + p];
+                    int64_t len = kc - r0 < CONV_BLOCK ? kc - r0 : CONV_BLOCK;
+                    if (a != 0.0) axpy(len, a, colt + p * kc + r0, dw + m * kc + r0);
+                }
+    }
+    if (dx) {
+        memset(colt, 0, (size_t)(kc * np) * sizeof(double));
+        for (int64_t r0 = 0; r0 < kc; r0 += CONV_BLOCK)
+            for (int64_t m = 0; m < g->group_out; m++)
+                for (int64_t p = 0; p < np; p++) {
+                    double a = dy[m * np + p];
+                    int64_t len = kc - r0 < CONV_BLOCK ? kc - r0 : CONV_BLOCK;
+                    if (a != 0.0) axpy(len, a, w + m * kc + r0, colt + p * kc + r0);
+                }
+        conv_columns(&g->w, g->group_in, dx, colt, true);
     }
 }
 
 typedef struct conv_bufs {
-    double *x, *w, *dy, *dx, *dw;
+    double *x, *w, *dy, *dx, *dw, *col;
 } conv_bufs;
 
 static void conv_bufs_free(conv_bufs *b) {
@@ -76,6 +119,7 @@ static void conv_bufs_free(conv_bufs *b) {
     free(b->dy);
     free(b->dx);
     free(b->dw);
+    free(b->col);
 }
 
 /* Y (N, M, out...) = X (N, C, in...) conv W (M, C / group, k...) + B (M): dX and dW are the
@@ -93,20 +137,18 @@ graft_status grad_Conv(const grad_call *c) {
     b.w = dxt ? gr_load(c->in[1]) : NULL;
     b.dx = dxt ? gr_zeros(tensor_numel(c->in[0])) : NULL;
     b.dw = dwt ? gr_zeros(tensor_numel(c->in[1])) : NULL;
-    if (!b.dy || (dwt && (!b.x || !b.dw)) || (dxt && (!b.w || !b.dx))) {
+    b.col = dxt || dwt ? gr_zeros(g.group_in * g.w.taps * g.w.out_size) : NULL;
+    if (!b.dy || (dwt && (!b.x || !b.dw)) || (dxt && (!b.w || !b.dx)) || ((dxt || dwt) && !b.col)) {
         conv_bufs_free(&b);
         return gr_oom(c);
     }
+    int64_t groups = g.out_channels / g.group_out, wg = g.group_out * g.group_in * g.w.taps;
     for (int64_t n = 0; (dxt || dwt) && n < g.batch; n++)
-        for (int64_t m = 0; m < g.out_channels; m++) {
-            int64_t first = (m / g.group_out) * g.group_in; /* the group's first input channel */
-            const double *dy = b.dy + (n * g.out_channels + m) * g.w.out_size;
-            for (int64_t ci = 0; ci < g.group_in; ci++) {
-                int64_t xo = (n * g.channels + first + ci) * g.w.in_size;
-                int64_t wo = (m * g.group_in + ci) * g.w.taps;
-                conv_plane_backward(&g.w, dy, b.x ? b.x + xo : NULL, b.w ? b.w + wo : NULL,
-                                    b.dx ? b.dx + xo : NULL, b.dw ? b.dw + wo : NULL);
-            }
+        for (int64_t grp = 0; grp < groups; grp++) {
+            int64_t xo = (n * g.channels + grp * g.group_in) * g.w.in_size;
+            const double *dy = b.dy + (n * g.out_channels + grp * g.group_out) * g.w.out_size;
+            conv_group_backward(&g, dy, b.x ? b.x + xo : NULL, b.w ? b.w + grp * wg : NULL,
+                                b.dx ? b.dx + xo : NULL, b.dw ? b.dw + grp * wg : NULL, b.col);
         }
     if (dxt) gr_store(dxt, b.dx);
     if (dwt) gr_store(dwt, b.dw);
