@@ -129,6 +129,7 @@ if setup_build build/release --buildtype=release; then
     run_suite safetensors_py_read python3 tools/check_safetensors.py read build/test-logs/st
     run_suite ridge $R/tests/test_ridge tests/data/ridge_fixture.txt
     run_suite grad $R/tests/test_grad tests/data/loss_fixtures.json
+    run_suite grad_blocks $R/tests/test_grad_blocks
     run_suite cut $R/tests/test_cut "$GEN" "$LOGS/cut_models"
     rm -rf build/test-logs/prune_masks && mkdir -p build/test-logs/prune_masks
     run_suite prune_masks $R/tests/test_prune_masks "$GEN" build/test-logs/prune_masks
@@ -256,6 +257,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     run_suite asan_safetensors $A/tests/test_safetensors build/test-logs/st
     run_suite asan_ridge $A/tests/test_ridge tests/data/ridge_fixture.txt
     run_suite asan_grad $A/tests/test_grad tests/data/loss_fixtures.json
+    run_suite asan_grad_blocks $A/tests/test_grad_blocks
     run_suite asan_cut $A/tests/test_cut "$GEN" "$LOGS/cut_models"
     rm -rf build/test-logs/prune_masks-asan && mkdir -p build/test-logs/prune_masks-asan
     run_suite asan_prune_masks $A/tests/test_prune_masks "$GEN" build/test-logs/prune_masks-asan --quick

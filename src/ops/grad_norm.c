@@ -1,5 +1,6 @@
-/* grad_norm.c: backward rules of LayerNormalization (X, Scale, B) and Softmax (single axis from
- * opset 13, the flattened trailing part before), computed in double. */
+/* grad_norm.c: backward rules of LayerNormalization (X, Scale, B), Softmax (single axis from
+ * opset 13, the flattened trailing part before) and BatchNormalization (running or batch
+ * statistics), computed in double. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -118,5 +119,109 @@ graft_status grad_Softmax(const grad_call *c) {
                 gr_set(dx, at, dy ? gr_get(y, at) * (gr_get(dy, at) - dot) : 0.0);
             }
         }
+    return GRAFT_OK;
+}
+
+/* ---- BatchNormalization --------------------------------------------------------------------- */
+
+/* Batch statistics (training) from training_mode = 1 at opset 14+, and before it from asking for
+ * the statistics outputs: the forward's reading of the node. */
+static graft_status bn_training(const grad_call *c, bool *training) {
+    *training = false;
+    if (c->node->opset >= 14) {
+        int64_t t = attr_i(c->node, "training_mode", 0);
+        if (t != 0 && t != 1)
+            return op_error(c->node, c->err, GRAFT_E_INVALID_ARGUMENT,
+                            "training_mode = %lld, expected 0 or 1", (long long)t);
+        *training = t == 1;
+        return GRAFT_OK;
+    }
+    for (int i = 1; i < c->n_out; i++)
+        if (c->out && c->out[i]) *training = true;
+    return GRAFT_OK;
+}
+
+/* X as (n, groups, run): one parameter group per channel (run = the spatial size), or per
+ * activation (spatial=0 of opsets 7 and 8: groups = C * spatial, run = 1). */
+typedef struct bn_view {
+    int64_t n, groups, run;
+    double eps;
+    bool training;
+} bn_view;
+
+/* Group g: its statistics (batch or running), then dX, and dScale, dB, dMean, dVar at g. */
+static void bn_group(const bn_view *v, int64_t g, const double *x, const double *dy,
+                     const tensor *const *in, double *dx, double *dp /* 4 x groups */) {
+    int64_t m = v->n * v->run;
+    double mean = 0.0, var = 0.0;
+    for (int64_t b = 0; v->training && b < v->n; b++)
+        for (int64_t r = 0; r < v->run; r++) mean += x[(b * v->groups + g) * v->run + r];
+    mean = v->training ? (m > 0 ? mean / (double)m : 0.0) : tensor_get_f64(in[3], g);
+    for (int64_t b = 0; v->training && b < v->n; b++)
+        for (int64_t r = 0; r < v->run; r++) {
+            double d = x[(b * v->groups + g) * v->run + r] - mean;
+            var += d * d;
+        }
+    var = v->training ? (m > 0 ? var / (double)m : 0.0) : tensor_get_f64(in[4], g);
+    double rstd = 1.0 / sqrt(var + v->eps), s = tensor_get_f64(in[1], g), sum = 0.0, sum_xhat = 0.0;
+    for (int64_t b = 0; b < v->n; b++)
+        for (int64_t r = 0; r < v->run; r++) {
+            int64_t at = (b * v->groups + g) * v->run + r;
+            sum += dy[at];
+            sum_xhat += dy[at] * (x[at] - mean) * rstd;
+        }
+    for (int64_t b = 0; dx && b < v->n; b++)
+        for (int64_t r = 0; r < v->run; r++) {
+            int64_t at = (b * v->groups + g) * v->run + r;
+            double xhat = (x[at] - mean) * rstd;
+            dx[at] = v->training ? s * rstd * (dy[at] - (sum + xhat * sum_xhat) / (double)m)
+                                 : s * rstd * dy[at];
+        }
+    dp[g] = sum_xhat;
+    dp[v->groups + g] = sum;
+    /* running statistics: constants of a training-mode output, inputs of an inference one */
+    dp[2 * v->groups + g] = v->training ? 0.0 : -s * rstd * sum;
+    dp[3 * v->groups + g] = v->training ? 0.0 : -0.5 * s * rstd * rstd * sum_xhat;
+}
+
+graft_status grad_BatchNormalization(const grad_call *c) {
+    TRY(gr_check(c, 5, 0));
+    const tensor *x = c->in[0];
+    char sx[128];
+    if (x->ndim < 2)
+        return op_error(c->node, c->err, GRAFT_E_SHAPE,
+                        "backward: X has shape %s, want (N, C, ...)",
+                        shape_str(sx, sizeof sx, x->ndim, x->dims));
+    bn_view v = {x->dims[0], x->dims[1], dims_numel(x->ndim - 2, x->dims + 2), 0.0, false};
+    if (tensor_numel(c->in[1]) != v.groups) { /* per activation */
+        v.groups *= v.run;
+        v.run = 1;
+    }
+    for (int i = 1; i < 5; i++)
+        if (tensor_numel(c->in[i]) != v.groups)
+            return op_error(c->node, c->err, GRAFT_E_SHAPE,
+                            "backward: input %d has %lld values for X %s; want %lld", i,
+                            (long long)tensor_numel(c->in[i]),
+                            shape_str(sx, sizeof sx, x->ndim, x->dims), (long long)v.groups);
+    TRY(bn_training(c, &v.training));
+    v.eps = attr_f(c->node, "epsilon", 1e-5f);
+    tensor *dxt = gr_din(c, 0);
+    double *xv = gr_load(x), *dy = gr_load_dout(c, 0, tensor_numel(x));
+    double *dx = dxt ? gr_zeros(tensor_numel(x)) : NULL, *dp = gr_zeros(4 * v.groups);
+    if (!xv || !dy || !dp || (dxt && !dx)) {
+        free(xv);
+        free(dy);
+        free(dx);
+        free(dp);
+        return gr_oom(c);
+    }
+    for (int64_t g = 0; g < v.groups; g++) bn_group(&v, g, xv, dy, c->in, dx, dp);
+    if (dxt) gr_store(dxt, dx);
+    for (int i = 1; i < 5; i++)
+        if (gr_din(c, i)) gr_store(gr_din(c, i), dp + (i - 1) * v.groups);
+    free(xv);
+    free(dy);
+    free(dx);
+    free(dp);
     return GRAFT_OK;
 }

@@ -91,6 +91,11 @@ double *gr_load(const tensor *t) {
     return v;
 }
 
+double *gr_load_dout(const grad_call *c, int i, int64_t n) {
+    const tensor *g = gr_dout(c, i);
+    return g ? gr_load(g) : gr_zeros(n);
+}
+
 void gr_store(tensor *t, const double *v) {
     int64_t n = tensor_numel(t);
     for (int64_t i = 0; i < n; i++) gr_set(t, i, v[i]);
@@ -379,6 +384,35 @@ static const grad_entry grad_table[] = {
     {"Dropout", grad_Dropout},
     {"LayerNormalization", grad_LayerNormalization},
     {"Softmax", grad_Softmax},
+    {"Conv", grad_Conv},
+    {"BatchNormalization", grad_BatchNormalization},
+    {"MaxPool", grad_MaxPool},
+    {"AveragePool", grad_AveragePool},
+    {"GlobalAveragePool", grad_GlobalAveragePool},
+    {"GlobalMaxPool", grad_GlobalMaxPool},
+    {"Mul", grad_Mul},
+    {"Sub", grad_Sub},
+    {"Div", grad_Div},
+    {"Pow", grad_Pow},
+    {"Sqrt", grad_Sqrt},
+    {"Erf", grad_Erf},
+    {"Neg", grad_Neg},
+    {"Exp", grad_Exp},
+    {"Clip", grad_Clip},
+    {"ReduceMean", grad_ReduceMean},
+    {"ReduceSum", grad_ReduceSum},
+    {"Identity", grad_Identity},
+    {"Flatten", grad_Flatten},
+    {"Reshape", grad_Reshape},
+    {"Squeeze", grad_Squeeze},
+    {"Unsqueeze", grad_Unsqueeze},
+    {"Transpose", grad_Transpose},
+    {"Slice", grad_Slice},
+    {"Concat", grad_Concat},
+    {"Gather", grad_Gather},
+    {"Expand", grad_Expand},
+    {"Split", grad_Split},
+    {"Where", grad_Where},
 };
 
 grad_fn grad_find(const char *op_type) {

@@ -4,6 +4,7 @@
 #define GRAFT_TRAIN_GRAD_UTIL_H
 
 #include "grad.h"
+#include "op.h"
 
 static inline double gr_get(const tensor *t, int64_t i) {
     return t->dtype == GRAFT_DTYPE_F32 ? (double)((const float *)t->data)[i]
@@ -43,5 +44,31 @@ graft_status gr_reduce_to(const grad_call *c, tensor *dst, const double *g, int 
 
 /* An out-of-memory error naming the node. */
 graft_status gr_oom(const grad_call *c);
+
+/* dout[i] as doubles, or zeros of n elements when it is absent (NULL when out of memory). */
+double *gr_load_dout(const grad_call *c, int i, int64_t n);
+
+/* The forward call as an op_call, for the plan helpers shared with the kernels (slice_view,
+ * gather_check, reduce_call_axes): they only read the outputs, so the cast is safe. */
+static inline op_call gr_op_call(const grad_call *c) {
+    op_call oc = {c->node, c->in, c->n_in, (tensor *const *)c->out, c->n_out, c->err};
+    return oc;
+}
+
+/* A Conv or pool window seen as 3-D (missing leading spatial axes: size 1, one tap), resolved by
+ * the forward's nn_window_init and checked against Y's spatial size. */
+typedef struct gr_window {
+    int64_t in[3], kernel[3], stride[3], dilation[3], pad_begin[3], pad_end[3], out[3];
+    int64_t in_size, out_size, taps;
+} gr_window;
+
+/* The window of node c over X = in[0] (N, C, spatial...) with Y = out[0]; `kernel` gives the
+ * kernel from the weights (Conv) or NULL (pools: the kernel_shape attribute). */
+graft_status gr_window_init(const grad_call *c, const int64_t *kernel, gr_window *w);
+
+/* Input position along axis a of tap j of the window at output position o. */
+static inline int64_t gr_tap_pos(const gr_window *w, int a, int64_t o, int64_t j) {
+    return o * w->stride[a] - w->pad_begin[a] + j * w->dilation[a];
+}
 
 #endif
