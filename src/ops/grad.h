@@ -1,8 +1,8 @@
 /* grad.h: backward rules of the ops a trainable head and fine-tuned last blocks use (Gemm,
  * MatMul, Conv, BatchNormalization, pools, element-wise ops and activations, LayerNormalization,
  * Softmax, reductions, shape and data movement), in f32 and f64, checked by finite differences. */
-#ifndef GRAFT_TRAIN_GRAD_H
-#define GRAFT_TRAIN_GRAD_H
+#ifndef GRAFT_OPS_GRAD_H
+#define GRAFT_OPS_GRAD_H
 
 #include "../graph/ir.h"
 

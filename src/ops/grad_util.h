@@ -1,7 +1,7 @@
 /* grad_util.h: helpers the backward rules share: dtype-generic element access, double copies,
- * broadcast index maps and argument checks. Internal to src/train. */
-#ifndef GRAFT_TRAIN_GRAD_UTIL_H
-#define GRAFT_TRAIN_GRAD_UTIL_H
+ * broadcast index maps and argument checks. Internal to the backward rules in src/ops. */
+#ifndef GRAFT_OPS_GRAD_UTIL_H
+#define GRAFT_OPS_GRAD_UTIL_H
 
 #include "grad.h"
 #include "op.h"
