@@ -66,8 +66,10 @@ static void csv_classes(graft_ctx *ctx, const char *vocab) {
     graft_dataset_free(ds);
 }
 
-/* pad_to_longest: each batch is as long as its longest text, rows equal the padded version's. */
+/* pad_to_longest: each batch is as long as its longest text rounded up to a multiple of 8,
+ * rows equal the padded version's. */
 static void longest(graft_ctx *ctx, const char *vocab) {
+    enum { ROWS = 2 }; /* texts of 7 and 5 tokens: a batch 8 wide */
     char path[1024];
     snprintf(path, sizeof path, "%s/text/basic.csv", data_dir);
     graft_text_options o = GRAFT_TEXT_OPTIONS_INIT;
@@ -82,20 +84,24 @@ static void longest(graft_ctx *ctx, const char *vocab) {
     unsigned char kept[64];
     if (st == GRAFT_OK) st = graft_dataset_source(full, 1, 2, 0, &a);
     if (st == GRAFT_OK) st = graft_dataset_source(cut, 1, 2, 0, &b);
-    if (st == GRAFT_OK) st = a.read(a.user, 0, 4, ia, &la, kept);
-    if (st == GRAFT_OK) st = b.read(b.user, 0, 4, ib, &lb, kept);
-    int ok = st == GRAFT_OK && ib[0].tensor.dims[1] < MAX_LEN && ib[0].tensor.dims[0] == 4;
+    if (st == GRAFT_OK) st = a.read(a.user, 0, ROWS, ia, &la, kept);
+    if (st == GRAFT_OK) st = b.read(b.user, 0, ROWS, ib, &lb, kept);
+    int ok = st == GRAFT_OK && ib[0].tensor.dims[1] < MAX_LEN && ib[0].tensor.dims[0] == ROWS;
     int64_t len = ok ? ib[0].tensor.dims[1] : 0;
-    int longest_seen = 0;
+    int64_t longest_text = 0;
     for (int k = 0; ok && k < 3; k++)
-        for (int64_t r = 0; r < 4; r++) {
+        for (int64_t r = 0; r < ROWS; r++) {
             const int64_t *pa = (const int64_t *)ia[k].tensor.data + r * MAX_LEN;
             const int64_t *pb = (const int64_t *)ib[k].tensor.data + r * len;
             ok &= !memcmp(pa, pb, sizeof(int64_t) * (size_t)len);
             for (int64_t j = len; k == 1 && j < MAX_LEN; j++) ok &= pa[j] == 0;
-            if (k == 1 && pb[len - 1]) longest_seen = 1;
+            for (int64_t j = 0; k == 1 && j < MAX_LEN; j++)
+                if (pa[j] && j + 1 > longest_text) longest_text = j + 1;
         }
-    CHECK("text_pad_to_longest", ok && longest_seen, "status %d, length %lld", st, (long long)len);
+    int64_t want = (longest_text + 7) / 8 * 8;
+    CHECK("text_pad_to_longest", ok && longest_text > 0 && len == want,
+          "status %d, length %lld for a longest text of %lld tokens (want %lld)", st,
+          (long long)len, (long long)longest_text, (long long)want);
     graft_dataset_free(full), graft_dataset_free(cut);
 }
 

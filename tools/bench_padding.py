@@ -12,6 +12,7 @@ tools/minilm_fill.py).
 import argparse
 import csv
 import json
+import os
 import re
 import subprocess
 import sys
@@ -49,14 +50,17 @@ def token_counts(graft, vocab, max_len, texts, work):
     return [len(json.loads(line)["input_ids"]) for line in out.splitlines() if line.strip()]
 
 
-def backbone_seconds(graft, args, pad, work):
+def backbone_seconds(graft, args, pad, work, plan_cache=True):
     cmd = [graft, "finetune", "--model", args.model, "--vocab", args.vocab, "--data", args.train,
            "--val", args.test, "--max-len", str(args.max_len), "--pad", pad, "--epochs", "1",
            "--batch", str(args.batch), "--out", str(work / f"ft_{pad}.onnx")]
     cmd += ["--device", args.device] + (["--precision", args.precision] if args.precision else [])
     if args.threads:
         cmd += ["--threads", str(args.threads)]
-    log = subprocess.run(cmd, capture_output=True, text=True)
+    env = dict(os.environ)
+    if not plan_cache:
+        env["GRAFT_PLAN_CACHE"] = "0"  # one plan (and CUDA graph) kept, for the last shape
+    log = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if log.returncode != 0:
         sys.exit(f"graft finetune --pad {pad} failed:\n{log.stdout[-2000:]}{log.stderr[-2000:]}")
     m = re.search(r"time\s+backbone ([0-9.]+)s", log.stdout + log.stderr)
@@ -81,6 +85,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--replicate", type=int, default=1,
                     help="each file's rows K times over (a larger set, the same length mix)")
+    ap.add_argument("--no-plan-cache-too", action="store_true",
+                    help="also run --pad longest with GRAFT_PLAN_CACHE=0 (a plan per shape not kept)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -90,20 +96,27 @@ def main():
         lens = token_counts(args.graft, args.vocab, args.max_len,
                             texts_of([args.train, args.test]), work)
         b = args.batch
-        # the backbone runs the training texts then the validation texts, in file order
-        run = sum(max(lens[i:i + b]) * len(lens[i:i + b]) for i in range(0, len(lens), b))
+        # the backbone runs the training texts then the validation texts, in file order, each
+        # batch as wide as its longest text rounded up to a multiple of 8 (src/data/text_pad.h)
+        def width(longest):
+            return min(args.max_len, max(8, (longest + 7) // 8 * 8))
+        run = sum(width(max(lens[i:i + b])) * len(lens[i:i + b]) for i in range(0, len(lens), b))
         full = args.max_len * len(lens)
-        times = {"longest": [], "max": []}
+        times = {"longest": [], "max": [], "longest, GRAFT_PLAN_CACHE=0": []}
         for _ in range(args.repeats):
             for pad in ("longest", "max"):
                 times[pad].append(backbone_seconds(args.graft, args, pad, work))
+            if args.no_plan_cache_too:
+                times["longest, GRAFT_PLAN_CACHE=0"].append(
+                    backbone_seconds(args.graft, args, "longest", work, plan_cache=False))
     lens.sort()
     print(f"# {len(lens)} texts, tokens per text: mean {sum(lens) / len(lens):.1f}, median "
           f"{lens[len(lens) // 2]}, 90th percentile {lens[int(0.9 * len(lens))]}, max {lens[-1]}")
     print("| --pad | tokens the backbone ran | backbone s (each run) |")
     print("|---|---|---|")
-    for pad, tokens in (("longest", run), ("max", full)):
-        print(f"| {pad} | {tokens} | {', '.join(f'{t:.2f}' for t in times[pad])} |")
+    for pad, tokens in (("longest", run), ("max", full), ("longest, GRAFT_PLAN_CACHE=0", run)):
+        if times[pad]:
+            print(f"| {pad} | {tokens} | {', '.join(f'{t:.2f}' for t in times[pad])} |")
     print(f"tokens max / longest {full / run:.2f}; time max / longest "
           f"{min(times['max']) / min(times['longest']):.2f} (fastest runs)")
 

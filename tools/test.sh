@@ -106,6 +106,7 @@ if setup_build build/release --buildtype=release; then
     run_suite parity_reference $R/tests/test_parity "$GEN" --reference resnet18 bert_tiny_decomposed mobilenet_tiny conv_acts reshape_views
     run_suite api $R/tests/test_api "$GEN/bad" "$GEN"
     run_suite exec_views $R/tests/test_exec_views "$GEN" reshape_views bert_tiny_decomposed resnet18
+    run_suite exec_plans $R/tests/test_exec_plans "$GEN" bert_tiny_decomposed resnet18
     run_suite cpu_fusion $R/tests/test_cpu_fusion "$GEN" resnet18 resnet50 bert_tiny_decomposed bert_base mobilenet_tiny conv_acts
     run_suite layout_plan $R/tests/test_layout_plan "$GEN"
     run_suite device $R/tests/test_device models/digits_cnn.onnx
@@ -286,6 +287,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     run_suite asan_conformance $A/tests/conformance --reference --known tests/known_failures.txt
     [ -d "$LOGS/onnx_node_new" ] && run_suite asan_conformance_new $A/tests/conformance --reference \
         --data "$LOGS/onnx_node_new" --known tests/known_failures.txt
+    run_suite asan_exec_plans $A/tests/test_exec_plans "$GEN" bert_tiny_decomposed
     run_suite asan_parity $A/tests/test_parity "$GEN" bert_tiny_decomposed mobilenet_tiny
     for t in $A/tests/test_shape_inference $A/tests/test_elementwise $A/tests/test_norm_resize; do
         [ -x "$t" ] && run_suite "asan_$(basename "$t")" "$t"

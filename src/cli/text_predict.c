@@ -13,6 +13,7 @@
 
 #include "cli_util.h"
 #include "../core/files.h"
+#include "../data/text_pad.h"
 #include "../data/text_table.h"
 
 /* One thing to read, after folders are expanded into their files. */
@@ -125,10 +126,11 @@ static void leave_out(batcher *b, const char *name, const char *why) {
     b->left_out = 1;
 }
 
-/* Rows of b->len tokens cut to the batch's longest text, packed in place (the padding after it
- * is masked out, so the outputs are the same up to float rounding). Returns the new width. */
+/* Rows of b->len tokens cut to the batch's longest text rounded up to a multiple of 8
+ * (text_pad.h), packed in place (the padding after it is masked out, so the outputs are the same
+ * up to float rounding). Returns the new width. */
 static int shorten(batcher *b) {
-    int width = b->longest > 0 ? b->longest : 1;
+    int width = (int)text_padded_width(b->longest > 0 ? b->longest : 1, b->len);
     for (int r = 0; r < TEXT_ROLES; r++)
         for (int i = 1; i < b->n; i++)
             memmove(b->rows[r] + (size_t)i * (size_t)width, b->rows[r] + (size_t)i * (size_t)b->len,

@@ -57,9 +57,27 @@ void cuda_free(cuda_backend *be, void *ptr) {
     if (ptr) cudaFreeAsync(ptr, be->stream);
 }
 
+/* Keep an outgrown workspace: the executor keeps recordings of several input shapes, and the
+ * older ones hold its address. */
+static graft_status retire_workspace(cuda_backend *be, graft_err *e) {
+    if (!be->workspace) return GRAFT_OK;
+    void **more = realloc(be->retired, sizeof *more * (size_t)(be->n_retired + 1));
+    if (!more) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory growing the workspace");
+    be->retired = more;
+    be->retired[be->n_retired++] = be->workspace;
+    return GRAFT_OK;
+}
+
+static void free_retired(cuda_backend *be) {
+    for (int i = 0; i < be->n_retired; i++) cuda_free(be, be->retired[i]);
+    free(be->retired);
+    be->retired = NULL;
+    be->n_retired = 0;
+}
+
 graft_status cuda_workspace(cuda_backend *be, size_t bytes, void **out, graft_err *e) {
     if (bytes > be->workspace_bytes) {
-        cuda_free(be, be->workspace);
+        TRY(retire_workspace(be, e));
         be->workspace = NULL;
         be->workspace_bytes = 0;
         size_t grown = bytes < ((size_t)32 << 20) ? ((size_t)32 << 20) : bytes;
@@ -160,6 +178,7 @@ static void be_release_state(void *impl) {
     }
     /* the fused groups' kernel state too: it may hold copies of weights (KRSC filters) */
     fusion_groups_release_state(be->groups);
+    free_retired(be);
 }
 
 static graft_status be_synchronize(void *impl, graft_err *e) {
@@ -275,6 +294,7 @@ static void be_destroy(void *impl) {
     if (!be) return;
     cudaSetDevice(be->device);
     if (be->n_node_state) be_release_state(be);
+    free_retired(be);
     cuda_free(be, be->workspace);
     if (be->stream) cudaStreamSynchronize(be->stream);
     cuda_transfer_fini(be);

@@ -24,6 +24,8 @@ typedef struct cuda_backend {
     cudnnHandle_t dnn;
     void *workspace; /* shared scratch for cuBLASLt and cuDNN, grown on demand */
     size_t workspace_bytes;
+    void **retired; /* workspaces outgrown while recorded CUDA graphs may still use them: freed */
+    int n_retired;  /* when the kernel state is released (the recordings are gone by then) */
     void **node_state; /* per node index, owned by the kernel that made it */
     const cuda_kernel **node_state_owner;
     bool *warned;      /* per node index: the CPU fallback was reported */

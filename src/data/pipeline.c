@@ -7,6 +7,7 @@
 
 #include "../core/rng.h"
 #include "dataset.h"
+#include "text_pad.h"
 
 typedef struct batch_slot {
     int64_t start, count, got;
@@ -53,8 +54,8 @@ static uint64_t sample_seed(uint64_t seed, int64_t item) {
     return rng_next(&s);
 }
 
-/* Cut every 1-D input of the batch to the longest sample's length (padding after it is all the
- * batch then needs): rows move down in place. */
+/* Cut every 1-D input of the batch to the longest sample's length rounded up to a multiple of 8
+ * (text_pad.h; the padding after it is masked out): rows move down in place. */
 static void shorten(const dataset_shared *sh, batch_slot *b) {
     int64_t full = sh->input_dims[sh->mask_input][0], longest = 1;
     const int64_t *mask = b->inputs[sh->mask_input];
@@ -63,6 +64,7 @@ static void shorten(const dataset_shared *sh, batch_slot *b) {
         for (int64_t j = 0; j < full; j++) n += mask[r * full + j] != 0;
         if (n > longest) longest = n;
     }
+    longest = text_padded_width(longest, full);
     for (int k = 0; k < sh->n_inputs; k++) {
         size_t es = graft_dtype_size(sh->input_dtype[k]);
         char *base = b->inputs[k];

@@ -19,17 +19,6 @@ static void free_owned(executor *x, int v) {
     x->on_dev[v] = 0;
 }
 
-static void plan_free(executor *x, exec_plan *p) {
-    exec_graph_free(x);
-    free(p->signature);
-    free(p->offsets);
-    free(p->bytes);
-    free(p->view);
-    free(p->arena);
-    if (p->device_arena) exec_buffer_free(x, true, p->device_arena);
-    memset(p, 0, sizeof *p);
-}
-
 graft_status exec_init(executor *x, ir_graph *g, graft_backend *host, graft_backend *device,
                        graft_err *e) {
     memset(x, 0, sizeof *x);
@@ -54,6 +43,9 @@ graft_status exec_init(executor *x, ir_graph *g, graft_backend *host, graft_back
     }
     const char *views = getenv("GRAFT_PLAN_VIEWS");
     x->plan_views = !(views && strcmp(views, "0") == 0);
+    const char *cache = getenv("GRAFT_PLAN_CACHE");
+    x->plan_cache = cache && *cache ? atoi(cache) : EXEC_PLAN_CACHE;
+    if (x->plan_cache < 0 || x->plan_cache > EXEC_PLAN_CACHE) x->plan_cache = EXEC_PLAN_CACHE;
     graft_status st = exec_place_nodes(x, e);
     if (st != GRAFT_OK) {
         exec_free(x);
@@ -94,7 +86,7 @@ void exec_free(executor *x) {
         release_all(x);
         exec_drop_device_copies(x);
     }
-    plan_free(x, &x->plan);
+    exec_plans_free_all(x);
     if (x->device) x->device->synchronize(x->device->impl, NULL);
     free(x->vals);
     free(x->owned);
@@ -108,29 +100,7 @@ void exec_free(executor *x) {
     free(x->group_first);
     free(x->last_use);
     free(x->seen_bytes);
-    free(x->staged);
-    free(x->staged_bytes);
     memset(x, 0, sizeof *x);
-}
-
-static int signature_of(const ir_graph *g, const tensor *inputs, int64_t *sig) {
-    int n = 0;
-    for (int i = 0; i < g->n_inputs; i++) {
-        if (sig) sig[n] = inputs[i].ndim;
-        n++;
-        for (int d = 0; d < inputs[i].ndim; d++, n++)
-            if (sig) sig[n] = inputs[i].dims[d];
-    }
-    return n;
-}
-
-static bool plan_matches(const executor *x, const tensor *inputs) {
-    if (!x->plan.valid) return false;
-    int64_t sig[GRAFT_MAX_DIMS * 64 + 64];
-    if (x->g->n_inputs > 64) return false;
-    int n = signature_of(x->g, inputs, sig);
-    return n == x->plan.signature_len &&
-           memcmp(sig, x->plan.signature, sizeof(int64_t) * (size_t)n) == 0;
 }
 
 /* Lay out the intermediates of one place (host or device) in one arena. */
@@ -164,9 +134,9 @@ static graft_status plan_place(executor *x, bool dev, int *which, int64_t *sizes
 static graft_status learn_plan(executor *x, const tensor *inputs, graft_err *e) {
     const ir_graph *g = x->g;
     exec_plan *p = &x->plan;
-    plan_free(x, p);
+    exec_plan_free(x, p);
     int nv = g->n_values;
-    int sl = signature_of(g, inputs, NULL);
+    int sl = exec_signature_of(g, inputs, NULL);
     p->signature = malloc(sizeof(int64_t) * ((size_t)sl + 1));
     p->offsets = calloc((size_t)nv + 1, sizeof(int64_t));
     p->bytes = malloc(sizeof(int64_t) * ((size_t)nv + 1));
@@ -186,11 +156,12 @@ static graft_status learn_plan(executor *x, const tensor *inputs, graft_err *e) 
     if (st == GRAFT_OK && x->device)
         st = plan_place(x, true, which, sizes, first, last, offs, slot, e);
     if (st == GRAFT_OK) {
-        p->signature_len = signature_of(g, inputs, p->signature);
+        p->signature_len = exec_signature_of(g, inputs, p->signature);
+        p->last_run = x->runs;
         p->valid = true;
     }
     free(first), free(last), free(sizes), free(which), free(offs), free(slot);
-    if (st != GRAFT_OK) plan_free(x, p);
+    if (st != GRAFT_OK) exec_plan_free(x, p);
     return st;
 }
 
@@ -215,7 +186,7 @@ static graft_status alloc_output(executor *x, run_state *rs, int v, bool dev,
     x->seen_bytes[v] = bytes;
     x->on_dev[v] = dev;
     rs->total += bytes;
-    void *arena = dev ? x->plan.device_arena : x->plan.arena;
+    void *arena = dev ? x->device_arena : x->arena;
     if (rs->planned && x->plan.bytes[v] == bytes && arena) {
         t->data = (char *)arena + x->plan.offsets[v];
         if (!dev && !x->plan.view[v]) memset(t->data, 0, (size_t)bytes); /* a view holds data */
@@ -330,18 +301,7 @@ static graft_status run_node(executor *x, run_state *rs, int i, graft_err *e) {
 }
 
 static void ensure_arenas(executor *x, run_state *rs) {
-    exec_plan *p = &x->plan;
-    if (!rs->planned) return;
-    if (!p->arena && p->arena_bytes > 0) {
-        p->arena = malloc((size_t)p->arena_bytes);
-        if (!p->arena) rs->planned = false;
-    }
-    if (rs->planned && x->device && !p->device_arena && p->device_arena_bytes > 0 &&
-        exec_buffer_alloc(x, true, (size_t)p->device_arena_bytes, &p->device_arena, NULL) !=
-            GRAFT_OK) {
-        p->device_arena = NULL;
-        rs->planned = false; /* run from the heap, which may still fit */
-    }
+    if (rs->planned && !exec_arenas_ensure(x)) rs->planned = false;
 }
 
 /* A graph output that is an input or a constant is copied so the caller owns a stable one. */
@@ -453,8 +413,7 @@ static void finish_stats(executor *x, const run_state *rs) {
 graft_status exec_run(executor *x, const tensor *inputs, graft_err *e) {
     ir_graph *g = x->g;
     release_all(x);
-    run_state rs = {plan_matches(x, inputs), 0, 0, 0};
-    if (!rs.planned) exec_graph_free(x); /* new shapes: the recording no longer fits */
+    run_state rs = {exec_plan_select(x, inputs), 0, 0, 0};
     ensure_arenas(x, &rs);
     for (int v = 0; v < g->n_values; v++) {
         x->seen_bytes[v] = -1;
@@ -466,7 +425,7 @@ graft_status exec_run(executor *x, const tensor *inputs, graft_err *e) {
     }
     x->flops = 0.0;
     graft_status st = GRAFT_OK;
-    if (rs.planned && x->graph && !x->count_flops && !x->profile.on) {
+    if (rs.planned && x->plan.graph && !x->count_flops && !x->profile.on) {
         st = exec_graph_replay(x, inputs, e);
         if (st == GRAFT_OK) st = own_outputs(x, e);
         if (st != GRAFT_OK) release_all(x);

@@ -8,6 +8,8 @@
 #include "../core/backend.h"
 #include "graph.h"
 
+/* The memory plan of one input-shape signature, and its CUDA-graph recording. Plans share the
+ * executor's arenas (one run at a time), sized for the largest plan. */
 typedef struct exec_plan {
     bool valid;
     int64_t *signature; /* per graph input: ndim then dims */
@@ -16,9 +18,19 @@ typedef struct exec_plan {
     int64_t *bytes;      /* per value; -1 for values no arena holds */
     unsigned char *view; /* per value: shares its input's bytes (a reshape's output, exec_view.c) */
     int64_t arena_bytes, device_arena_bytes;
-    void *arena;        /* host */
-    void *device_arena; /* device backend memory */
+    uint64_t last_run; /* the executor's run count when this plan last ran */
+    /* CUDA-graph replay of this plan (exec_graph.c) */
+    void *graph;       /* recorded for this signature, or NULL */
+    tensor *graph_out; /* per graph output: its device tensor (data in the arena) */
+    void **staged;     /* per graph input: the buffer a recorded graph reads a device input from */
+    size_t *staged_bytes;
+    void **input_copy; /* while cached: per graph input, the device copy of a host input that the
+                          recording reads (the current plan's are in the executor's copy[]) */
 } exec_plan;
+
+/* Plans kept besides the current one, so that inputs whose shapes alternate (texts padded to
+ * their batch's longest) replan and re-record only once per shape (GRAFT_PLAN_CACHE=N, 0: off). */
+#define EXEC_PLAN_CACHE 16
 
 #define EXEC_PROFILE_MAX 96
 #define EXEC_MAX_OUTPUTS 64
@@ -49,12 +61,17 @@ typedef struct executor {
     bool plan_views;
     int n_fallback_nodes; /* nodes placed on the host because the device has no kernel */
     /* CUDA-graph replay of the planned forward (exec_graph.c) */
-    bool graph_safe;   /* placement allows recording: no device node reads host-computed data */
-    bool graph_off;    /* recording failed or is disabled */
-    bool last_clean;   /* the last run had no CPU fallback */
-    void *graph;       /* recorded for the plan's signature, or NULL */
-    tensor *graph_out; /* per graph output: its device tensor (data in the arena) */
-    exec_plan plan;
+    bool graph_safe; /* placement allows recording: no device node reads host-computed data */
+    bool graph_off;  /* recording failed or is disabled */
+    bool last_clean; /* the last run had no CPU fallback */
+    exec_plan plan;  /* the current plan (of the last run's shapes) */
+    exec_plan cached[EXEC_PLAN_CACHE]; /* other shapes' plans (exec_plans.c) */
+    int plan_cache;                    /* how many may be cached (GRAFT_PLAN_CACHE) */
+    uint64_t runs;
+    int64_t plan_hits; /* runs that found their shapes' plan among the cached ones */
+    /* The arenas every plan lays its values out in, sized for the largest plan so far. */
+    void *arena, *device_arena;
+    int64_t arena_cap, device_arena_cap;
     exec_profile profile;
     void *out_host[EXEC_MAX_OUTPUTS]; /* host buffers for device-computed graph outputs */
     size_t out_host_bytes[EXEC_MAX_OUTPUTS];
@@ -64,8 +81,6 @@ typedef struct executor {
     /* Device-resident I/O (a device backend only): graph inputs' data are device memory, and
      * graph outputs are left in device memory (graft_model_set_device_io). */
     bool inputs_on_device, outputs_on_device;
-    void **staged; /* per graph input: the buffer a recorded graph reads a device input from */
-    size_t *staged_bytes;
     graft_run_stats stats;
 } executor;
 

@@ -6,53 +6,63 @@
 #include "exec_internal.h"
 
 void exec_disable_graphs(executor *x) {
-    exec_graph_free(x);
+    exec_graphs_free_all(x);
     x->graph_off = true;
 }
 
-void exec_graph_free(executor *x) {
-    if (x->graph && x->device) x->device->graph_free(x->device->impl, x->graph);
-    x->graph = NULL;
-    free(x->graph_out);
-    x->graph_out = NULL;
-    for (int i = 0; x->staged && i < x->g->n_inputs; i++) {
-        if (x->staged[i]) exec_buffer_free(x, true, x->staged[i]);
-        x->staged[i] = NULL;
-        x->staged_bytes[i] = 0;
-    }
-    if (!x->copy) return;
-    for (int i = 0; i < x->g->n_inputs; i++) { /* staged inputs */
+void exec_plan_graph_free(executor *x, exec_plan *p) {
+    if (p->graph && x->device) x->device->graph_free(x->device->impl, p->graph);
+    p->graph = NULL;
+    free(p->graph_out);
+    p->graph_out = NULL;
+    for (int i = 0; p->staged && i < x->g->n_inputs; i++)
+        if (p->staged[i]) exec_buffer_free(x, true, p->staged[i]);
+    free(p->staged);
+    free(p->staged_bytes);
+    p->staged = NULL;
+    p->staged_bytes = NULL;
+    for (int i = 0; p->input_copy && i < x->g->n_inputs; i++) /* a cached plan's */
+        if (p->input_copy[i]) exec_buffer_free(x, true, p->input_copy[i]);
+    free(p->input_copy);
+    p->input_copy = NULL;
+    if (p != &x->plan || !x->copy) return;
+    for (int i = 0; i < x->g->n_inputs; i++) { /* the current plan's staged host inputs */
         int v = x->g->inputs[i];
         if (v < x->n_values && x->copy_kept[v]) exec_free_copy(x, v, true);
     }
 }
 
+void exec_graph_free(executor *x) {
+    exec_plan_graph_free(x, &x->plan);
+}
+
 bool exec_graph_can_record(const executor *x, bool planned) {
     return x->device && x->device->capture_begin && planned && x->graph_safe && !x->graph_off &&
-           x->last_clean && !x->graph && x->plan.valid && !x->count_flops && !x->profile.on;
+           x->last_clean && !x->plan.graph && x->plan.valid && !x->count_flops && !x->profile.on;
 }
 
 /* A device input into the buffer the recording reads (the caller's pointer may change from run
  * to run): a copy on the device, in stream order before the replay. */
 static graft_status stage_device_input(executor *x, int i, const tensor *in, graft_err *e) {
     const ir_graph *g = x->g;
-    if (!x->staged) {
-        x->staged = calloc((size_t)g->n_inputs + 1, sizeof *x->staged);
-        x->staged_bytes = calloc((size_t)g->n_inputs + 1, sizeof *x->staged_bytes);
-        if (!x->staged || !x->staged_bytes)
+    exec_plan *p = &x->plan;
+    if (!p->staged) {
+        p->staged = calloc((size_t)g->n_inputs + 1, sizeof *p->staged);
+        p->staged_bytes = calloc((size_t)g->n_inputs + 1, sizeof *p->staged_bytes);
+        if (!p->staged || !p->staged_bytes)
             return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory staging inputs");
     }
     size_t bytes = (size_t)tensor_nbytes(in);
-    if (!x->staged[i]) {
-        TRY(exec_buffer_alloc(x, true, bytes ? bytes : 1, &x->staged[i], e));
-        x->staged_bytes[i] = bytes;
+    if (!p->staged[i]) {
+        TRY(exec_buffer_alloc(x, true, bytes ? bytes : 1, &p->staged[i], e));
+        p->staged_bytes[i] = bytes;
     }
-    if (x->staged_bytes[i] != bytes)
+    if (p->staged_bytes[i] != bytes)
         return err_set(e, GRAFT_E_INTERNAL, "a recorded input changed size");
-    if (bytes) TRY(x->device->copy_on_device(x->device->impl, x->staged[i], in->data, bytes, e));
+    if (bytes) TRY(x->device->copy_on_device(x->device->impl, p->staged[i], in->data, bytes, e));
     int v = g->inputs[i];
     x->vals[v] = *in;
-    x->vals[v].data = x->staged[i];
+    x->vals[v].data = p->staged[i];
     x->on_dev[v] = 1;
     return GRAFT_OK;
 }
@@ -80,15 +90,16 @@ graft_status exec_graph_stage_inputs(executor *x, const tensor *inputs, graft_er
 
 graft_status exec_graph_keep(executor *x, void *graph, graft_err *e) {
     const ir_graph *g = x->g;
-    x->graph_out = calloc((size_t)g->n_outputs + 1, sizeof *x->graph_out);
-    if (!x->graph_out) {
+    exec_plan *p = &x->plan;
+    p->graph_out = calloc((size_t)g->n_outputs + 1, sizeof *p->graph_out);
+    if (!p->graph_out) {
         x->device->graph_free(x->device->impl, graph);
         return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory keeping a CUDA graph");
     }
     bool all_on_device = true;
     for (int i = 0; i < g->n_outputs; i++) {
         int v = g->outputs[i];
-        x->graph_out[i] = x->vals[v];
+        p->graph_out[i] = x->vals[v];
         all_on_device = all_on_device && x->on_dev[v] && x->owned[v] == 2;
     }
     if (!all_on_device) { /* an output the host computes: replays would not make it */
@@ -97,18 +108,18 @@ graft_status exec_graph_keep(executor *x, void *graph, graft_err *e) {
         x->graph_off = true;
         return GRAFT_OK;
     }
-    x->graph = graph;
+    p->graph = graph;
     return GRAFT_OK;
 }
 
 graft_status exec_graph_replay(executor *x, const tensor *inputs, graft_err *e) {
     const ir_graph *g = x->g;
     TRY(exec_graph_stage_inputs(x, inputs, e));
-    TRY(x->device->replay(x->device->impl, x->graph, e));
+    TRY(x->device->replay(x->device->impl, x->plan.graph, e));
     TRY(x->device->synchronize(x->device->impl, e));
     for (int i = 0; i < g->n_outputs; i++) {
         int v = g->outputs[i];
-        x->vals[v] = x->graph_out[i];
+        x->vals[v] = x->plan.graph_out[i];
         x->on_dev[v] = 1;
         x->owned[v] = 2;
     }

@@ -32,7 +32,24 @@ const char *exec_profile_label(const executor *x, int node_index);
 void exec_profile_add(executor *x, const char *op, double seconds);
 int exec_profile_get(const executor *x, graft_op_time *out, int max);
 
+/* Plans per input-shape signature (exec_plans.c). The signature of inputs (ndim then dims per
+ * input) into sig (NULL: only its length). */
+int exec_signature_of(const ir_graph *g, const tensor *inputs, int64_t *sig);
+/* Make the plan of these inputs' shapes the current one (from the cache when it is there) and
+ * count the run; false when there is none (the current plan, if any, is cached: the run then
+ * goes from the heap and learns one). */
+bool exec_plan_select(executor *x, const tensor *inputs);
+void exec_plan_free(executor *x, exec_plan *p);
+void exec_plans_free_all(executor *x);
+/* The shared arenas at least as large as the current plan's; false when memory ran out. Growing
+ * the device arena drops every recording (they point into the old one). */
+bool exec_arenas_ensure(executor *x);
+
 /* CUDA graphs (exec_graph.c). */
+/* Free plan p's recording, its staged inputs and the device copies of host inputs it reads. */
+void exec_plan_graph_free(executor *x, exec_plan *p);
+/* The recordings of every plan, current and cached. */
+void exec_graphs_free_all(executor *x);
 bool exec_graph_can_record(const executor *x, bool planned);
 /* Copy the graph inputs the device reads into buffers that stay (the graph reads them). */
 graft_status exec_graph_stage_inputs(executor *x, const tensor *inputs, graft_err *e);

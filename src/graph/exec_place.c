@@ -130,6 +130,7 @@ void exec_free_copy(executor *x, int v, bool kept_too) {
 
 void exec_drop_device_copies(executor *x) {
     if (!x || !x->copy) return;
+    exec_graphs_free_all(x); /* recordings read the copies */
     for (int v = 0; v < x->n_values; v++)
         if (x->copy_kept[v]) exec_free_copy(x, v, true);
 }
