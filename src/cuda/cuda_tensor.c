@@ -242,6 +242,7 @@ const cuda_kernel cuda_tensor_kernels[] = {
     {"Split", cu_split, NULL},
     {"Gather", cu_gather, NULL},
     {"ConstantOfShape", cuda_tensor_constant_of_shape, NULL},
+    {"Shape", cuda_tensor_shape, NULL},
     {"Range", cuda_tensor_range_kernel, NULL},
     {"Pad", cuda_tensor_pad_kernel, NULL},
     {"GatherElements", cuda_tensor_gather_elements, NULL},

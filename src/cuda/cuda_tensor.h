@@ -13,6 +13,7 @@ graft_status cuda_tensor_copy_strided(cuda_backend *be, const op_call *c, void *
 /* Kernels in cuda_tensor_generate.c. */
 graft_status cuda_tensor_constant_of_shape(cuda_backend *be, const op_call *c, void **state,
                                            bool *handled);
+graft_status cuda_tensor_shape(cuda_backend *be, const op_call *c, void **state, bool *handled);
 graft_status cuda_tensor_range_kernel(cuda_backend *be, const op_call *c, void **state,
                                       bool *handled);
 graft_status cuda_tensor_pad_kernel(cuda_backend *be, const op_call *c, void **state,

@@ -1,5 +1,5 @@
-/* cuda_tensor_generate.c: CUDA kernels of the ops that make tensors from attributes or host
- * scalars (ConstantOfShape, Range) and of Pad; launchers in tensor.cu. */
+/* cuda_tensor_generate.c: CUDA kernels of the ops that make tensors from attributes, shapes or
+ * host scalars (ConstantOfShape, Shape, Range) and of Pad; launchers in tensor.cu. */
 #include <stdint.h>
 #include <string.h>
 
@@ -58,6 +58,29 @@ graft_status cuda_tensor_constant_of_shape(cuda_backend *be, const op_call *c, v
         return GRAFT_OK;
     }
     return fill_value(be, c, out->data, n, value->data, elem);
+}
+
+/* Shape on the device, where its answer feeds only device nodes (exec_place.c): the dims, known
+ * on the host, written by kernels whose arguments carry them, so a CUDA-graph recording holds
+ * them (they are part of the plan's input-shape signature). */
+graft_status cuda_tensor_shape(cuda_backend *be, const op_call *c, void **state, bool *handled) {
+    (void)state;
+    *handled = true;
+    tensor *out = c->out[0];
+    if (out->dtype != GRAFT_DTYPE_I64 || out->ndim != 1 || out->dims[0] > GRAFT_MAX_DIMS)
+        return op_bad_output(c, "the shape");
+    int64_t dims[GRAFT_MAX_DIMS];
+    tensor host = *out;
+    host.data = dims;
+    tensor *outs[1] = {&host};
+    op_call ref = {c->node, c->in, c->n_in, outs, 1, c->err};
+    TRY(ref_Shape(&ref));
+    for (int64_t i = 0; i < out->dims[0]; i++)
+        CUDA_TRY(c->err,
+                 cuda_tensor_fill((int64_t *)out->data + i, 1, (int)sizeof(int64_t), &dims[i],
+                                  be->stream),
+                 "writing a shape on the GPU");
+    return GRAFT_OK;
 }
 
 graft_status cuda_tensor_range_kernel(cuda_backend *be, const op_call *c, void **state,

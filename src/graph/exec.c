@@ -426,6 +426,7 @@ graft_status exec_run(executor *x, const tensor *inputs, graft_err *e) {
     x->flops = 0.0;
     graft_status st = GRAFT_OK;
     if (rs.planned && x->plan.graph && !x->count_flops && !x->profile.on) {
+        x->replays++;
         st = exec_graph_replay(x, inputs, e);
         if (st == GRAFT_OK) st = own_outputs(x, e);
         if (st != GRAFT_OK) release_all(x);
@@ -454,6 +455,8 @@ graft_status exec_run(executor *x, const tensor *inputs, graft_err *e) {
     /* Intermediates no longer needed; outputs stay until the next run. */
     for (int v = 0; v < g->n_values; v++)
         if (!g->values[v].is_graph_output && x->owned[v] == 2) x->owned[v] = 0;
-    if (!rs.planned) return learn_plan(x, inputs, e);
+    if (rs.planned) return GRAFT_OK;
+    x->plans_learned++;
+    return learn_plan(x, inputs, e);
     return GRAFT_OK;
 }

@@ -61,14 +61,17 @@ typedef struct executor {
     bool plan_views;
     int n_fallback_nodes; /* nodes placed on the host because the device has no kernel */
     /* CUDA-graph replay of the planned forward (exec_graph.c) */
-    bool graph_safe; /* placement allows recording: no device node reads host-computed data */
-    bool graph_off;  /* recording failed or is disabled */
-    bool last_clean; /* the last run had no CPU fallback */
-    exec_plan plan;  /* the current plan (of the last run's shapes) */
+    bool graph_safe;      /* placement allows recording: no device node reads host-computed data */
+    char unsafe_why[320]; /* why not, naming the node or input ("" when it does) */
+    bool graph_off;       /* recording failed or is disabled */
+    bool last_clean;      /* the last run had no CPU fallback */
+    exec_plan plan;       /* the current plan (of the last run's shapes) */
     exec_plan cached[EXEC_PLAN_CACHE]; /* other shapes' plans (exec_plans.c) */
     int plan_cache;                    /* how many may be cached (GRAFT_PLAN_CACHE) */
     uint64_t runs;
-    int64_t plan_hits; /* runs that found their shapes' plan among the cached ones */
+    int64_t plan_hits;     /* runs that found their shapes' plan among the cached ones */
+    int64_t plans_learned; /* runs that went from the heap to learn a plan */
+    int64_t replays;       /* runs that replayed a recording */
     /* The arenas every plan lays its values out in, sized for the largest plan so far. */
     void *arena, *device_arena;
     int64_t arena_cap, device_arena_cap;

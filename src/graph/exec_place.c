@@ -1,5 +1,6 @@
 /* exec_place.c: where each node runs when a device backend is present, and moving tensors
  * between host and device memory for the nodes that read them. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,10 +67,15 @@ graft_status exec_place_nodes(executor *x, graft_err *e) {
     }
     for (int i = g->n_nodes - 1; i >= 0; i--) {
         const ir_node *n = &g->nodes[i];
-        bool shape_chain = op_runs_on_host(n->op_type);
+        bool supported = x->device->supports(x->device->impl, n);
+        /* Shape whose answer feeds only device nodes runs there (a model reading the sequence
+         * length as data, e.g. Hugging Face's exports): the host would hand the device a value
+         * in the middle of a recording. */
+        bool on_host_op =
+            op_runs_on_host(n->op_type) && !(supported && !strcmp(n->op_type, "Shape"));
+        bool shape_chain = on_host_op;
         for (int k = 0; k < n->n_out; k++)
             if (n->outputs[k] >= 0 && host_needed[n->outputs[k]]) shape_chain = true;
-        bool supported = x->device->supports(x->device->impl, n);
         x->node_on_dev[i] = supported && !shape_chain;
         if (!supported && !shape_chain) {
             x->n_fallback_nodes++;
@@ -83,18 +89,30 @@ graft_status exec_place_nodes(executor *x, graft_err *e) {
     /* A recording can replay the forward when every host node only computes shapes from host
      * data: then no device node reads what the host computed, except at host positions. */
     x->graph_safe = x->n_fallback_nodes == 0;
+    for (int i = 0; i < g->n_nodes && !x->graph_safe; i++)
+        if (x->node_fallback[i])
+            snprintf(x->unsafe_why, sizeof x->unsafe_why, "node '%s' (%s) runs on the CPU",
+                     g->nodes[i].name, g->nodes[i].op_type);
     /* A graph input read as a value (a shape, axes) is baked into the recording: its values
      * are not part of the plan's signature, so such a model is not recorded. */
-    for (int i = 0; i < g->n_inputs; i++)
-        if (host_needed[g->inputs[i]]) x->graph_safe = false;
+    for (int i = 0; i < g->n_inputs && x->graph_safe; i++)
+        if (host_needed[g->inputs[i]]) {
+            x->graph_safe = false;
+            snprintf(x->unsafe_why, sizeof x->unsafe_why, "input '%s' is read as a value",
+                     g->values[g->inputs[i]].name);
+        }
     for (int i = 0; i < g->n_nodes && x->graph_safe; i++) {
         const ir_node *n = &g->nodes[i];
         if (!x->node_on_dev[i]) continue;
-        for (int k = 0; k < n->n_in; k++) {
+        for (int k = 0; k < n->n_in && x->graph_safe; k++) {
             int v = n->inputs[k];
             if (v < 0 || op_input_on_host(n->op_type, k)) continue;
             int p = g->values[v].producer;
-            if (p >= 0 && !x->node_on_dev[p]) x->graph_safe = false;
+            if (p < 0 || x->node_on_dev[p]) continue;
+            x->graph_safe = false;
+            snprintf(x->unsafe_why, sizeof x->unsafe_why,
+                     "node '%s' (%s) reads '%s', which node '%s' (%s) computes on the CPU", n->name,
+                     n->op_type, g->values[v].name, g->nodes[p].name, g->nodes[p].op_type);
         }
     }
     free(host_needed);

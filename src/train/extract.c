@@ -274,6 +274,27 @@ static graft_status begin_reading(graft_trainer *t, const graft_batch_source *sr
 /* Every batch of the source: labels copied out, features from the cache or the backbone;
  * skipped samples leave no row. *rows receives the samples delivered. Progress goes to the
  * extract callback (validation >= 0), which may stop the reading (t->extract_stopped). */
+typedef struct run_counts {
+    int64_t runs, replays, plan_hits, plans_learned;
+} run_counts;
+
+/* How the backbone's runs went since `before` (the executor's counters then), for speed
+ * questions: recordings replayed, plans found cached, plans learned (GRAFT_LOG=debug). */
+static void log_runs(const graft_trainer *t, const run_counts *before) {
+    const executor *x = &t->model->exec;
+    ctx_log(t->model->ctx, GRAFT_LOG_DEBUG,
+            "backbone runs: %lld, of which %lld replayed a recording (recording %s%s), %lld "
+            "found their shapes' plan cached, %lld learned a plan",
+            (long long)(x->runs - before->runs), (long long)(x->replays - before->replays),
+            !x->device       ? "needs a GPU"
+            : !x->graph_safe ? "off: "
+            : x->graph_off   ? "off: it failed or was turned off"
+                             : "on",
+            x->device && !x->graph_safe ? x->unsafe_why : "",
+            (long long)(x->plan_hits - before->plan_hits),
+            (long long)(x->plans_learned - before->plans_learned));
+}
+
 static graft_status read_all(graft_trainer *t, const graft_batch_source *src, feature_cache *fc,
                              int validation, float **feats, char *labels, int64_t *rows,
                              graft_err *e) {
@@ -284,6 +305,8 @@ static graft_status read_all(graft_trainer *t, const graft_batch_source *src, fe
     unsigned char *kept = malloc((size_t)b);
     graft_status st = idx && kept ? GRAFT_OK : err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
     phase_start p0 = phase_now(t);
+    const executor *x = &t->model->exec;
+    run_counts runs0 = {x->runs, x->replays, x->plan_hits, x->plans_learned};
     t->extract_stopped = report_progress(t, validation, 0, n, &p0);
     if (st == GRAFT_OK && !t->extract_stopped) st = begin_reading(t, src, fc, b);
     for (int64_t at = 0; at < n && st == GRAFT_OK && !t->extract_stopped; at += b) {
@@ -317,6 +340,7 @@ static graft_status read_all(graft_trainer *t, const graft_batch_source *src, fe
     }
     free(idx), free(kept);
     *rows = row;
+    log_runs(t, &runs0);
     return st;
 }
 
