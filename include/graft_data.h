@@ -232,6 +232,13 @@ GRAFT_API graft_status graft_dataset_skipped(const graft_dataset *ds, int64_t in
 /* A seeded, stratified split into training and validation parts (new handles). */
 GRAFT_API graft_status graft_dataset_split(graft_dataset *ds, double val_fraction, uint64_t seed,
                                            graft_dataset **train, graft_dataset **val);
+/* Order the samples of a text data set padded per batch (graft_text_options.pad_to_longest) by
+ * their token count, shortest first (ties keep their order), so that each batch holds texts of
+ * like length and runs little padding. Tokenizes every text once (on `threads` threads, 0: all
+ * cores); call it before graft_dataset_source. A trainer's results do not depend on the order
+ * beyond its data order (which the trainer draws by sample index); the feature cache keys on it.
+ */
+GRAFT_API graft_status graft_dataset_sort_by_length(graft_dataset *ds, int threads);
 /* The same classes from another folder, e.g. a separate validation folder; a class it has that
  * `like` lacks is an error. */
 GRAFT_API graft_status graft_dataset_open_like(const graft_dataset *like, const char *path,

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """tools/bench_padding.py: what padding each batch to its longest text saves on a real length mix.
 
-Runs `graft finetune` twice on the same texts, with --pad longest (the default) and --pad max,
+Runs `graft finetune` twice on the same texts, with --pad longest (the default: texts in order of
+length, each batch padded to its longest rounded up to 8) and --pad max,
 alternating REPEATS times, and prints the backbone phase's time of each, the tokens the backbone
 ran (counted from `graft tokenize`) and both ratios. Defaults: the real all-MiniLM-L6-v2 and
 Debian's fortunes that tools/test.sh puts in tests/data/gen/minilm (tools/make_fortunes_text.py,
@@ -93,14 +94,20 @@ def main():
         if args.replicate > 1:
             args.train, args.test = (replicated(p, args.replicate, work)
                                      for p in (args.train, args.test))
-        lens = token_counts(args.graft, args.vocab, args.max_len,
-                            texts_of([args.train, args.test]), work)
+        parts = [token_counts(args.graft, args.vocab, args.max_len, texts_of([p]), work)
+                 for p in (args.train, args.test)]
+        lens = parts[0] + parts[1]
         b = args.batch
-        # the backbone runs the training texts then the validation texts, in file order, each
-        # batch as wide as its longest text rounded up to a multiple of 8 (src/data/text_pad.h)
+
+        # the backbone runs the training texts then the validation texts, each set in order of
+        # length (src/data/dataset_order.c), each batch as wide as its longest text rounded up to
+        # a multiple of 8 (src/data/text_pad.h)
         def width(longest):
             return min(args.max_len, max(8, (longest + 7) // 8 * 8))
-        run = sum(width(max(lens[i:i + b])) * len(lens[i:i + b]) for i in range(0, len(lens), b))
+
+        def tokens(ls):
+            return sum(width(max(ls[i:i + b])) * len(ls[i:i + b]) for i in range(0, len(ls), b))
+        run = sum(tokens(sorted(p)) for p in parts)
         full = args.max_len * len(lens)
         times = {"longest": [], "max": [], "longest, GRAFT_PLAN_CACHE=0": []}
         for _ in range(args.repeats):

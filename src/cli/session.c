@@ -85,8 +85,19 @@ int session_apply_uint8(session *s) {
     return 0;
 }
 
+/* Texts padded per batch run in order of length (src/data/dataset_order.c): batches of like
+ * lengths pad little, and few lengths occur. */
+static int sort_texts(session *s, const finetune_opts *o) {
+    graft_dataset *views[2] = {s->train, s->val};
+    for (int k = 0; k < 2; k++)
+        if (views[k] && graft_dataset_sort_by_length(views[k], o->threads) != GRAFT_OK)
+            return session_fail(s, "ordering the texts by length");
+    return 0;
+}
+
 int session_open_data(session *s, finetune_opts *o) {
     graft_status st;
+    bool by_length = false;
     if (o->vocab) {
         graft_text_options t = GRAFT_TEXT_OPTIONS_INIT;
         const char *ids = NULL;
@@ -97,6 +108,7 @@ int session_open_data(session *s, finetune_opts *o) {
         if (o->text_column) t.text_column = o->text_column;
         if (o->label_column) t.label_column = o->label_column;
         t.pad_to_longest = !o->pad_max && pads_per_batch(s->model);
+        by_length = t.pad_to_longest;
         st = graft_dataset_open_text(s->ctx, o->data, &t, &s->all);
     } else {
         /* The options given, else the model's metadata, else its input shape, else ImageNet's;
@@ -126,7 +138,7 @@ int session_open_data(session *s, finetune_opts *o) {
     } else {
         s->train = s->all, s->all = NULL;
     }
-    return 0;
+    return by_length ? sort_texts(s, o) : 0;
 }
 
 int session_check_vocab(session *s, const finetune_opts *o) {
