@@ -458,5 +458,4 @@ graft_status exec_run(executor *x, const tensor *inputs, graft_err *e) {
     if (rs.planned) return GRAFT_OK;
     x->plans_learned++;
     return learn_plan(x, inputs, e);
-    return GRAFT_OK;
 }

@@ -271,9 +271,6 @@ static graft_status begin_reading(graft_trainer *t, const graft_batch_source *sr
     return GRAFT_OK;
 }
 
-/* Every batch of the source: labels copied out, features from the cache or the backbone;
- * skipped samples leave no row. *rows receives the samples delivered. Progress goes to the
- * extract callback (validation >= 0), which may stop the reading (t->extract_stopped). */
 typedef struct run_counts {
     int64_t runs, replays, plan_hits, plans_learned;
 } run_counts;
@@ -295,6 +292,9 @@ static void log_runs(const graft_trainer *t, const run_counts *before) {
             (long long)(x->plans_learned - before->plans_learned));
 }
 
+/* Every batch of the source: labels copied out, features from the cache or the backbone;
+ * skipped samples leave no row. *rows receives the samples delivered. Progress goes to the
+ * extract callback (validation >= 0), which may stop the reading (t->extract_stopped). */
 static graft_status read_all(graft_trainer *t, const graft_batch_source *src, feature_cache *fc,
                              int validation, float **feats, char *labels, int64_t *rows,
                              graft_err *e) {
