@@ -3,6 +3,7 @@
  * encoding, padded to max_len), labels per mode (class, multi-label), bad rows reported, and a
  * validation file with an unknown label has that row skipped; a vocabulary in memory works as its
  * file does; graft_text_list reads a CSV's texts without labels. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -228,6 +229,69 @@ static void unlabelled_csv(graft_ctx *ctx) {
           "status %d: %s", st, graft_last_error(ctx));
 }
 
+/* Tokens of each sample of ds (ones in the attention mask), its label and a checksum of its ids,
+ * read through a source in order; -1 lengths for samples the source skipped. */
+static graft_status lengths_and_labels(graft_dataset *ds, int64_t *len, int64_t *label,
+                                       uint64_t *ids_sum) {
+    graft_batch_source src;
+    graft_status st = graft_dataset_source(ds, 1, 2, 0, &src);
+    graft_named_tensor in[3];
+    graft_tensor labels;
+    unsigned char kept[1];
+    for (int64_t i = 0; st == GRAFT_OK && i < src.n_samples; i++) {
+        st = src.read(src.user, i, 1, in, &labels, kept);
+        if (st != GRAFT_OK) break;
+        len[i] = -1, label[i] = -1;
+        if (!kept[0]) continue;
+        const int64_t *mask = in[1].tensor.data, *ids = in[0].tensor.data;
+        len[i] = 0, ids_sum[i] = 0;
+        for (int64_t j = 0; j < in[1].tensor.dims[1]; j++) len[i] += mask[j] != 0;
+        for (int64_t j = 0; j < in[0].tensor.dims[1]; j++)
+            ids_sum[i] = ids_sum[i] * 1000003u + (uint64_t)ids[j];
+        label[i] = ((const int64_t *)labels.data)[0];
+    }
+    return st;
+}
+
+/* graft_dataset_sort_by_length: samples shortest first, each keeping its own label; refused
+ * without pad_to_longest and once a source exists. */
+static void sort_by_length(graft_ctx *ctx, const char *vocab) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/text/basic.csv", data_dir);
+    graft_text_options o = GRAFT_TEXT_OPTIONS_INIT;
+    o.vocab_path = vocab, o.max_len = MAX_LEN;
+    graft_dataset *plain = NULL, *a = NULL, *b = NULL;
+    graft_status st = graft_dataset_open_text(ctx, path, &o, &plain);
+    CHECK("text_sort_needs_padding",
+          st == GRAFT_OK && graft_dataset_sort_by_length(plain, 1) == GRAFT_E_INVALID_ARGUMENT,
+          "%s", "a data set padded to max_len was sorted");
+    o.pad_to_longest = 1;
+    if (st == GRAFT_OK) st = graft_dataset_open_text(ctx, path, &o, &a);
+    if (st == GRAFT_OK) st = graft_dataset_open_text(ctx, path, &o, &b);
+    if (st == GRAFT_OK) st = graft_dataset_sort_by_length(b, 2);
+    int64_t n = st == GRAFT_OK ? graft_dataset_size(a) : 0;
+    int64_t la[64], ya[64], lb[64], yb[64];
+    uint64_t ha[64], hb[64];
+    if (n > 64) st = GRAFT_E_INVALID_ARGUMENT;
+    if (st == GRAFT_OK) st = lengths_and_labels(a, la, ya, ha);
+    if (st == GRAFT_OK) st = lengths_and_labels(b, lb, yb, hb);
+    int ok = st == GRAFT_OK && graft_dataset_size(b) == n, moved = 0;
+    for (int64_t i = 0; ok && i < n; i++) {
+        if (i > 0) ok &= lb[i] >= lb[i - 1] || lb[i] < 0 || lb[i - 1] < 0;
+        int64_t j = 0; /* the same text in file order */
+        while (j < n && (ha[j] != hb[i] || la[j] != lb[i])) j++;
+        ok &= j < n && la[j] == lb[i] && ya[j] == yb[i];
+        moved += j != i;
+    }
+    CHECK("text_sort_by_length", ok && moved > 0,
+          "status %d (%s), %lld samples, %d moved, lengths or labels not carried along", st,
+          graft_last_error(ctx), (long long)n, moved);
+    CHECK("text_sort_after_source",
+          st == GRAFT_OK && graft_dataset_sort_by_length(b, 1) != GRAFT_OK, "%s",
+          "sorted again after its source was made");
+    graft_dataset_free(plain), graft_dataset_free(a), graft_dataset_free(b);
+}
+
 /* graft_dataset_set_input_names: the model's names on the batches, a left-out input gone (the
  * mask still measures pad_to_longest), split views sharing them; bad name lists refused. */
 static void input_names(graft_ctx *ctx, const char *vocab) {
@@ -272,6 +336,7 @@ int main(int argc, char **argv) {
     csv_classes(ctx, vocab);
     folder_and_multi(ctx, vocab);
     longest(ctx, vocab);
+    sort_by_length(ctx, vocab);
     vocab_in_memory(ctx, vocab);
     unlabelled_csv(ctx);
     input_names(ctx, vocab);
