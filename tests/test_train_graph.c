@@ -427,8 +427,8 @@ static void test_errors(void) {
 }
 
 /* argv: the generated models' folder, then "quick" for the sanitizer builds (the ResNet case
- * from its last block, the largest gradient of each parameter only: f64 direct convolutions
- * without optimisation are slow). */
+ * from its last Conv's input, the block's input then reaching the residual Add as a side input,
+ * and the largest gradient of each parameter only: f64 direct convolutions at -O0 are slow). */
 int main(int argc, char **argv) {
     gen = argc > 1 ? argv[1] : "tests/data/gen";
     bool quick = argc > 2 && !strcmp(argv[2], "quick");
@@ -441,7 +441,7 @@ int main(int argc, char **argv) {
     static const model_case cases[] = {
         {"resnet18_last_stage", "resnet18", "/layer3/layer3.1/relu_1/Relu_output_0", "logits", 0, 1,
          2},
-        {"resnet18_last_block", "resnet18", "/layer4/layer4.0/relu_1/Relu_output_0", "logits", 0, 1,
+        {"resnet18_last_conv", "resnet18", "/layer4/layer4.1/relu/Relu_output_0", "logits", 0, 1,
          1},
         {"bert_tiny_last_layer", "bert_tiny_decomposed", "143", "pooler_output", 1, 2, 3},
     };
