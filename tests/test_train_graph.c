@@ -191,12 +191,35 @@ static void check_grads(const model_case *c, train_graph *tg, train_exec *x, tra
           worst);
 }
 
+/* Every value has the dtype and shape the model's graph gives it (where it knew them); every
+ * gradient has a dtype and a rank. */
+static void check_shapes(const model_case *c, const ir_graph *model, const train_graph *tg) {
+    char why[512] = "";
+    for (int v = 0; v < tg->g.n_values && !why[0]; v++) {
+        const ir_value *t = &tg->g.values[v];
+        int mv = ir_find_value(model, t->name);
+        if (mv < 0) {
+            if (t->dtype == GRAFT_DTYPE_UNDEFINED || t->ndim < 0)
+                snprintf(why, sizeof why, "'%s' has no dtype or rank", t->name);
+            continue;
+        }
+        const ir_value *m = &model->values[mv];
+        bool same = t->dtype == m->dtype && t->ndim == m->ndim;
+        for (int d = 0; same && d < m->ndim; d++) same = m->dims[d] < 0 || m->dims[d] == t->dims[d];
+        if (!same) snprintf(why, sizeof why, "'%s' differs from the model's value", t->name);
+    }
+    char name[256];
+    snprintf(name, sizeof name, "%s_shapes (%d values)", c->test, tg->g.n_values);
+    CHECK(name, !why[0], "%s", why);
+}
+
 static int build_pair(const model_case *c, const ir_graph *model, train_graph *tg, train_graph *fwd,
                       train_exec *x, train_exec *fx) {
     graft_err e = {0};
     train_graph_options fo = {.forward_only = true};
     graft_status st = train_graph_build(model, c->from, c->to, NULL, tg, &e);
     if (st == GRAFT_OK) st = train_graph_build(model, c->from, c->to, &fo, fwd, &e);
+    if (st == GRAFT_OK) check_shapes(c, model, tg);
     if (st == GRAFT_OK) st = graph_to_f64(&tg->g, &e);
     if (st == GRAFT_OK) st = graph_to_f64(&fwd->g, &e);
     if (st == GRAFT_OK) st = train_exec_init(x, tg, true, 0, &e);
@@ -207,6 +230,44 @@ static int build_pair(const model_case *c, const ir_graph *model, train_graph *t
         return -1;
     }
     return 0;
+}
+
+/* The f32 graph on the default CPU backend (oneDNN where built: its fused groups, channels-last
+ * activations and packed weights around the Backward nodes) against the f64 reference run x. */
+static void check_f32(const model_case *c, const ir_graph *model, const train_exec *x,
+                      const tensor *in64) {
+    train_graph tg;
+    train_exec fx;
+    memset(&fx, 0, sizeof fx);
+    graft_err e = {0};
+    graft_status st = train_graph_build(model, c->from, c->to, NULL, &tg, &e);
+    tensor *in = calloc((size_t)tg.g.n_inputs + 1, sizeof *in);
+    for (int i = 0; st == GRAFT_OK && i < tg.g.n_inputs; i++)
+        convert_rows(&in[i], &in64[i], 0, GRAFT_DTYPE_F32);
+    if (st == GRAFT_OK) st = train_exec_init(&fx, &tg, false, 0, &e);
+    for (int k = 0; k < 2 && st == GRAFT_OK; k++) st = train_exec_run(&fx, in, &e); /* planned */
+    double worst = 0.0, all = 1e-300;
+    for (int i = 1; st == GRAFT_OK && i < tg.g.n_outputs; i++) {
+        const tensor *g = train_exec_output(x, i);
+        for (int64_t j = 0; j < tensor_numel(g); j++) all = fmax(all, fabs(tensor_get_f64(g, j)));
+    }
+    for (int i = 0; st == GRAFT_OK && i < tg.g.n_outputs; i++) {
+        const tensor *a = train_exec_output(&fx, i), *b = train_exec_output(x, i);
+        double num = 0.0, den = i == 0 ? 1e-300 : 1e-3 * all;
+        for (int64_t j = 0; j < tensor_numel(b); j++) {
+            num = fmax(num, fabs(tensor_get_f64(a, j) - tensor_get_f64(b, j)));
+            den = fmax(den, fabs(tensor_get_f64(b, j)));
+        }
+        worst = fmax(worst, num / den);
+    }
+    char name[256];
+    snprintf(name, sizeof name, "%s_f32_default_backend (rel err %.2g)", c->test, worst);
+    /* f32 rounding through a block or a layer and its backward */
+    CHECK(name, st == GRAFT_OK && worst < 1e-3, "%s; worst output %.3g", e.msg, worst);
+    for (int i = 0; i < tg.g.n_inputs; i++) tensor_release(&in[i]);
+    free(in);
+    train_exec_free(&fx);
+    train_graph_free(&tg);
 }
 
 static void check_model(const model_case *c) {
@@ -245,6 +306,7 @@ static void check_model(const model_case *c) {
     double d = rel_err(train_exec_output(&x, 0), &to_ref);
     snprintf(name, sizeof name, "%s_output (rel err %.2g)", c->test, d);
     CHECK(name, d < 1e-4, "'%s' differs from the model's output by %.3g", c->to, d);
+    check_f32(c, &l.m->g, &x, in);
     check_grads(c, &tg, &x, &fx, in);
 done:
     for (int i = 0; in && i < tg.g.n_inputs; i++) tensor_release(&in[i]);
