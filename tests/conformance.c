@@ -184,7 +184,7 @@ static bool node_claimed(const Onnx__NodeProto *node, int64_t opset, char *why, 
         return false;
     }
     const op_def *def = op_find(op);
-    if (!def) {
+    if (!def || op_is_internal(def)) {
         snprintf(why, why_size, "op %s not in the registry", op);
         return false;
     }

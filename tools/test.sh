@@ -131,6 +131,7 @@ if setup_build build/release --buildtype=release; then
     run_suite ridge $R/tests/test_ridge tests/data/ridge_fixture.txt
     run_suite grad $R/tests/test_grad tests/data/loss_fixtures.json
     run_suite grad_blocks $R/tests/test_grad_blocks
+    run_suite train_graph $R/tests/test_train_graph "$GEN"
     run_suite cut $R/tests/test_cut "$GEN" "$LOGS/cut_models"
     rm -rf build/test-logs/prune_masks && mkdir -p build/test-logs/prune_masks
     run_suite prune_masks $R/tests/test_prune_masks "$GEN" build/test-logs/prune_masks
@@ -259,6 +260,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     run_suite asan_ridge $A/tests/test_ridge tests/data/ridge_fixture.txt
     run_suite asan_grad $A/tests/test_grad tests/data/loss_fixtures.json
     run_suite asan_grad_blocks $A/tests/test_grad_blocks
+    run_suite asan_train_graph $A/tests/test_train_graph "$GEN" quick
     run_suite asan_cut $A/tests/test_cut "$GEN" "$LOGS/cut_models"
     rm -rf build/test-logs/prune_masks-asan && mkdir -p build/test-logs/prune_masks-asan
     run_suite asan_prune_masks $A/tests/test_prune_masks "$GEN" build/test-logs/prune_masks-asan --quick

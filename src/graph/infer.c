@@ -17,6 +17,11 @@ graft_status graph_resolve_ops(ir_graph *g, graft_err *e) {
             return err_set(e, GRAFT_E_UNSUPPORTED,
                            "node '%s' uses op '%s', which graft does not support", n->name,
                            n->op_type);
+        if (op_is_internal(op))
+            return err_set(e, GRAFT_E_UNSUPPORTED,
+                           "node '%s' uses op '%s', which is graft's internal training op "
+                           "(domain ai.graft.training), not an ONNX op",
+                           n->name, n->op_type);
         if (n->opset < op->since || n->opset > op->until)
             return err_set(e, GRAFT_E_UNSUPPORTED,
                            "node '%s' (%s) comes from opset %d; graft supports %s for opsets %d "

@@ -23,6 +23,30 @@ void ir_attr_free(ir_attr *a) {
     memset(a, 0, sizeof *a);
 }
 
+graft_status ir_attr_copy(ir_attr *dst, const ir_attr *src, graft_err *e) {
+    memset(dst, 0, sizeof *dst);
+    dst->type = src->type;
+    dst->f = src->f;
+    dst->i = src->i;
+    dst->n = src->n;
+    size_t n = src->n > 0 ? (size_t)src->n : 0;
+    bool ok = (dst->name = ir_strdup(src->name)) != NULL;
+    if (ok && src->s) ok = (dst->s = ir_strdup(src->s)) != NULL;
+    if (ok && src->floats) ok = (dst->floats = malloc(sizeof(float) * (n ? n : 1))) != NULL;
+    if (ok && src->floats) memcpy(dst->floats, src->floats, sizeof(float) * n);
+    if (ok && src->ints) ok = (dst->ints = malloc(sizeof(int64_t) * (n ? n : 1))) != NULL;
+    if (ok && src->ints) memcpy(dst->ints, src->ints, sizeof(int64_t) * n);
+    if (ok && src->strings) ok = (dst->strings = calloc(n ? n : 1, sizeof(char *))) != NULL;
+    for (size_t k = 0; ok && src->strings && k < n; k++)
+        ok = (dst->strings[k] = ir_strdup(src->strings[k])) != NULL;
+    if (ok && src->type == IR_ATTR_TENSOR && src->t.data)
+        ok = tensor_clone(&dst->t, &src->t, NULL) == GRAFT_OK;
+    if (ok) return GRAFT_OK;
+    ir_attr_free(dst);
+    return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory copying attribute '%s'",
+                   src->name ? src->name : "");
+}
+
 void ir_node_free(ir_node *n) {
     free(n->name);
     free(n->op_type);

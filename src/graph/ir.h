@@ -99,6 +99,8 @@ void ir_graph_init(ir_graph *g);
 void ir_graph_free(ir_graph *g);
 void ir_attr_free(ir_attr *a);
 void ir_node_free(ir_node *n);
+/* A deep copy of src (dst is overwritten; freed with ir_attr_free). */
+graft_status ir_attr_copy(ir_attr *dst, const ir_attr *src, graft_err *e);
 
 /* Find a value by name (-1 when absent) or add a new one (its index). */
 int ir_find_value(const ir_graph *g, const char *name);

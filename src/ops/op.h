@@ -52,6 +52,9 @@ typedef struct op_def {
 const op_def *op_find(const char *op_type);
 int op_count(void);
 const op_def *op_at(int index);
+/* graft's own ops (the training graph's Backward): in the registry so the executor runs them,
+ * but no ONNX model may use them and no ONNX conformance counts them. */
+bool op_is_internal(const op_def *op);
 
 /* Error "node 'NAME' (OpType): message", returns status. */
 graft_status op_error(const ir_node *node, graft_err *e, graft_status status, const char *fmt, ...)

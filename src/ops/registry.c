@@ -22,3 +22,7 @@ const op_def *op_find(const char *op_type) {
         if (strcmp(op_table[i].name, op_type) == 0) return &op_table[i];
     return NULL;
 }
+
+bool op_is_internal(const op_def *op) {
+    return op && strcmp(op->family, "backward") == 0;
+}

@@ -1,0 +1,53 @@
+/* train_exec.c: running a training graph with graph/exec on a CPU backend of its own. */
+#include "train_exec.h"
+
+#include <string.h>
+
+#include "../cpu/cpu_backend.h"
+
+graft_status train_exec_init(train_exec *t, train_graph *tg, bool reference_only, int num_threads,
+                             graft_err *e) {
+    memset(t, 0, sizeof *t);
+    t->tg = tg;
+    TRY(cpu_backend_create(num_threads, reference_only, &t->cpu, e));
+    t->have_cpu = true;
+    graft_status st = exec_init(&t->x, &tg->g, &t->cpu, NULL, e);
+    if (st != GRAFT_OK) {
+        train_exec_free(t);
+        return st;
+    }
+    t->have_x = true;
+    return GRAFT_OK;
+}
+
+void train_exec_free(train_exec *t) {
+    if (!t) return;
+    if (t->have_x) exec_free(&t->x);
+    if (t->have_cpu && t->cpu.destroy) t->cpu.destroy(t->cpu.impl);
+    memset(t, 0, sizeof *t);
+}
+
+graft_status train_exec_run(train_exec *t, const tensor *inputs, graft_err *e) {
+    const ir_graph *g = &t->tg->g;
+    for (int i = 0; i < g->n_inputs; i++) {
+        const ir_value *v = &g->values[g->inputs[i]];
+        bool ok = inputs[i].data && inputs[i].dtype == v->dtype && inputs[i].ndim == v->ndim;
+        for (int d = 0; ok && d < v->ndim; d++)
+            ok = v->dims[d] < 0 || v->dims[d] == inputs[i].dims[d];
+        if (!ok) {
+            char want[256], got[256];
+            return err_set(
+                e, GRAFT_E_SHAPE, "training graph input %d ('%s'): expected %s %s, got %s %s", i,
+                v->name, graft_dtype_name(v->dtype), shape_str(want, sizeof want, v->ndim, v->dims),
+                graft_dtype_name(inputs[i].dtype),
+                shape_str(got, sizeof got, inputs[i].ndim, inputs[i].dims));
+        }
+    }
+    if (t->cpu.release_state) t->cpu.release_state(t->cpu.impl);
+    return exec_run(&t->x, inputs, e);
+}
+
+const tensor *train_exec_output(const train_exec *t, int i) {
+    const ir_graph *g = &t->tg->g;
+    return i >= 0 && i < g->n_outputs ? &t->x.vals[g->outputs[i]] : NULL;
+}

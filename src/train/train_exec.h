@@ -1,0 +1,29 @@
+/* train_exec.h: running a training graph (train_graph.h) with graph/exec on the CPU backend. */
+#ifndef GRAFT_TRAIN_TRAIN_EXEC_H
+#define GRAFT_TRAIN_TRAIN_EXEC_H
+
+#include "../graph/exec.h"
+#include "train_graph.h"
+
+typedef struct train_exec {
+    graft_backend cpu;
+    bool have_cpu;
+    executor x;
+    bool have_x;
+    const train_graph *tg;
+} train_exec;
+
+/* An executor for tg on a CPU backend of its own (reference kernels only when asked; threads
+ * as cpu_backend_create takes them, 0: the default). tg must outlive it. */
+graft_status train_exec_init(train_exec *t, train_graph *tg, bool reference_only, int num_threads,
+                             graft_err *e);
+void train_exec_free(train_exec *t);
+/* One run. inputs follow tg's input order: from, side inputs, parameters, then d_<to> (absent
+ * when forward-only); all borrowed host tensors. The parameters may change between runs: kernel
+ * state (oneDNN's packed weights, checked only by a sampled fingerprint) is dropped first. On
+ * success output i (to, then the parameters' gradients) is train_exec_output(t, i), valid until
+ * the next run. */
+graft_status train_exec_run(train_exec *t, const tensor *inputs, graft_err *e);
+const tensor *train_exec_output(const train_exec *t, int i);
+
+#endif
