@@ -383,8 +383,10 @@ static int open_text(evaluation *e, const eval_args *a) {
     graft_text_options t = e->text.data;
     t.text_column = a->text_column, t.label_column = a->label_column;
     if (a->pad_max) t.pad_to_longest = 0;
+    /* Texts padded per batch run in order of length (the metrics do not depend on it). */
     if (graft_dataset_open_text(e->ctx, a->data, &t, &e->ds) != GRAFT_OK ||
-        graft_dataset_set_input_names(e->ds, e->text.input, TEXT_ROLES) != GRAFT_OK)
+        graft_dataset_set_input_names(e->ds, e->text.input, TEXT_ROLES) != GRAFT_OK ||
+        (t.pad_to_longest && graft_dataset_sort_by_length(e->ds, (int)a->threads) != GRAFT_OK))
         return cli_error(CMD, "%s", graft_last_error(e->ctx)), -1;
     return 0;
 }
