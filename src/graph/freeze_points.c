@@ -49,6 +49,14 @@ static bool is_param(const ir_graph *g, int v) {
            tensor_numel(&g->values[v].data) > 1;
 }
 
+/* Input k of n is a trained parameter (as the training graph takes them): not BatchNorm's
+ * running statistics, not Resize's roi or scales. */
+static bool is_param_input(const ir_graph *g, const ir_node *n, int k) {
+    if (is_op(n, "BatchNormalization") && k >= 3) return false;
+    if (is_op(n, "Resize") && (k == 1 || k == 2)) return false;
+    return is_param(g, n->inputs[k]);
+}
+
 static int data_input_count(const work *w, const ir_node *n, int *first) {
     int count = 0;
     for (int k = 0; k < n->n_in; k++)
@@ -170,7 +178,7 @@ static void classify(const work *w, region *r) {
         const ir_node *n = &g->nodes[i];
         if (n->dead || !w->upstream[i] || data_input_count(w, n, NULL) == 0) continue;
         r->nodes++;
-        for (int k = 0; k < n->n_in; k++) r->has_params |= is_param(g, n->inputs[k]);
+        for (int k = 0; k < n->n_in; k++) r->has_params |= is_param_input(g, n, k);
         bool two = data_input_count(w, n, NULL) >= 2;
         r->attention |= strstr(n->op_type, "Attention") != NULL ||
                         (two && (is_op(n, "MatMul") || is_op(n, "Einsum")));
@@ -262,7 +270,7 @@ static graft_status count_parameters(const work *w, freeze_points *fp, graft_err
                 if (n->outputs[k] >= 0) reach[n->outputs[k]] = true;
             for (int k = 0; k < n->n_in; k++) {
                 int v = n->inputs[k];
-                if (!is_param(g, v) || counted[v]) continue;
+                if (!is_param_input(g, n, k) || counted[v]) continue;
                 counted[v] = true;
                 pt->trainable_parameters += tensor_numel(&g->values[v].data);
             }
