@@ -2,8 +2,8 @@
  * each `--unfreeze N` takes (exact tensor names per model), and for each point checks that do
  * not use the rule's code: blocking it disconnects the cut from the data inputs, the training
  * graph from it to the cut builds with side inputs that do not depend on the data, and its
- * parameters are the trainable count reported. Usage: test_freeze_points GEN [ZOO_DIR]
- * (ZOO_DIR: models/zoo.tgz's models with weights, as tools/zoo_fill.py writes them). */
+ * parameters are the trainable count reported. The zoo's models (with weights, as
+ * tools/zoo_fill.py writes them) one by one with --zoo, or a folder of them after GEN. */
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,54 +223,65 @@ static void check_plain_cnn(graft_ctx *ctx, const char *path) {
     graft_model_free(m);
 }
 
-/* The zoo: every model gets candidates and stages or layers; --unfreeze 1 passes the checks.
- * One line per model for docs/training.md's table. */
-static void check_zoo(graft_ctx *ctx, const char *dir) {
+/* A zoo model: candidates and stages or layers; --unfreeze 1 passes the checks. One line per
+ * model for docs/training.md's table. */
+static void check_zoo_model(graft_ctx *ctx, const char *path) {
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    int len = (int)strlen(base) - 5;
+    char name[300], why[1200];
+    snprintf(name, sizeof name, "freeze_zoo_%.*s", len, base);
+    graft_model *m;
+    if (graft_model_load(ctx, path, &m) != GRAFT_OK) {
+        CHECK(name, 0, "load: %s", graft_last_error(ctx));
+        return;
+    }
+    int n = graft_model_freeze_point_count(m), units = 0;
+    const char *t = NULL, *kind = NULL, *bad = "no unit";
+    graft_model_unfreeze_point(m, 1, &t, &units, &kind);
+    for (int i = 0; i < n && t; i++) {
+        graft_freeze_point_info p;
+        graft_model_freeze_point(m, i, &p);
+        if (p.unit == 1) bad = check_point(m, p.tensor, p.trainable_parameters, why, sizeof why);
+    }
+    CHECK(name, n > 0 && units > 0 && !bad[0], "%d candidates, %d units: %s", n, units,
+          n < 0 ? graft_last_error(ctx) : bad);
+    printf("  zoo %-40.*s %2d %-5ss --unfreeze 1: %s\n", len, base, units, kind ? kind : "none",
+           t ? t : "-");
+    graft_model_free(m);
+}
+
+/* Every NAME.onnx in dir. */
+static void check_zoo_dir(graft_ctx *ctx, const char *dir) {
     DIR *d = opendir(dir);
     if (!d) {
         MISSING("freeze_zoo", dir);
         return;
     }
     struct dirent *ent;
-    int models = 0;
     while ((ent = readdir(d)) != NULL) {
         size_t len = strlen(ent->d_name);
         if (len < 6 || strcmp(ent->d_name + len - 5, ".onnx")) continue;
-        char path[1024], name[300], why[1200];
+        char path[1024];
         snprintf(path, sizeof path, "%s/%s", dir, ent->d_name);
-        snprintf(name, sizeof name, "freeze_zoo_%.*s", (int)len - 5, ent->d_name);
-        graft_model *m;
-        if (graft_model_load(ctx, path, &m) != GRAFT_OK) {
-            CHECK(name, 0, "load: %s", graft_last_error(ctx));
-            continue;
-        }
-        models++;
-        int n = graft_model_freeze_point_count(m), units = 0;
-        const char *t = NULL, *kind = NULL, *bad = "no unit";
-        graft_model_unfreeze_point(m, 1, &t, &units, &kind);
-        for (int i = 0; i < n && t; i++) {
-            graft_freeze_point_info p;
-            graft_model_freeze_point(m, i, &p);
-            if (p.unit == 1)
-                bad = check_point(m, p.tensor, p.trainable_parameters, why, sizeof why);
-        }
-        CHECK(name, n > 0 && units > 0 && !bad[0], "%d candidates, %d units: %s", n, units,
-              n < 0 ? graft_last_error(ctx) : bad);
-        printf("  zoo %-40.*s %2d %-5ss --unfreeze 1: %s\n", (int)len - 5, ent->d_name, units,
-               kind ? kind : "none", t ? t : "-");
-        graft_model_free(m);
+        check_zoo_model(ctx, path);
     }
     closedir(d);
-    CHECK("freeze_zoo_models", models >= 80, "%d models in %s", models, dir);
 }
 
+/* test_freeze_points GEN [ZOO_DIR]: the generated models (and a folder of zoo models);
+ * test_freeze_points --zoo MODEL.onnx...: those zoo models only. */
 int main(int argc, char **argv) {
     const char *gen = argc > 1 ? argv[1] : "tests/data/gen";
     graft_ctx *ctx;
     if (graft_ctx_create(NULL, &ctx) != GRAFT_OK) return 1;
+    if (!strcmp(gen, "--zoo")) {
+        for (int i = 2; i < argc; i++) check_zoo_model(ctx, argv[i]);
+        graft_ctx_free(ctx);
+        return test_failures ? 1 : 0;
+    }
     for (size_t i = 0; i < sizeof models / sizeof *models; i++) check_model(ctx, gen, &models[i]);
     check_plain_cnn(ctx, "models/digits_cnn.onnx");
-    if (argc > 2) check_zoo(ctx, argv[2]);
+    if (argc > 2) check_zoo_dir(ctx, argv[2]);
     graft_ctx_free(ctx);
     return test_failures ? 1 : 0;
 }
