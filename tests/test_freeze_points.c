@@ -223,6 +223,46 @@ static void check_plain_cnn(graft_ctx *ctx, const char *path) {
     graft_model_free(m);
 }
 
+/* What the rule gives on zoo models of each kind of structure (view runs in ShuffleNet's channel
+ * shuffle and ViT's patches, Concat blocks, windowed attention, unfolded BatchNorm, exporters'
+ * names): candidates, units and --unfreeze 1. */
+typedef struct zoo_expected {
+    const char *model;
+    int count, units;
+    const char *unfreeze1;
+} zoo_expected;
+
+static const zoo_expected zoo_models[] = {
+    {"hf_bert__dynamo", 10, 2, "layer_norm_2"},
+    {"hf_distilbert__optimum", 10, 2,
+     "/transformer/layer.0/output_layer_norm/LayerNormalization_output_0"},
+    {"hf_roberta__ts14", 24, 2, "/model/encoder/layer.0/output/LayerNorm/Add_1_output_0"},
+    {"tv_convnext_tiny__ts17", 27, 4, "/features/features.5/features.5.8/Add_output_0"},
+    {"tv_densenet121__ts17", 21, 4, "/features/denseblock3/Concat_output_0"},
+    {"tv_efficientnet_b0__ts17", 53, 5, "/features/features.5/features.5.2/Add_output_0"},
+    {"tv_mobilenet_v2__ts17", 47, 5, "/features/features.13/Add_output_0"},
+    {"tv_mobilenet_v3_small__dynamo", 39, 4, "add_3"},
+    {"tv_regnet_y_400mf__ts17", 34, 4, "/trunk_output/block3/block3-5/activation/Relu_output_0"},
+    {"tv_resnet50__dynamo", 35, 4, "relu_39"},
+    {"tv_shufflenet_v2_x0_5__ts17", 21, 3, "/stage3/stage3.7/Concat_output_0"},
+    {"tv_squeezenet1_0__ts14", 28, 3, "/features/features.11/MaxPool_output_0"},
+    {"tv_swin_t_small__ts17", 15, 4, "/features/features.3/features.3.0/Add_1_output_0"},
+    {"tv_vit_b_16_l2__ts17", 8, 2, "/encoder/layers/encoder_layer_0/Add_1_output_0"},
+};
+
+static void check_zoo_expected(const char *model, int n, int units, const char *unfreeze1) {
+    for (size_t i = 0; i < sizeof zoo_models / sizeof *zoo_models; i++) {
+        const zoo_expected *x = &zoo_models[i];
+        if (strcmp(x->model, model) != 0) continue;
+        char name[300];
+        snprintf(name, sizeof name, "freeze_zoo_%s_exact", model);
+        CHECK(name,
+              n == x->count && units == x->units && unfreeze1 && !strcmp(unfreeze1, x->unfreeze1),
+              "%d candidates, %d units, --unfreeze 1 '%s'; want %d, %d, '%s'", n, units,
+              unfreeze1 ? unfreeze1 : "(none)", x->count, x->units, x->unfreeze1);
+    }
+}
+
 /* A zoo model: candidates and stages or layers; --unfreeze 1 passes the checks. One line per
  * model for docs/training.md's table. */
 static void check_zoo_model(graft_ctx *ctx, const char *path) {
@@ -247,6 +287,9 @@ static void check_zoo_model(graft_ctx *ctx, const char *path) {
           n < 0 ? graft_last_error(ctx) : bad);
     printf("  zoo %-40.*s %2d %-5ss --unfreeze 1: %s\n", len, base, units, kind ? kind : "none",
            t ? t : "-");
+    char model[256];
+    snprintf(model, sizeof model, "%.*s", len, base);
+    check_zoo_expected(model, n, units, t);
     graft_model_free(m);
 }
 
