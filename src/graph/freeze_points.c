@@ -68,7 +68,7 @@ static int data_input_count(const work *w, const ir_node *n, int *first) {
 
 /* Data values: computed from an input other than the attention mask, not through Shape/Size
  * (a shape does not carry the values). Nodes needed for the cut: walked back from it. */
-static void mark_data_and_upstream(work *w, int cut) {
+static graft_status mark_data_and_upstream(work *w, int cut, graft_err *e) {
     const ir_graph *g = w->g;
     int roles[GRAFT_TEXT_INPUT_COUNT];
     int mask = graph_text_inputs(g, roles, NULL) == GRAFT_OK ? roles[GRAFT_TEXT_INPUT_MASK] : -1;
@@ -82,7 +82,7 @@ static void mark_data_and_upstream(work *w, int cut) {
             if (n->outputs[k] >= 0) w->data[n->outputs[k]] = true;
     }
     bool *needed = calloc((size_t)g->n_values, sizeof *needed);
-    if (!needed) return; /* the caller checks upstream of the cut's producer */
+    if (!needed) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
     needed[cut] = true;
     for (int i = g->n_nodes - 1; i >= 0; i--) {
         const ir_node *n = &g->nodes[i];
@@ -95,6 +95,7 @@ static void mark_data_and_upstream(work *w, int cut) {
             if (n->inputs[k] >= 0) needed[n->inputs[k]] = true;
     }
     free(needed);
+    return GRAFT_OK;
 }
 
 static int intersect(const work *w, int a, int b) {
@@ -281,6 +282,13 @@ static graft_status count_parameters(const work *w, freeze_points *fp, graft_err
 }
 
 static graft_status find_points(work *w, int cut, freeze_points *fp, graft_err *e) {
+    const ir_value *c = &w->g->values[cut];
+    TRY(mark_data_and_upstream(w, cut, e));
+    if (!w->data[cut] || c->producer < 0)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "freeze points: the cut '%s' is %s, not computed from the model's data "
+                       "inputs",
+                       c->name, c->producer < 0 ? "a graph input or constant" : "constant");
     TRY(dominators(w, e));
     TRY(collect_candidates(w, cut, e));
     w->reg = calloc((size_t)w->n_kept + 1, sizeof *w->reg);
@@ -335,15 +343,7 @@ graft_status model_freeze_points(const graft_model *m, int cut, freeze_points *f
         st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
     } else {
         for (size_t i = 0; i < nv; i++) w.ord[i] = -1, w.idom[i] = -1;
-        mark_data_and_upstream(&w, cut);
-        if (!w.data[cut] || g->values[cut].producer < 0)
-            st = err_set(e, GRAFT_E_INVALID_ARGUMENT,
-                         "freeze points: the cut '%s' is %s, not computed from the model's data "
-                         "inputs",
-                         g->values[cut].name,
-                         g->values[cut].producer < 0 ? "a graph input or constant" : "constant");
-        else
-            st = find_points(&w, cut, fp, e);
+        st = find_points(&w, cut, fp, e);
     }
     free(w.data), free(w.upstream), free(w.ord), free(w.idom), free(w.kept), free(w.reg);
     if (st != GRAFT_OK) freeze_points_free(fp);
