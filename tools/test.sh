@@ -267,7 +267,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     run_suite asan_grad_blocks $A/tests/test_grad_blocks
     run_suite asan_train_graph $A/tests/test_train_graph "$GEN" quick
     run_suite asan_cut $A/tests/test_cut "$GEN" "$LOGS/cut_models"
-    run_suite asan_freeze_points $A/tests/test_freeze_points "$GEN" --quick
+    run_suite asan_freeze_points $A/tests/test_freeze_points "$GEN"
     rm -rf build/test-logs/prune_masks-asan && mkdir -p build/test-logs/prune_masks-asan
     run_suite asan_prune_masks $A/tests/test_prune_masks "$GEN" build/test-logs/prune_masks-asan --quick
     run_suite asan_prune_channels $A/tests/test_prune_channels "$GEN" build/test-logs/prune_channels-asan mobilenet_tiny
