@@ -266,6 +266,7 @@ static graft_status count_parameters(const work *w, freeze_points *fp, graft_err
             bool reads = false;
             for (int k = 0; k < n->n_in; k++) reads |= n->inputs[k] >= 0 && reach[n->inputs[k]];
             if (n->dead || !w->upstream[i] || !reads) continue;
+            if (is_op(n, "Shape") || is_op(n, "Size")) continue; /* no data after it */
             if (pt->first_node < 0) pt->first_node = i;
             for (int k = 0; k < n->n_out; k++)
                 if (n->outputs[k] >= 0) reach[n->outputs[k]] = true;
