@@ -136,7 +136,7 @@ static graft_status dominators(work *w, graft_err *e) {
     return GRAFT_OK;
 }
 
-/* The values in the run of view ops that ends at v (v included). */
+/* Whether v is in the run of view ops that ends at `end` (v == end included). */
 static bool in_view_run(const work *w, int end, int v) {
     for (int depth = 0; end >= 0 && depth < 32; depth++) {
         if (end == v) return true;
@@ -227,9 +227,9 @@ static void group_layers(const work *w, freeze_points *fp) {
 /* CNN stages: runs of blocks whose outputs keep the spatial size (and channels); the first
  * stage starts at its first block's input, a later one where the stage before it ends (its
  * last block's output, past the activations after it). */
-static void group_stages(const work *w, freeze_points *fp) {
+static graft_status group_stages(const work *w, freeze_points *fp, graft_err *e) {
     int *start = malloc(sizeof *start * (size_t)(w->n_kept + 1)), n = 0, prev = -1;
-    if (!start) return;
+    if (!start) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
     for (int i = 0; i < w->n_kept; i++) {
         const region *r = &w->reg[i];
         if (!is_block(r)) continue;
@@ -244,6 +244,7 @@ static void group_stages(const work *w, freeze_points *fp) {
     fp->unit_kind = n ? "stage" : NULL;
     for (int s = 0; s < n; s++) set_unit(fp, start[s], n - s, "stage");
     free(start);
+    return GRAFT_OK;
 }
 
 /* The trainable part's parameter elements after each candidate, and its first node. */
@@ -289,7 +290,9 @@ static graft_status find_points(work *w, int cut, freeze_points *fp, graft_err *
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                        "freeze points: the cut '%s' is %s, not computed from the model's data "
                        "inputs",
-                       c->name, c->producer < 0 ? "a graph input or constant" : "constant");
+                       c->name,
+                       c->producer < 0 ? "a graph input or constant"
+                                       : "computed only from constants, shapes or the mask");
     TRY(dominators(w, e));
     TRY(collect_candidates(w, cut, e));
     w->reg = calloc((size_t)w->n_kept + 1, sizeof *w->reg);
@@ -317,7 +320,7 @@ static graft_status find_points(work *w, int cut, freeze_points *fp, graft_err *
     if (attention)
         group_layers(w, fp);
     else if (blocks)
-        group_stages(w, fp);
+        TRY(group_stages(w, fp, e));
     TRY(count_parameters(w, fp, e));
     for (int i = 0, j = fp->n - 1; i < j; i++, j--) {
         freeze_point t = fp->point[i];
