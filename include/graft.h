@@ -251,6 +251,34 @@ GRAFT_API graft_status graft_model_auto_cut_info(const graft_model *model,
 GRAFT_API graft_status graft_model_auto_cut(const graft_model *model, const char **tensor_name,
                                             const char **why);
 
+/* Candidate freeze points (docs/training.md, "Freeze points"): the tensors before the auto cut
+ * that every path from the data inputs (not an attention mask) to the cut passes through, one per
+ * run of view ops, grouped into the stages of a CNN (runs of residual or dense blocks of one
+ * size) or the layers of an encoder (each starting where attention does). The trainable part
+ * from such a tensor needs only it and side inputs that do not depend on the data. */
+typedef struct graft_freeze_point_info {
+    const char *tensor;           /* the freeze point (what `--train-from` takes) */
+    const char *kind;             /* static: "stage" or "layer" (what --unfreeze counts), "block"
+                                     (a block's input, or the last block's output) or "tensor" */
+    int unit;                     /* N when `--unfreeze N` picks this point, else 0 */
+    const char *first_node;       /* the first node of the trainable part after it */
+    int64_t trainable_parameters; /* parameter elements from it to the cut */
+} graft_freeze_point_info;
+/* How many candidates there are before the auto cut (nearest the cut first), or a negative
+ * status (graft_last_error says why: no auto cut, or a cut not computed from the inputs). */
+GRAFT_API int graft_model_freeze_point_count(const graft_model *model);
+/* Candidate `index` (0: nearest the cut); strings live as long as the model's graph (until a
+ * cut or the model is freed). */
+GRAFT_API graft_status graft_model_freeze_point(const graft_model *model, int index,
+                                                graft_freeze_point_info *out);
+/* What `--unfreeze n` means: the input of the last n stages or layers. *units (may be NULL)
+ * gets how many there are (0 when no grouping is recognised) and *unit_kind (may be NULL)
+ * "stage", "layer" or NULL. GRAFT_E_INVALID_ARGUMENT naming how many exist when n is out of
+ * range, GRAFT_E_NOT_FOUND when the model has no stages or layers. */
+GRAFT_API graft_status graft_model_unfreeze_point(const graft_model *model, int n,
+                                                  const char **tensor_name, int *units,
+                                                  const char **unit_kind);
+
 /* Freeze the model at a cut point: `cut` is "auto" (graft_model_auto_cut's choice) or a tensor
  * name. Only the subgraph computing the cut tensor is kept (the rest, e.g. the old classifier, is
  * dropped), pooled as asked, and it becomes the model's single output, named "features". The

@@ -76,6 +76,49 @@ PY
     done <"$CUTS/cut_models.txt"
 fi
 
+# The freeze points as info prints them (text and JSON): what each --unfreeze N takes, or why
+# there is none.
+freeze_info() { # freeze_info NAME MODEL UNITS KIND UNFREEZE1 COUNT
+    "$GRAFT" info "$2" >"$TMP/info.txt" 2>"$TMP/err.txt" &&
+        "$GRAFT" info --json "$2" >"$TMP/info.json" 2>>"$TMP/err.txt" &&
+        python3 - "$TMP/info.txt" "$TMP/info.json" "${@:3}" <<'PY'
+import json, sys
+text, js, units, kind, first, count = sys.argv[1:]
+lines = open(text).read().splitlines()
+d = json.load(open(js))
+freeze = [l for l in lines if l.startswith("freeze ")]
+assert len(freeze) == 1 and lines.index(freeze[0]) > lines.index(next(l for l in lines if l.startswith("auto cut"))), lines
+if kind == "-":
+    assert "no stages or layers recognised (--unfreeze not available)" in freeze[0], freeze
+    assert d["freeze_units"] == 0 and d["freeze_unit_kind"] is None, d
+    assert not any(p["unfreeze"] for p in d["freeze_points"]), d["freeze_points"]
+else:
+    assert freeze[0].startswith(f"freeze      {units} {kind}s before the cut (--unfreeze 1..{units}); "
+                                f"{count} candidate tensors"), freeze
+    one = [l for l in lines if l.startswith("  --unfreeze 1 ")]
+    assert len(one) == 1 and f"'{first}' (the last 1 {kind} from node '" in one[0], one
+    assert sum(l.startswith("  --unfreeze ") for l in lines) == int(units), lines
+    assert (d["freeze_units"], d["freeze_unit_kind"]) == (int(units), kind), d
+    assert [p["tensor"] for p in d["freeze_points"] if p["unfreeze"] == 1] == [first], d
+assert len(d["freeze_points"]) == int(count), d["freeze_points"]
+assert all(p["kind"] in ("stage", "layer", "block", "tensor") and p["first_node"] and
+           p["trainable_parameters"] >= 0 for p in d["freeze_points"]), d["freeze_points"]
+PY
+    check "cli_info_freeze_$1" $? "$(cat "$TMP/err.txt")"
+}
+if [ -f "$GEN/resnet18.onnx" ]; then
+    freeze_info resnet18 "$GEN/resnet18.onnx" 4 stage /layer3/layer3.1/relu_1/Relu_output_0 19
+    freeze_info bert_tiny "$GEN/bert_tiny_decomposed.onnx" 2 layer 143 25
+fi
+freeze_info digits_cnn models/digits_cnn.onnx 0 - - 7
+if [ -n "$CUTS" ] && [ -f "$CUTS/cut_segmenter.onnx" ]; then
+    "$GRAFT" info "$CUTS/cut_segmenter.onnx" | grep -q '^freeze      none: no cut point' &&
+        "$GRAFT" info --json "$CUTS/cut_segmenter.onnx" | python3 -c '
+import json, sys; d = json.load(sys.stdin)
+assert d["freeze_points"] is None and "no cut point" in d["freeze_points_why"], d'
+    check cli_info_freeze_none $? "no 'freeze      none' line or null freeze_points"
+fi
+
 expect_error() { # expect_error NAME NEEDLE ARGS...: non-zero exit, one stderr line naming NEEDLE
     local name=$1 needle=$2
     shift 2

@@ -24,5 +24,6 @@ check prune_channels "$B/tests/test_prune_channels" "$TMP/gen" "$TMP/out" mobile
 check prune_heads "$B/tests/test_prune_heads" "$TMP/gen" "$TMP/out"
 check prune_schedule "$B/tests/test_prune_schedule" "$TMP/gen" "$TMP/gen/none.onnx" --quick
 check cut "$B/tests/test_cut" "$TMP/gen"
+check freeze_points "$B/tests/test_freeze_points" "$TMP/gen"
 check export "$B/tests/test_export" "$TMP/gen" "$TMP/out"
 check parity "$B/tests/test_parity" "$TMP/gen" mobilenet_tiny

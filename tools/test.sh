@@ -133,6 +133,11 @@ if setup_build build/release --buildtype=release; then
     run_suite grad_blocks $R/tests/test_grad_blocks
     run_suite train_graph $R/tests/test_train_graph "$GEN"
     run_suite cut $R/tests/test_cut "$GEN" "$LOGS/cut_models"
+    # The freeze points before the auto cut (what --unfreeze N takes) on the generated models and
+    # on every zoo model (its skeletons with seeded weights, one at a time: about 30 s).
+    run_suite freeze_points $R/tests/test_freeze_points "$GEN"
+    run_suite freeze_points_zoo python3 tools/zoo_fill.py --out "$LOGS/zoo_one" \
+        --each "$R/tests/test_freeze_points --zoo"
     rm -rf build/test-logs/prune_masks && mkdir -p build/test-logs/prune_masks
     run_suite prune_masks $R/tests/test_prune_masks "$GEN" build/test-logs/prune_masks
     run_suite prune_masks_ort python3 tools/check_export.py build/test-logs/prune_masks
@@ -262,6 +267,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     run_suite asan_grad_blocks $A/tests/test_grad_blocks
     run_suite asan_train_graph $A/tests/test_train_graph "$GEN" quick
     run_suite asan_cut $A/tests/test_cut "$GEN" "$LOGS/cut_models"
+    run_suite asan_freeze_points $A/tests/test_freeze_points "$GEN"
     rm -rf build/test-logs/prune_masks-asan && mkdir -p build/test-logs/prune_masks-asan
     run_suite asan_prune_masks $A/tests/test_prune_masks "$GEN" build/test-logs/prune_masks-asan --quick
     run_suite asan_prune_channels $A/tests/test_prune_channels "$GEN" build/test-logs/prune_channels-asan mobilenet_tiny

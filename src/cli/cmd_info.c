@@ -86,6 +86,79 @@ static void print_preprocessing(graft_ctx *ctx, const graft_model *m, int json) 
     }
 }
 
+/* A parameter count as people say it: 8.4 M, 36.8 k, 64. */
+static void print_count(int64_t n) {
+    if (n >= 1000000)
+        printf("%.1f M", (double)n / 1e6);
+    else if (n >= 1000)
+        printf("%.1f k", (double)n / 1e3);
+    else
+        printf("%lld", (long long)n);
+}
+
+/* The freeze points before the auto cut: what each --unfreeze N takes (or, with no stages or
+ * layers recognised, every candidate for --train-from). */
+static void print_freeze_text(graft_ctx *ctx, const graft_model *m) {
+    int n = graft_model_freeze_point_count(m), units = 0;
+    if (n < 0) {
+        printf("freeze      none: %s\n", graft_last_error(ctx));
+        return;
+    }
+    const char *kind = NULL, *t;
+    graft_model_unfreeze_point(m, 1, &t, &units, &kind);
+    if (units > 0)
+        printf("freeze      %d %ss before the cut (--unfreeze 1..%d); %d candidate tensors for "
+               "--train-from (--json lists them)\n",
+               units, kind, units, n);
+    else
+        printf("freeze      no stages or layers recognised (--unfreeze not available); %d "
+               "candidate tensors for --train-from:\n",
+               n);
+    for (int i = 0; i < n; i++) {
+        graft_freeze_point_info p;
+        if (graft_model_freeze_point(m, i, &p) != GRAFT_OK || (units > 0 && p.unit == 0)) continue;
+        if (units > 0)
+            printf("  --unfreeze %-2d '%s' (the last %d %s%s from node '%s': ", p.unit, p.tensor,
+                   p.unit, p.kind, p.unit > 1 ? "s" : "", p.first_node);
+        else
+            printf("  '%s' (%s, then node '%s': ", p.tensor, p.kind, p.first_node);
+        print_count(p.trainable_parameters);
+        printf(" trainable parameters)\n");
+    }
+}
+
+static void print_freeze_json(graft_ctx *ctx, const graft_model *m) {
+    int n = graft_model_freeze_point_count(m), units = 0;
+    if (n < 0) {
+        printf(", \"freeze_points\": null, \"freeze_points_why\": ");
+        print_json_string(graft_last_error(ctx));
+        printf(", \"freeze_units\": 0, \"freeze_unit_kind\": null");
+        return;
+    }
+    printf(", \"freeze_points\": [");
+    for (int i = 0; i < n; i++) {
+        graft_freeze_point_info p;
+        if (graft_model_freeze_point(m, i, &p) != GRAFT_OK) continue;
+        printf("%s{\"tensor\": ", i ? ", " : "");
+        print_json_string(p.tensor);
+        printf(", \"kind\": \"%s\", \"unfreeze\": ", p.kind);
+        if (p.unit > 0)
+            printf("%d", p.unit);
+        else
+            printf("null");
+        printf(", \"first_node\": ");
+        print_json_string(p.first_node);
+        printf(", \"trainable_parameters\": %lld}", (long long)p.trainable_parameters);
+    }
+    const char *kind = NULL, *t;
+    graft_model_unfreeze_point(m, 1, &t, &units, &kind);
+    printf("], \"freeze_units\": %d, \"freeze_unit_kind\": ", units);
+    if (kind)
+        printf("\"%s\"", kind);
+    else
+        printf("null");
+}
+
 static void print_text(graft_ctx *ctx, const graft_model *m, const char *path,
                        const graft_model_summary *s) {
     printf("model       %s\n", path);
@@ -131,6 +204,7 @@ static void print_text(graft_ctx *ctx, const graft_model *m, const char *path,
     } else {
         printf("auto cut    none: %s\n", graft_last_error(ctx));
     }
+    print_freeze_text(ctx, m);
     for (int i = 0; i < graft_model_metadata_count(m); i++) {
         const char *k, *v;
         graft_model_metadata(m, i, &k, &v);
@@ -195,6 +269,7 @@ static void print_json(graft_ctx *ctx, const graft_model *m, const char *path,
         print_json_string(graft_last_error(ctx));
         printf(", \"auto_cut_pooling\": null, \"auto_cut_features\": null");
     }
+    print_freeze_json(ctx, m);
     printf(", \"metadata\": {");
     for (int i = 0; i < graft_model_metadata_count(m); i++) {
         const char *k, *v;
@@ -215,7 +290,11 @@ static const cli_option info_options[] = {
      "[{name, dtype, shape}], fixed_batch (0: any), batch (why), nodes, ops, parameters, "
      "parameter_bytes, flops_per_sample, auto_cut (the tensor; null when none), auto_cut_why, "
      "auto_cut_pooling (none, cls or spatial), auto_cut_features (per sample; null when not "
-     "known), metadata"},
+     "known), freeze_points (the candidate freeze points before the auto cut, nearest it first: "
+     "[{tensor, kind (stage, layer, block or tensor), unfreeze (the N of --unfreeze N that picks "
+     "it, else null), first_node, trainable_parameters}]; null, with freeze_points_why, when "
+     "none), freeze_units (stages or layers; 0 when none are recognised), freeze_unit_kind "
+     "(stage, layer or null), metadata"},
 };
 
 static const cli_command info_command = {
@@ -226,7 +305,9 @@ static const cli_command info_command = {
              "opsets, producer, the count of each op type, parameters, FLOPs per sample, the "
              "cut point `graft finetune --cut auto` would pick (the tensor, the pooling the cut "
              "adds, the "
-             "feature size and why), and its metadata "
+             "feature size and why), the freeze points before that cut (the tensors every path "
+             "to it passes through; what `--unfreeze N` takes: the input of the last N stages of "
+             "a CNN or layers of an encoder), and its metadata "
              "(an exported model's class names and preprocessing).",
     .options = info_options,
     .n_options = CLI_COUNT(info_options),

@@ -7,6 +7,7 @@
 #include "../cpu/cpu_backend.h"
 #include "../onnx/onnx_io.h"
 #include "exec_internal.h"
+#include "freeze_points.h"
 #include "graft_config.h"
 #if GRAFT_HAVE_OPENMP
 #include <omp.h>
@@ -117,6 +118,7 @@ void graft_model_free(graft_model *m) {
     if (m->have_backend) m->backend.destroy(m->backend.impl);
     ir_graph_free(&m->g);
     model_batch_free(&m->batch);
+    model_drop_freeze_points(m);
     free(m->op_counts);
     free(m);
 }
@@ -263,6 +265,7 @@ graft_status model_set_output(graft_model *m, int value, graft_err *e) {
     ir_graph *g = &m->g;
     exec_free(&m->exec);
     model_release_state(m);
+    model_drop_freeze_points(m);
     m->summary_ready = false;
     for (int i = 0; i < g->n_outputs; i++) g->values[g->outputs[i]].is_graph_output = false;
     g->outputs[0] = value;

@@ -27,7 +27,8 @@ struct graft_model {
     model_batch batch; /* the batch the graph takes, and chunked runs (batch.c) */
     graft_model_summary summary;
     bool summary_ready;
-    char auto_cut_why[512]; /* graft_model_auto_cut_info's last why text */
+    char auto_cut_why[512];                   /* graft_model_auto_cut_info's last why text */
+    struct freeze_points *freeze;             /* the auto cut's freeze points, once asked for */
     bool inputs_on_device, outputs_on_device; /* graft_model_set_device_io */
 };
 

@@ -66,6 +66,10 @@ static void inspect(graft_model *m) {
     for (int i = 0; i < graft_model_metadata_count(m); i++) graft_model_metadata(m, i, &k, &v);
     graft_auto_cut_info cut;
     (void)graft_model_auto_cut_info(m, &cut);
+    graft_freeze_point_info point;
+    for (int i = 0; i < graft_model_freeze_point_count(m); i++)
+        (void)graft_model_freeze_point(m, i, &point);
+    (void)graft_model_unfreeze_point(m, 1, &k, NULL, NULL);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
