@@ -490,12 +490,20 @@ typedef struct graft_train_options {
      * settings keep their sets and a rerun with the same settings reuses its own. The folder
      * must exist. NULL: none. */
     const char *cache_dir;
+    /* Fine-tune the blocks after this tensor with the head (docs/training.md "Fine-tuning
+     * blocks"): a tensor of the cut model upstream of the features (graft_model_freeze_point
+     * lists candidates; graft_model_unfreeze_point gives the one for the last N stages or
+     * layers). The part before it runs once per sample (its output is what the feature cache
+     * holds), the weights after it train with the head's optimizer, and graft_trainer_attach
+     * writes them into the model. Runs on the CPU (fp32). NULL: the head alone. Copied. */
+    const char *train_from;
 } graft_train_options;
 #define GRAFT_TRAIN_OPTIONS_INIT                                                                   \
     {                                                                                              \
         GRAFT_LOSS_CROSS_ENTROPY, 0.0f, NULL, GRAFT_OPTIMIZER_ADAMW, 1e-3, 0.9, 0.01, 0.9, 0.999,  \
             1e-8, 0, GRAFT_SCHEDULER_CONSTANT, 0, 10, 0.1, 0.0, 5, 32, 1, 0.0,                     \
-            GRAFT_PRECISION_FP32, 0, 0, 0, 1e-3, NULL, GRAFT_DTYPE_F32, NULL, NULL, NULL, NULL     \
+            GRAFT_PRECISION_FP32, 0, 0, 0, 1e-3, NULL, GRAFT_DTYPE_F32, NULL, NULL, NULL, NULL,    \
+            NULL                                                                                   \
     }
 
 typedef struct graft_trainer graft_trainer;

@@ -37,6 +37,13 @@ static const cli_option options[] = {
     {"cut", "auto|NAME", "auto", NULL, NULL,
      "the tensor to cut the backbone at (auto: the pooled features of a CNN, the [CLS] token of "
      "a BERT; graft info shows its pick)"},
+    {"unfreeze", "N", "0", NULL, NULL,
+     "fine-tune the last N stages of a CNN (layers of an encoder) with the head, from the "
+     "tensor `graft info` lists for N; the part before it still runs once per sample (CPU, "
+     "fp32; 0: the head alone)"},
+    {"train-from", "TENSOR", NULL, NULL, NULL,
+     "fine-tune everything after TENSOR (upstream of the cut) with the head, as --unfreeze "
+     "does from its tensor"},
     {"head", "linear|mlp:H1[,H2..]", "linear", NULL, "head",
      "the new head: linear, or an MLP with these hidden widths"},
     {"activation", "relu|gelu|tanh", "relu", activations, NULL, "the MLP head's activation"},
@@ -287,6 +294,8 @@ static int apply_value(finetune_opts *o, const char *n, const char *v, int c) {
                      : !strcmp(n, "vocab")      ? &o->vocab
                      : !strcmp(n, "tokenizer")  ? &o->vocab
                                                 : NULL;
+    if (!strcmp(n, "train-from")) s = &o->train.train_from;
+    if (!strcmp(n, "unfreeze")) return parse_int(n, v, 0, 1000, &o->unfreeze);
     if (!strcmp(n, "text-column")) s = &o->text_column;
     if (!strcmp(n, "label-column")) s = &o->label_column;
     if (s) return (*s = v, 0);
@@ -462,6 +471,16 @@ static int check(const finetune_opts *o) {
     if (o->train.ridge_warm_start && o->head.n_hidden)
         return bad("ridge", "", "the ridge warm start needs --head linear");
     if (o->image.augment && o->vocab) return bad("augment", "", "is for images, not text");
+    if (o->unfreeze && o->train.train_from)
+        return bad("unfreeze", "", "give --unfreeze N or --train-from TENSOR, not both");
+    if ((o->unfreeze || o->train.train_from) && o->train.ridge_warm_start)
+        return bad("ridge", "",
+                   "solves for a head on fixed features: not with --unfreeze or "
+                   "--train-from, whose blocks train too");
+    if ((o->unfreeze || o->train.train_from) && o->image.augment)
+        return bad("augment", "",
+                   "not with --unfreeze or --train-from yet (the frozen part's output is cached "
+                   "once per sample)");
     if (!o->vocab && (o->text_column || o->label_column))
         return bad(o->text_column ? "text-column" : "label-column",
                    o->text_column ? o->text_column : o->label_column,

@@ -337,6 +337,13 @@ static graft_status run_host_timed(executor *x, run_state *rs, int i, graft_err 
     return GRAFT_OK;
 }
 
+/* The pause after node i, when one is set there (exec.h). */
+static graft_status pause_at(executor *x, int i, graft_err *e) {
+    if (!x->pause_fn || i != x->pause_after) return GRAFT_OK;
+    if (x->device) TRY(x->device->synchronize(x->device->impl, e));
+    return x->pause_fn(x->pause_user, x, e);
+}
+
 /* Profiling: a device node's time is the device's between marks queued before and after it
  * (nothing waits between nodes, so the device runs as it would unprofiled, except for the gaps
  * while it waits for a node's launches); a host node's is its wall time. Without marks, each
@@ -358,6 +365,7 @@ static graft_status run_nodes_profiled(executor *x, run_state *rs, graft_err *e)
             st = run_host_timed(x, rs, i, e);
         }
         if (st == GRAFT_OK) release_after(x, rs, i);
+        if (st == GRAFT_OK) st = pause_at(x, i, e);
     }
     for (int k = 0; k < n_timed && st == GRAFT_OK; k++) {
         double secs = 0;
@@ -374,6 +382,7 @@ static graft_status run_nodes(executor *x, run_state *rs, graft_err *e) {
     for (int i = 0; i < x->g->n_nodes && st == GRAFT_OK; i++) {
         st = run_node(x, rs, i, e);
         if (st == GRAFT_OK) release_after(x, rs, i);
+        if (st == GRAFT_OK) st = pause_at(x, i, e);
     }
     return st;
 }
@@ -425,7 +434,7 @@ graft_status exec_run(executor *x, const tensor *inputs, graft_err *e) {
     }
     x->flops = 0.0;
     graft_status st = GRAFT_OK;
-    if (rs.planned && x->plan.graph && !x->count_flops && !x->profile.on) {
+    if (rs.planned && x->plan.graph && !x->count_flops && !x->profile.on && !x->pause_fn) {
         x->replays++;
         st = exec_graph_replay(x, inputs, e);
         if (st == GRAFT_OK) st = own_outputs(x, e);

@@ -85,6 +85,13 @@ typedef struct executor {
      * graph outputs are left in device memory (graft_model_set_device_io). */
     bool inputs_on_device, outputs_on_device;
     graft_run_stats stats;
+    /* A pause between nodes (the training graph's, between its forward and backward): after
+     * node `pause_after` the executor calls pause_fn, which may write into the memory of graph
+     * inputs the nodes after it read (e.g. the gradient arriving at the forward's output). Runs
+     * with a pause never replay a CUDA-graph recording. pause_fn NULL: none. */
+    int pause_after;
+    graft_status (*pause_fn)(void *user, struct executor *x, graft_err *e);
+    void *pause_user;
 } executor;
 
 graft_status exec_init(executor *x, ir_graph *g, graft_backend *host, graft_backend *device,

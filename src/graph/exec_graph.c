@@ -38,7 +38,8 @@ void exec_graph_free(executor *x) {
 
 bool exec_graph_can_record(const executor *x, bool planned) {
     return x->device && x->device->capture_begin && planned && x->graph_safe && !x->graph_off &&
-           x->last_clean && !x->plan.graph && x->plan.valid && !x->count_flops && !x->profile.on;
+           x->last_clean && !x->plan.graph && x->plan.valid && !x->count_flops && !x->profile.on &&
+           !x->pause_fn;
 }
 
 /* A device input into the buffer the recording reads (the caller's pointer may change from run

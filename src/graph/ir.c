@@ -59,6 +59,51 @@ void ir_node_free(ir_node *n) {
     memset(n, 0, sizeof *n);
 }
 
+graft_status ir_node_clone(ir_node *dst, const ir_node *src, const int *map, graft_err *e) {
+    ir_node n;
+    memset(&n, 0, sizeof n);
+    n.name = ir_strdup(src->name);
+    n.op_type = ir_strdup(src->op_type);
+    n.domain = ir_strdup(src->domain);
+    n.inputs = malloc(sizeof(int) * (size_t)(src->n_in > 0 ? src->n_in : 1));
+    n.outputs = malloc(sizeof(int) * (size_t)(src->n_out > 0 ? src->n_out : 1));
+    n.attrs = calloc((size_t)(src->n_attrs > 0 ? src->n_attrs : 1), sizeof(ir_attr));
+    n.opset = src->opset;
+    n.op = src->op;
+    n.loaded_channels = src->loaded_channels;
+    graft_status st = GRAFT_OK;
+    if (!n.name || !n.op_type || !n.domain || !n.inputs || !n.outputs || !n.attrs)
+        st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory copying node '%s'", src->name);
+    for (int k = 0; st == GRAFT_OK && k < src->n_in; k++, n.n_in++)
+        n.inputs[k] = src->inputs[k] >= 0 ? map[src->inputs[k]] : -1;
+    for (int k = 0; st == GRAFT_OK && k < src->n_out; k++, n.n_out++)
+        n.outputs[k] = src->outputs[k] >= 0 ? map[src->outputs[k]] : -1;
+    for (int k = 0; st == GRAFT_OK && k < src->n_attrs; k++, n.n_attrs++)
+        st = ir_attr_copy(&n.attrs[k], &src->attrs[k], e);
+    if (st != GRAFT_OK) {
+        ir_node_free(&n);
+        return st;
+    }
+    *dst = n;
+    return GRAFT_OK;
+}
+
+graft_status ir_value_clone(ir_graph *g, const ir_value *src, int *index, graft_err *e) {
+    TRY(ir_add_value(g, src->name, index, e));
+    ir_value *v = &g->values[*index];
+    v->dtype = src->dtype;
+    v->ndim = src->ndim;
+    memcpy(v->dims, src->dims, sizeof v->dims);
+    for (int d = 0; d < GRAFT_MAX_DIMS; d++) {
+        if (!src->dim_names[d]) continue;
+        v->dim_names[d] = ir_strdup(src->dim_names[d]);
+        if (!v->dim_names[d]) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    }
+    if (!src->is_const) return GRAFT_OK;
+    v->is_const = true;
+    return tensor_clone(&v->data, &src->data, e);
+}
+
 static void value_free(ir_value *v) {
     free(v->name);
     for (int i = 0; i < GRAFT_MAX_DIMS; i++) free(v->dim_names[i]);

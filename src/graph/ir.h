@@ -102,6 +102,12 @@ void ir_node_free(ir_node *n);
 /* A deep copy of src (dst is overwritten; freed with ir_attr_free). */
 graft_status ir_attr_copy(ir_attr *dst, const ir_attr *src, graft_err *e);
 
+/* A deep copy of node src into *dst whose inputs and outputs are map[src index] (map covers every
+ * value src names; -1 entries stay -1). Not copied: the pruning record (bn_gamma). */
+graft_status ir_node_clone(ir_node *dst, const ir_node *src, const int *map, graft_err *e);
+/* A copy of value src (name, dtype, shape, dim names, constant data) appended to g: *index. */
+graft_status ir_value_clone(ir_graph *g, const ir_value *src, int *index, graft_err *e);
+
 /* Find a value by name (-1 when absent) or add a new one (its index). */
 int ir_find_value(const ir_graph *g, const char *name);
 graft_status ir_add_value(ir_graph *g, const char *name, int *index, graft_err *e);

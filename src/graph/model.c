@@ -78,6 +78,27 @@ static graft_status load_common(graft_ctx *ctx, const void *data, size_t size, c
     return GRAFT_OK;
 }
 
+graft_status model_from_graph(graft_ctx *ctx, ir_graph *g, const char *what, graft_model **out,
+                              graft_err *e) {
+    *out = NULL;
+    graft_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        ir_graph_free(g);
+        return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory making %s", what);
+    }
+    m->ctx = ctx;
+    m->g = *g;
+    ir_graph_init(g);
+    graft_status st = prepare(m, e);
+    if (st != GRAFT_OK) {
+        err_prefix(e, "%s", what);
+        graft_model_free(m);
+        return st;
+    }
+    *out = m;
+    return GRAFT_OK;
+}
+
 graft_status graft_model_load(graft_ctx *ctx, const char *path, graft_model **out) {
     if (!ctx) return GRAFT_E_INVALID_ARGUMENT;
     err_clear(&ctx->err);

@@ -51,6 +51,11 @@ graft_status model_probe_output_dims(graft_model *m, int output, int *ndim, int6
 graft_status model_bind_inputs(const graft_model *m, const graft_named_tensor *inputs, int n_inputs,
                                tensor *bound, graft_err *e);
 
+/* A model of its own over graph g (taken over: g is emptied, also on failure), prepared as a
+ * loaded one is (passes, backends as ctx asks, executor). what names it in errors. */
+graft_status model_from_graph(graft_ctx *ctx, ir_graph *g, const char *what, graft_model **out,
+                              graft_err *e);
+
 /* Make value the model's only output: drop what no longer feeds it and inputs nothing reads,
  * re-run the passes and rebuild the executor (node indices change, so kernel state goes). */
 graft_status model_set_output(graft_model *m, int value, graft_err *e);

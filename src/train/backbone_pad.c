@@ -17,7 +17,7 @@ static double seconds(void) {
 }
 
 bool backbone_pads(const graft_trainer *t) {
-    return t->model->have_device;
+    return t->backbone->have_device;
 }
 
 /* Buffer k grown to `bytes` where the model reads its inputs (device or host); zero_tail fills
@@ -26,7 +26,7 @@ static graft_status pad_buffer(graft_trainer *t, int k, size_t bytes, bool dev, 
     backbone_pad_buffer *p = &t->pad[k];
     if (p->bytes >= bytes && p->on_device == dev) return GRAFT_OK;
     backbone_pad_free_one(t, k);
-    graft_backend *d = &t->model->device;
+    graft_backend *d = &t->backbone->device;
     if (dev) {
         TRY(d->alloc(d->impl, bytes, &p->data, e));
     } else {
@@ -52,7 +52,7 @@ static graft_status zero_tail(graft_trainer *t, int k, size_t from, size_t bytes
             return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory padding a batch");
         t->pad_zeros_bytes = bytes - from;
     }
-    graft_backend *d = &t->model->device;
+    graft_backend *d = &t->backbone->device;
     return d->copy_to_device(d->impl, (char *)p->data + from, t->pad_zeros, bytes - from, e);
 }
 
@@ -60,8 +60,8 @@ graft_status backbone_pad(graft_trainer *t, const graft_named_tensor *in, int n_
                           int64_t rows, graft_named_tensor *out, graft_err *e) {
     if (n_in > BACKBONE_PAD_INPUTS)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT, "too many inputs to pad (%d)", n_in);
-    bool dev = t->model->inputs_on_device;
-    graft_backend *d = &t->model->device;
+    bool dev = t->backbone->inputs_on_device;
+    graft_backend *d = &t->backbone->device;
     for (int k = 0; k < n_in; k++) {
         const graft_tensor *x = &in[k].tensor;
         size_t row = (size_t)(graft_tensor_numel(x) / m) * graft_dtype_size(x->dtype);
@@ -81,11 +81,11 @@ graft_status backbone_pad(graft_trainer *t, const graft_named_tensor *in, int n_
 }
 
 void backbone_warm_up(graft_trainer *t, int64_t rows) {
-    if (!backbone_pads(t) || t->warmed_up || graft_model_input_count(t->model) != 1) return;
+    if (!backbone_pads(t) || t->warmed_up || graft_model_input_count(t->backbone) != 1) return;
     t->warmed_up = true;
     graft_value_info v;
-    graft_err *e = &t->model->ctx->err;
-    if (graft_model_input_info(t->model, 0, &v) != GRAFT_OK || v.ndim < 2) return;
+    graft_err *e = &t->backbone->ctx->err;
+    if (graft_model_input_info(t->backbone, 0, &v) != GRAFT_OK || v.ndim < 2) return;
     graft_named_tensor in = {v.name, {v.dtype, v.ndim, {rows}, NULL}};
     size_t bytes = graft_dtype_size(v.dtype) * (size_t)rows;
     for (int d = 1; d < v.ndim; d++) {
@@ -94,12 +94,12 @@ void backbone_warm_up(graft_trainer *t, int64_t rows) {
         bytes *= (size_t)v.dims[d];
     }
     double t0 = seconds();
-    graft_status st = pad_buffer(t, 0, bytes, t->model->inputs_on_device, e);
+    graft_status st = pad_buffer(t, 0, bytes, t->backbone->inputs_on_device, e);
     if (st == GRAFT_OK) st = zero_tail(t, 0, 0, bytes, e);
     in.tensor.data = t->pad[0].data;
-    if (st == GRAFT_OK) st = graft_model_run(t->model, &in, 1);
+    if (st == GRAFT_OK) st = graft_model_run(t->backbone, &in, 1);
     t->backbone_seconds += seconds() - t0;
-    ctx_log(t->model->ctx, GRAFT_LOG_DEBUG,
+    ctx_log(t->backbone->ctx, GRAFT_LOG_DEBUG,
             "backbone: warmed up on %lld zero samples in %.2f ms%s%s", (long long)rows,
             (seconds() - t0) * 1e3, st == GRAFT_OK ? "" : ": ", st == GRAFT_OK ? "" : e->msg);
     err_clear(e); /* a failed warm-up leaves the first batch to fail or not */
@@ -108,7 +108,7 @@ void backbone_warm_up(graft_trainer *t, int64_t rows) {
 void backbone_pad_free_one(graft_trainer *t, int k) {
     backbone_pad_buffer *p = &t->pad[k];
     if (p->data && p->on_device)
-        t->model->device.free(t->model->device.impl, p->data);
+        t->backbone->device.free(t->backbone->device.impl, p->data);
     else
         free(p->data);
     memset(p, 0, sizeof *p);

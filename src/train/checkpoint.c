@@ -13,7 +13,6 @@
 #include "core/temp_files.h"
 #include "trainer.h"
 
-#define MAX_TENSORS (4 * HEAD_MAX_LAYERS + 4)
 #define CHECKPOINT_FORMAT "graft.trainer.v1"
 
 typedef struct meta {
@@ -45,7 +44,11 @@ static void head_signature(const graft_trainer *t, char *buf, size_t size) {
     int used = snprintf(buf, size, "%lld", (long long)t->dim);
     for (int i = 0; i < t->h.n_layers && used < (int)size; i++)
         used += snprintf(buf + used, size - (size_t)used, "-%lld", (long long)t->h.layers[i].out);
-    if (used < (int)size) snprintf(buf + used, size - (size_t)used, "/opt%d", t->options.optimizer);
+    if (used < (int)size)
+        used += snprintf(buf + used, size - (size_t)used, "/opt%d", t->options.optimizer);
+    if (t->blocks && used < (int)size) /* fine-tuned blocks: from where, how many weights */
+        snprintf(buf + used, size - (size_t)used, "/from:%.120s:%d", t->options.train_from,
+                 t->blocks->n_params);
 }
 
 /* An application key must not repeat one of the trainer's or another application key: the file
@@ -90,6 +93,10 @@ graft_status graft_trainer_save(const graft_trainer *ct, const char *path) {
     return graft_trainer_save_meta(ct, path, NULL, NULL, 0);
 }
 
+static graft_status save_tensors(graft_trainer *t, st_tensor_in *ts, optim_state_buf *bufs,
+                                 int n_state, const char *path, const char *const *keys,
+                                 const char *const *values, int n, graft_err *e);
+
 graft_status graft_trainer_save_meta(const graft_trainer *ct, const char *path,
                                      const char *const *keys, const char *const *values, int n) {
     if (!ct || !path || n < 0 || (n > 0 && (!keys || !values))) return GRAFT_E_INVALID_ARGUMENT;
@@ -98,15 +105,27 @@ graft_status graft_trainer_save_meta(const graft_trainer *ct, const char *path,
     err_clear(e);
     if (!t->head_ready)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT, "nothing to save: the head has no weights yet");
-    st_tensor_in ts[MAX_TENSORS + 2 * HEAD_MAX_LAYERS * 3];
+    int n_state = optim_state_count(t->opt);
+    st_tensor_in *ts = malloc(sizeof *ts * (size_t)(t->n_params + n_state + 2));
+    optim_state_buf *bufs = malloc(sizeof *bufs * (size_t)(n_state + 1));
+    if (!ts || !bufs) {
+        free(ts), free(bufs);
+        return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory saving a checkpoint");
+    }
+    graft_status st = save_tensors(t, ts, bufs, n_state, path, keys, values, n, e);
+    free(ts), free(bufs);
+    return st;
+}
+
+static graft_status save_tensors(graft_trainer *t, st_tensor_in *ts, optim_state_buf *bufs,
+                                 int n_state, const char *path, const char *const *keys,
+                                 const char *const *values, int n, graft_err *e) {
     int n_tensors = 0;
     for (int i = 0; i < t->n_params; i++) {
         ts[n_tensors++] = (st_tensor_in){t->params[i].name, GRAFT_DTYPE_F32, 1, &t->params[i].numel,
                                          t->params[i].data};
     }
-    optim_state_buf bufs[2 * HEAD_MAX_LAYERS * 3];
-    int n_state = optim_state_count(t->opt);
-    for (int i = 0; i < n_state && i < 2 * HEAD_MAX_LAYERS * 3; i++) {
+    for (int i = 0; i < n_state; i++) {
         TRY(optim_state_get(&bufs[i], t->opt, i, e));
         ts[n_tensors++] =
             (st_tensor_in){bufs[i].name, GRAFT_DTYPE_F32, 1, &bufs[i].numel, bufs[i].data};
@@ -267,18 +286,26 @@ static graft_status load_from(graft_trainer *t, const safetensors_file *f, const
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                        "the checkpoint's head (%s) does not match this trainer's (%s)",
                        head ? head : "?", sig);
-    const st_tensor *found[MAX_TENSORS + 2 * HEAD_MAX_LAYERS * 3];
-    float *dst[MAX_TENSORS + 2 * HEAD_MAX_LAYERS * 3];
+    size_t most = (size_t)(t->n_params + optim_state_count(t->opt) + 2);
+    const st_tensor **found = malloc(sizeof *found * most);
+    float **dst = malloc(sizeof *dst * most);
     int n = 0;
     saved s;
-    TRY(check_tensors(t, f, found, dst, &n, e));
-    TRY(parse_saved(t, f, &s, e));
+    graft_status st =
+        found && dst ? GRAFT_OK : err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory loading");
+    if (st == GRAFT_OK) st = check_tensors(t, f, found, dst, &n, e);
+    if (st == GRAFT_OK) st = parse_saved(t, f, &s, e);
+    if (st != GRAFT_OK) {
+        free(found), free(dst);
+        return st;
+    }
     if (!sealed)
         ctx_log(t->model->ctx, GRAFT_LOG_WARN,
                 "checkpoint '%s' has no checksum (written by an older graft): loaded without a "
                 "check for damage; the next checkpoint written has one",
                 path);
     for (int i = 0; i < n; i++) memcpy(dst[i], found[i]->data, found[i]->nbytes);
+    free(found), free(dst);
     return apply_saved(t, &s, e);
 }
 

@@ -115,7 +115,7 @@ static graft_status cache_key(const graft_trainer *t, const graft_batch_source *
     if (!src->identity)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                        "the data source has no identity, so its features cannot be cached");
-    const ir_graph *g = &t->model->g;
+    const ir_graph *g = &t->backbone->g;
     *key = (feature_cache_key){feature_cache_model_hash(g), g->values[g->outputs[0]].name,
                                src->identity};
     return GRAFT_OK;
@@ -176,10 +176,10 @@ static graft_status backbone_rows(graft_trainer *t, const graft_named_tensor *in
             run_in = padded, rows = full;
         }
         double r0 = seconds();
-        graft_status st = graft_model_run(t->model, run_in, n_in);
+        graft_status st = graft_model_run(t->backbone, run_in, n_in);
         if (st == GRAFT_E_OUT_OF_MEMORY && rows > 1) {
             t->backbone_max_batch = rows / 2;
-            ctx_log(t->model->ctx, GRAFT_LOG_WARN,
+            ctx_log(t->backbone->ctx, GRAFT_LOG_WARN,
                     "out of memory running the backbone on %lld samples (%s); running it on "
                     "%lld at a time",
                     (long long)rows, e->msg, (long long)(rows / 2));
@@ -188,11 +188,11 @@ static graft_status backbone_rows(graft_trainer *t, const graft_named_tensor *in
         }
         TRY(st);
         const graft_tensor *f = NULL;
-        TRY(graft_model_output(t->model, 0, &f));
+        TRY(graft_model_output(t->backbone, 0, &f));
         if (f->ndim != 2 || f->dims[0] != rows || f->dtype != GRAFT_DTYPE_F32)
             return err_set(e, GRAFT_E_SHAPE, "the features must be float32 (batch, features)");
-        ctx_log(t->model->ctx, GRAFT_LOG_DEBUG, "backbone: %lld samples%s in %.2f ms", (long long)b,
-                rows > b ? " (padded)" : "", (seconds() - r0) * 1e3);
+        ctx_log(t->backbone->ctx, GRAFT_LOG_DEBUG, "backbone: %lld samples%s in %.2f ms",
+                (long long)b, rows > b ? " (padded)" : "", (seconds() - r0) * 1e3);
         TRY(trainer_setup(t, f->dims[1], e));
         if (!*feats) {
             *feats = malloc(sizeof(float) * (size_t)(n * t->dim));
@@ -278,8 +278,8 @@ typedef struct run_counts {
 /* How the backbone's runs went since `before` (the executor's counters then), for speed
  * questions: recordings replayed, plans found cached, plans learned (GRAFT_LOG=debug). */
 static void log_runs(const graft_trainer *t, const run_counts *before) {
-    const executor *x = &t->model->exec;
-    ctx_log(t->model->ctx, GRAFT_LOG_DEBUG,
+    const executor *x = &t->backbone->exec;
+    ctx_log(t->backbone->ctx, GRAFT_LOG_DEBUG,
             "backbone runs: %lld, of which %lld replayed a recording (recording %s%s), %lld "
             "found their shapes' plan cached, %lld learned a plan",
             (long long)(x->runs - before->runs), (long long)(x->replays - before->replays),
@@ -305,7 +305,7 @@ static graft_status read_all(graft_trainer *t, const graft_batch_source *src, fe
     unsigned char *kept = malloc((size_t)b);
     graft_status st = idx && kept ? GRAFT_OK : err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
     phase_start p0 = phase_now(t);
-    const executor *x = &t->model->exec;
+    const executor *x = &t->backbone->exec;
     run_counts runs0 = {x->runs, x->replays, x->plan_hits, x->plans_learned};
     t->extract_stopped = report_progress(t, validation, 0, n, &p0);
     if (st == GRAFT_OK && !t->extract_stopped) st = begin_reading(t, src, fc, b);

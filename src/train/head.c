@@ -229,6 +229,11 @@ static graft_status layer_backward(head *h, head_layer *l, tensor *dy, tensor *d
 }
 
 graft_status head_backward(head *h, const float *dlogits, int64_t n, graft_err *e) {
+    return head_backward_input(h, dlogits, n, NULL, e);
+}
+
+graft_status head_backward_input(head *h, const float *dlogits, int64_t n, float *dx_out,
+                                 graft_err *e) {
     if (n != h->batch)
         return err_set(e, GRAFT_E_INTERNAL, "head backward for %lld rows after a forward of %lld",
                        (long long)n, (long long)h->batch);
@@ -242,11 +247,14 @@ graft_status head_backward(head *h, const float *dlogits, int64_t n, graft_err *
     for (int i = h->n_layers - 1; i >= 0 && st == GRAFT_OK; i--) {
         head_layer *l = &h->layers[i];
         tensor dx = {0};
-        if (i > 0) {
+        bool want = i > 0 || dx_out;
+        if (want) {
             int64_t xd[2] = {n, l->in};
             st = tensor_make(&dx, GRAFT_DTYPE_F32, 2, xd, e);
         }
-        if (st == GRAFT_OK) st = layer_backward(h, l, &dy, i > 0 ? &dx : NULL, e);
+        if (st == GRAFT_OK) st = layer_backward(h, l, &dy, want ? &dx : NULL, e);
+        if (st == GRAFT_OK && i == 0 && dx_out)
+            memcpy(dx_out, dx.data, sizeof(float) * (size_t)(n * l->in));
         tensor_release(&dy);
         dy = dx;
     }

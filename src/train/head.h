@@ -47,6 +47,8 @@ graft_status head_forward(head *h, const float *x, int64_t n, bool training, con
 /* Add d(loss)/d(weights) for the last forward to the layers' dw/db, given dlogits (n, outputs)
  * (already multiplied by the loss scale in fp16). */
 graft_status head_backward(head *h, const float *dlogits, int64_t n, graft_err *e);
+/* head_backward that also writes d(loss)/d(input) (n, in) to dx (not accumulated). */
+graft_status head_backward_input(head *h, const float *dlogits, int64_t n, float *dx, graft_err *e);
 void head_zero_grad(head *h);
 /* The parameters for an optimizer: weights decay, biases do not. Returns the count (2/layer). */
 int head_params(head *h, optim_param *params);

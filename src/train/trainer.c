@@ -43,10 +43,18 @@ graft_status trainer_setup(graft_trainer *t, int64_t dim, graft_err *e) {
                            (long long)dim, (long long)t->dim);
         return GRAFT_OK;
     }
-    TRY(head_init(&t->h, dim, &t->head_options, t->options.precision, e));
-    t->n_params = head_params(&t->h, t->params);
-    optim_config oc = optimizer_config(&t->options);
-    graft_status st = optim_create(&t->opt, &oc, t->params, t->n_params, e);
+    TRY(head_init(&t->h, t->blocks ? t->blocks->feat : dim, &t->head_options, t->options.precision,
+                  e));
+    int most = 2 * HEAD_MAX_LAYERS + (t->blocks ? t->blocks->n_params : 0);
+    free(t->params);
+    t->params = malloc(sizeof *t->params * (size_t)most);
+    graft_status st = t->params ? GRAFT_OK : err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    if (st == GRAFT_OK) {
+        t->n_params = head_params(&t->h, t->params);
+        if (t->blocks) t->n_params += blocks_params(t->blocks, t->params + t->n_params);
+        optim_config oc = optimizer_config(&t->options);
+        st = optim_create(&t->opt, &oc, t->params, t->n_params, e);
+    }
     if (st != GRAFT_OK) {
         head_free(&t->h);
         return st;
@@ -56,14 +64,29 @@ graft_status trainer_setup(graft_trainer *t, int64_t dim, graft_err *e) {
     return GRAFT_OK;
 }
 
+static graft_status apply_grads(graft_trainer *t, double lr, float **grads, const int64_t *numels,
+                                graft_err *e);
+
 /* Unscale (fp16), clip and apply the accumulated gradients; then clear them. */
 static graft_status apply_step(graft_trainer *t, double lr, graft_err *e) {
-    float *grads[2 * HEAD_MAX_LAYERS];
-    int64_t numels[2 * HEAD_MAX_LAYERS];
-    for (int i = 0; i < t->n_params; i++) {
+    float **grads = malloc(sizeof *grads * (size_t)t->n_params);
+    int64_t *numels = malloc(sizeof *numels * (size_t)t->n_params);
+    graft_status st =
+        grads && numels ? GRAFT_OK : err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    for (int i = 0; st == GRAFT_OK && i < t->n_params; i++) {
         grads[i] = (float *)t->params[i].grad;
         numels[i] = t->params[i].numel;
     }
+    if (st == GRAFT_OK) st = apply_grads(t, lr, grads, numels, e);
+    free(grads), free(numels);
+    head_zero_grad(&t->h);
+    if (t->blocks) blocks_zero_grad(t->blocks);
+    t->step++;
+    return st;
+}
+
+static graft_status apply_grads(graft_trainer *t, double lr, float **grads, const int64_t *numels,
+                                graft_err *e) {
     bool skip = false;
     if (t->options.precision == GRAFT_PRECISION_FP16) {
         TRY(loss_scale_unscale(&skip, grads, numels, t->n_params, &t->scaler, e));
@@ -79,8 +102,6 @@ static graft_status apply_step(graft_trainer *t, double lr, graft_err *e) {
             optim_set_momentum(t->opt, (float)sched_momentum(&t->sched, t->step));
         TRY(optim_step(t->opt, (float)lr, e));
     }
-    head_zero_grad(&t->h);
-    t->step++;
     return GRAFT_OK;
 }
 
@@ -98,9 +119,10 @@ static int64_t count_correct(const graft_trainer *t, const float *logits, const 
     return correct;
 }
 
-graft_status trainer_step(graft_trainer *t, const float *x, const void *y, int64_t n, double lr,
-                          double *loss, int64_t *correct, graft_err *e) {
-    double t0 = now_seconds();
+/* The head's forward, loss and backward on features (n, head input): *loss, *correct, the head's
+ * gradients added, and d(loss)/d(features) into dx (n, head input) unless NULL. */
+static graft_status head_step(graft_trainer *t, const float *x, const void *y, int64_t n,
+                              double *loss, int64_t *correct, float *dx, graft_err *e) {
     int64_t c = t->head_options.n_outputs;
     const float *logits;
     TRY(head_forward(&t->h, x, n, true, &logits, e));
@@ -119,13 +141,44 @@ graft_status trainer_step(graft_trainer *t, const float *x, const void *y, int64
         double scale = 1.0 / (double)t->options.accumulate;
         if (t->options.precision == GRAFT_PRECISION_FP16) scale *= t->scaler.scale;
         for (int64_t i = 0; i < n * c; i++) dlogits[i] = (float)(dlogits[i] * scale);
-        st = head_backward(&t->h, dlogits, n, e);
+        st = head_backward_input(&t->h, dlogits, n, dx, e);
     }
     free(dlogits);
-    TRY(st);
+    return st;
+}
+
+typedef struct block_head_call {
+    graft_trainer *t;
+    const void *y;
+    double *loss;
+    int64_t *correct;
+} block_head_call;
+
+/* blocks_step's pause: the head's step on the features the blocks computed. */
+static graft_status block_head(void *user, const float *to, int64_t n, float *dto, graft_err *e) {
+    block_head_call *c = user;
+    return head_step(c->t, to, c->y, n, c->loss, c->correct, dto, e);
+}
+
+graft_status trainer_step(graft_trainer *t, const float *x, const void *y, int64_t n, double lr,
+                          double *loss, int64_t *correct, graft_err *e) {
+    double t0 = now_seconds();
+    if (t->blocks) {
+        block_head_call c = {t, y, loss, correct};
+        TRY(blocks_step(t->blocks, x, n, block_head, &c, e));
+    } else {
+        TRY(head_step(t, x, y, n, loss, correct, NULL, e));
+    }
     if (++t->micro % t->options.accumulate == 0) TRY(apply_step(t, lr, e));
     t->head_seconds += now_seconds() - t0;
     return GRAFT_OK;
+}
+
+/* logits (m, outputs) of rows (m, dim) in eval mode: through the blocks when they train. */
+graft_status trainer_logits(graft_trainer *t, const float *x, int64_t m, const float **logits,
+                            graft_err *e) {
+    if (t->blocks) TRY(blocks_features(t->blocks, x, m, &x, e));
+    return head_forward(&t->h, x, m, false, logits, e);
 }
 
 graft_status trainer_eval_features(graft_trainer *t, const float *x, const void *y, int64_t n,
@@ -137,7 +190,7 @@ graft_status trainer_eval_features(graft_trainer *t, const float *x, const void 
         int64_t m = n - at < b ? n - at : b;
         const float *logits;
         double l;
-        TRY(head_forward(&t->h, x + at * t->dim, m, false, &logits, e));
+        TRY(trainer_logits(t, x + at * t->dim, m, &logits, e));
         TRY(loss_compute(&l, NULL, &t->loss, logits, (const char *)y + (size_t)at * ls, m, c, e));
         total += l * (double)m;
         correct += count_correct(t, logits, (const char *)y + (size_t)at * ls, m);
@@ -331,7 +384,7 @@ graft_status trainer_run(graft_trainer *t, const float *x, const void *y, int64_
                        (long long)t->epoch_at, (long long)n);
 #if GRAFT_HAVE_CUDA
     bool on_gpu = false;
-    graft_status gst = trainer_run_gpu(t, x, y, n, vx, vy, vn, &on_gpu, e);
+    graft_status gst = t->blocks ? GRAFT_OK : trainer_run_gpu(t, x, y, n, vx, vy, vn, &on_gpu, e);
     if (on_gpu || gst != GRAFT_OK) return gst;
 #endif
     epoch_state s = {0};

@@ -4,6 +4,7 @@
 #define GRAFT_TRAIN_TRAINER_H
 
 #include "../graph/model.h"
+#include "blocks.h"
 #include "head.h"
 #include "loss.h"
 #include "loss_scale.h"
@@ -37,8 +38,12 @@ struct graft_trainer {
     head h;
     bool head_ready;
     optim *opt;
-    optim_param params[2 * HEAD_MAX_LAYERS];
+    optim_param *params; /* the head's, then the trainable blocks' */
     int n_params;
+    /* options.train_from: the blocks after it train too (blocks.h); the backbone phase then runs
+     * the frozen part before it, and dim is the size of its rows, not of the head's input. */
+    blocks *blocks;
+    graft_model *backbone; /* the model the backbone phase runs: model, or the frozen part */
     loss_scaler scaler;
     plateau plat;
     sched_config sched;
@@ -102,6 +107,10 @@ graft_status trainer_setup(graft_trainer *t, int64_t dim, graft_err *e);
  * (classification; else 0). */
 graft_status trainer_step(graft_trainer *t, const float *x, const void *y, int64_t n, double lr,
                           double *loss, int64_t *correct, graft_err *e);
+/* Logits (m, outputs) of rows (m, dim) in eval mode (through the trainable blocks when they
+ * train); *logits points into the head, valid until its next forward. */
+graft_status trainer_logits(graft_trainer *t, const float *x, int64_t m, const float **logits,
+                            graft_err *e);
 /* Mean loss and accuracy of the head (eval mode) on features (n, dim). */
 graft_status trainer_eval_features(graft_trainer *t, const float *x, const void *y, int64_t n,
                                    double *loss, double *accuracy, graft_err *e);

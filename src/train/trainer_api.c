@@ -33,11 +33,18 @@ static graft_status check_options(const graft_head_options *h, const graft_train
                        "train options: lr must be > 0, clip_norm and weight_decay >= 0, "
                        "label_smoothing in [0, 1] (got lr %g, clip %g, wd %g, smoothing %g)",
                        o->lr, o->clip_norm, o->weight_decay, (double)o->label_smoothing);
+    if (o->train_from && o->ridge_warm_start)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "ridge warm start solves for a head on fixed features; with train_from "
+                       "('%s') the features change as the blocks train",
+                       o->train_from);
     if (o->ridge_warm_start && (h->n_hidden != 0 || !(o->ridge_lambda >= 0.0)))
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                        "ridge warm start needs a linear head (n_hidden 0) and ridge_lambda >= 0");
     return GRAFT_OK;
 }
+
+static graft_status trainer_blocks_init(graft_trainer *t, const char *from, graft_err *e);
 
 graft_status graft_trainer_create(graft_model *model, const graft_head_options *head,
                                   const graft_train_options *options, graft_trainer **out) {
@@ -65,9 +72,11 @@ graft_status graft_trainer_create(graft_model *model, const graft_head_options *
     graft_trainer *t = calloc(1, sizeof *t);
     if (!t) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
     t->model = model;
+    t->backbone = model;
     t->head_options = *head;
     t->options = *options;
     t->options.class_weights = NULL;
+    t->options.train_from = NULL;
     t->scaler = loss_scaler_default();
     t->best_metric = INFINITY;
     t->rng = options->seed ^ 0x646174616f72646eull; /* "dataordn" */
@@ -82,7 +91,13 @@ graft_status graft_trainer_create(graft_model *model, const graft_head_options *
         memcpy(t->class_weights, options->class_weights, sizeof(float) * (size_t)head->n_outputs);
         t->loss.class_weight = t->class_weights;
     }
-    int64_t dim = info.ndim == 2 ? info.dims[1] : -1;
+    graft_status st =
+        options->train_from ? trainer_blocks_init(t, options->train_from, e) : GRAFT_OK;
+    if (st != GRAFT_OK) {
+        graft_trainer_free(t);
+        return st;
+    }
+    int64_t dim = t->blocks ? t->blocks->frozen.row : info.ndim == 2 ? info.dims[1] : -1;
     if (dim < 0) {
         /* not known from shape inference (a Reshape computed from the batch): one probe run;
          * a model that cannot run on zeros leaves it to the first batch, as before */
@@ -91,7 +106,7 @@ graft_status graft_trainer_create(graft_model *model, const graft_head_options *
         if (model_probe_output_dims(model, 0, &nd, dims, e) == GRAFT_OK && nd == 2) dim = dims[1];
         err_clear(e);
     }
-    graft_status st = dim > 0 ? trainer_setup(t, dim, e) : GRAFT_OK;
+    st = dim > 0 ? trainer_setup(t, dim, e) : GRAFT_OK;
     if (st != GRAFT_OK) {
         graft_trainer_free(t);
         return st;
@@ -109,7 +124,33 @@ void graft_trainer_free(graft_trainer *t) {
     free(t->row_source);
     free(t->val_x), free(t->val_y);
     backbone_pad_free(t);
+    if (t->blocks) blocks_free(t->blocks);
+    free(t->blocks);
+    free((char *)t->options.train_from);
+    free(t->params);
     free(t);
+}
+
+/* The blocks after `from` train too: their training graph, and the frozen part before them as
+ * the model the backbone phase runs. */
+static graft_status trainer_blocks_init(graft_trainer *t, const char *from, graft_err *e) {
+    t->options.train_from = strdup(from);
+    t->blocks = calloc(1, sizeof *t->blocks);
+    if (!t->options.train_from || !t->blocks)
+        return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    graft_status st = blocks_init(t->blocks, t->model, from, t->model->ctx->options.num_threads, e);
+    if (st != GRAFT_OK) {
+        free(t->blocks);
+        t->blocks = NULL;
+        err_prefix(e, "fine-tuning from '%s'", from);
+        return st;
+    }
+    t->backbone = t->blocks->frozen.model;
+    ctx_log(t->model->ctx, GRAFT_LOG_INFO,
+            "fine-tuning from '%s': %d weight tensors after it train with the head; the frozen "
+            "part before it gives %lld values per sample",
+            from, t->blocks->n_params, (long long)t->blocks->frozen.row);
+    return GRAFT_OK;
 }
 
 graft_status graft_trainer_validation_confusion(graft_trainer *t, int n_classes, int64_t *counts) {
@@ -128,7 +169,7 @@ graft_status graft_trainer_validation_confusion(graft_trainer *t, int n_classes,
     for (int64_t at = 0; at < t->val_n; at += b) {
         int64_t m = t->val_n - at < b ? t->val_n - at : b;
         const float *logits;
-        TRY(head_forward(&t->h, t->val_x + at * t->dim, m, false, &logits, e));
+        TRY(trainer_logits(t, t->val_x + at * t->dim, m, &logits, e));
         for (int64_t i = 0; i < m; i++) {
             int best = 0;
             for (int c = 1; c < n_classes; c++)
@@ -229,6 +270,7 @@ graft_status graft_trainer_attach(graft_trainer *t, int softmax) {
     err_clear(e);
     if (!t->head_ready)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT, "the head has not been trained yet");
+    if (t->blocks) TRY(blocks_write_back(t->blocks, m, e));
     ir_graph *g = &m->g;
     int cur = g->outputs[0];
     for (int i = 0; i < t->h.n_layers; i++) {

@@ -1,0 +1,233 @@
+/* blocks.c: fine-tuning the last blocks with the head (blocks.h): the training graph run with the
+ * head's step in the pause between its forward and backward nodes, parameters as fp32 masters
+ * the optimizer updates, and the trained weights written back into the model. */
+#include "blocks.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static graft_status oom(graft_err *e) {
+    return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory setting up the trainable blocks");
+}
+
+/* Every parameter's master copy (from the model's constant) and gradient buffer. */
+static graft_status alloc_params(blocks *b, const graft_model *m, graft_err *e) {
+    int n = b->tg.n_params;
+    b->data = calloc((size_t)n + 1, sizeof *b->data);
+    b->grad = calloc((size_t)n + 1, sizeof *b->grad);
+    b->numel = calloc((size_t)n + 1, sizeof *b->numel);
+    b->names = calloc((size_t)n + 1, sizeof *b->names);
+    if (!b->data || !b->grad || !b->numel || !b->names) return oom(e);
+    b->n_params = n;
+    for (int i = 0; i < n; i++) {
+        const ir_value *v = &m->g.values[b->tg.model_params[i]];
+        if (v->data.dtype != GRAFT_DTYPE_F32)
+            return err_set(e, GRAFT_E_UNSUPPORTED,
+                           "the trainable blocks hold '%s' as %s; fine-tuning needs float32 "
+                           "weights (load the model in fp32)",
+                           v->name, graft_dtype_name(v->data.dtype));
+        int64_t k = tensor_numel(&v->data);
+        b->numel[i] = k;
+        b->data[i] = malloc(sizeof(float) * (size_t)k);
+        b->grad[i] = calloc((size_t)k, sizeof(float));
+        size_t len = strlen(v->name) + 8;
+        b->names[i] = malloc(len);
+        if (!b->data[i] || !b->grad[i] || !b->names[i]) return oom(e);
+        memcpy(b->data[i], v->data.data, sizeof(float) * (size_t)k);
+        snprintf(b->names[i], len, "blocks/%s", v->name);
+    }
+    return GRAFT_OK;
+}
+
+/* The graph inputs that do not change from batch to batch: the parameters. */
+static graft_status bind_params(blocks *b, graft_err *e) {
+    const ir_graph *g = &b->tg.g;
+    b->inputs = calloc((size_t)g->n_inputs + 1, sizeof *b->inputs);
+    b->pieces = calloc((size_t)b->frozen.n_pieces + 1, sizeof *b->pieces);
+    if (!b->inputs || !b->pieces) return oom(e);
+    for (int i = 0; i < b->n_params; i++) {
+        const ir_value *v = &g->values[b->tg.params[i]];
+        tensor *t = &b->inputs[1 + b->tg.n_side + i];
+        t->dtype = GRAFT_DTYPE_F32;
+        t->ndim = v->ndim;
+        memcpy(t->dims, v->dims, sizeof(int64_t) * (size_t)v->ndim);
+        t->data = b->data[i];
+        if (tensor_numel(t) != b->numel[i])
+            return err_set(e, GRAFT_E_INTERNAL, "blocks: parameter '%s' changed size", v->name);
+    }
+    return GRAFT_OK;
+}
+
+static graft_status check_features(blocks *b, const graft_model *m, graft_err *e) {
+    const ir_value *to = &m->g.values[m->g.outputs[0]];
+    if (to->ndim != 2 || to->dims[1] <= 0 || to->dtype != GRAFT_DTYPE_F32)
+        return err_set(e, GRAFT_E_SHAPE,
+                       "fine-tuning blocks: the features '%s' must be float32 (batch, features) "
+                       "with a known size",
+                       to->name);
+    b->feat = to->dims[1];
+    return GRAFT_OK;
+}
+
+static graft_status init_parts(blocks *b, graft_model *m, const char *from, int threads,
+                               graft_err *e) {
+    const ir_graph *g = &m->g;
+    if (g->n_outputs != 1)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "fine-tuning blocks needs a cut model");
+    TRY(check_features(b, m, e));
+    const char *to = g->values[g->outputs[0]].name;
+    train_graph_options fo = {true};
+    TRY(train_graph_build(g, from, to, NULL, &b->tg, e));
+    TRY(train_graph_build(g, from, to, &fo, &b->fwd, e));
+    if (b->tg.n_params == 0)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "fine-tuning from '%s': the part after it has no weights to train", from);
+    TRY(alloc_params(b, m, e));
+    TRY(frozen_part_create(m, &b->tg, &b->frozen, e));
+    TRY(bind_params(b, e));
+    TRY(train_exec_init(&b->run, &b->tg, false, threads, e));
+    return train_exec_init(&b->eval, &b->fwd, false, threads, e);
+}
+
+graft_status blocks_init(blocks *b, graft_model *m, const char *from, int threads, graft_err *e) {
+    memset(b, 0, sizeof *b);
+    graft_status st = init_parts(b, m, from, threads, e);
+    if (st != GRAFT_OK) blocks_free(b);
+    return st;
+}
+
+static void free_pieces(blocks *b) {
+    for (int k = 0; b->pieces && k < b->frozen.n_pieces; k++) tensor_release(&b->pieces[k]);
+    free(b->d_to);
+    b->d_to = NULL;
+    b->batch = 0;
+}
+
+void blocks_free(blocks *b) {
+    if (!b) return;
+    free_pieces(b);
+    train_exec_free(&b->run);
+    train_exec_free(&b->eval);
+    for (int i = 0; i < b->n_params; i++) free(b->data[i]), free(b->grad[i]), free(b->names[i]);
+    free(b->data), free(b->grad), free(b->numel), free(b->names);
+    free(b->inputs), free(b->pieces);
+    frozen_part_free(&b->frozen);
+    train_graph_free(&b->tg);
+    train_graph_free(&b->fwd);
+    memset(b, 0, sizeof *b);
+}
+
+int blocks_params(blocks *b, optim_param *params) {
+    for (int i = 0; i < b->n_params; i++) {
+        const ir_value *v = &b->tg.g.values[b->tg.params[i]];
+        params[i] = (optim_param){b->data[i], b->grad[i], b->numel[i], v->ndim > 1, b->names[i]};
+    }
+    return b->n_params;
+}
+
+void blocks_zero_grad(blocks *b) {
+    for (int i = 0; i < b->n_params; i++)
+        memset(b->grad[i], 0, sizeof(float) * (size_t)b->numel[i]);
+}
+
+/* The batch's pieces (from, side inputs) out of rows (n, row), and d_to's buffer. */
+static graft_status unpack_rows(blocks *b, const float *rows, int64_t n, graft_err *e) {
+    if (n != b->batch) {
+        free_pieces(b);
+        for (int k = 0; k < b->frozen.n_pieces; k++) {
+            const frozen_piece *p = &b->frozen.pieces[k];
+            int64_t dims[GRAFT_MAX_DIMS];
+            memcpy(dims, p->dims, sizeof dims);
+            dims[0] = n;
+            TRY(tensor_make(&b->pieces[k], p->dtype, p->ndim, dims, e));
+        }
+        b->d_to = malloc(sizeof(float) * (size_t)(n * b->feat));
+        if (!b->d_to) return oom(e);
+        b->batch = n;
+    }
+    for (int k = 0; k < b->frozen.n_pieces; k++)
+        TRY(frozen_part_unpack(&b->frozen, k, rows, n, &b->pieces[k], e));
+    for (int k = 0; k < b->frozen.n_pieces; k++) b->inputs[k] = b->pieces[k];
+    return GRAFT_OK;
+}
+
+typedef struct pause_state {
+    blocks *b;
+    int64_t n;
+    blocks_head_fn head;
+    void *user;
+} pause_state;
+
+static graft_status at_pause(void *user, executor *x, graft_err *e) {
+    pause_state *ps = user;
+    const tensor *to = &x->vals[ps->b->tg.to];
+    if (to->dtype != GRAFT_DTYPE_F32 || to->ndim != 2 || to->dims[0] != ps->n ||
+        to->dims[1] != ps->b->feat)
+        return err_set(e, GRAFT_E_INTERNAL, "blocks: the features came out with another shape");
+    return ps->head(ps->user, to->data, ps->n, ps->b->d_to, e);
+}
+
+graft_status blocks_step(blocks *b, const float *rows, int64_t n, blocks_head_fn head, void *user,
+                         graft_err *e) {
+    TRY(unpack_rows(b, rows, n, e));
+    tensor *dt = &b->inputs[b->tg.g.n_inputs - 1];
+    dt->dtype = GRAFT_DTYPE_F32;
+    dt->ndim = 2;
+    dt->dims[0] = n, dt->dims[1] = b->feat;
+    dt->data = b->d_to;
+    pause_state ps = {b, n, head, user};
+    executor *x = &b->run.x;
+    x->pause_after = b->tg.n_forward_nodes - 1;
+    x->pause_fn = at_pause;
+    x->pause_user = &ps;
+    graft_status st = train_exec_run(&b->run, b->inputs, e);
+    x->pause_fn = NULL;
+    TRY(st);
+    for (int i = 0; i < b->n_params; i++) {
+        const tensor *g = train_exec_output(&b->run, 1 + i);
+        if (g->dtype != GRAFT_DTYPE_F32 || tensor_numel(g) != b->numel[i])
+            return err_set(e, GRAFT_E_INTERNAL, "blocks: gradient %d has the wrong size", i);
+        const float *src = g->data;
+        float *acc = b->grad[i];
+        for (int64_t k = 0; k < b->numel[i]; k++) acc[k] += src[k];
+    }
+    b->steps++;
+    return GRAFT_OK;
+}
+
+graft_status blocks_features(blocks *b, const float *rows, int64_t n, const float **out,
+                             graft_err *e) {
+    TRY(unpack_rows(b, rows, n, e));
+    TRY(train_exec_run(&b->eval, b->inputs, e));
+    const tensor *to = train_exec_output(&b->eval, 0);
+    if (to->dtype != GRAFT_DTYPE_F32 || to->ndim != 2 || to->dims[0] != n || to->dims[1] != b->feat)
+        return err_set(e, GRAFT_E_INTERNAL, "blocks: the features came out with another shape");
+    *out = to->data;
+    b->evals++;
+    return GRAFT_OK;
+}
+
+graft_status blocks_write_back(blocks *b, graft_model *m, graft_err *e) {
+    int *at = malloc(sizeof(int) * ((size_t)b->n_params + 1));
+    if (!at) return oom(e);
+    for (int i = 0; i < b->n_params; i++) {
+        const char *name = b->tg.g.values[b->tg.params[i]].name;
+        at[i] = ir_find_value(&m->g, name);
+        const ir_value *v = at[i] >= 0 ? &m->g.values[at[i]] : NULL;
+        if (!v || !v->is_const || tensor_numel(&v->data) != b->numel[i] ||
+            v->data.dtype != GRAFT_DTYPE_F32) {
+            free(at);
+            return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                           "the model's '%s' is no longer the weight the blocks trained (was the "
+                           "model changed after the trainer was made?)",
+                           name);
+        }
+    }
+    for (int i = 0; i < b->n_params; i++)
+        memcpy(m->g.values[at[i]].data.data, b->data[i], sizeof(float) * (size_t)b->numel[i]);
+    free(at);
+    model_release_state(m);
+    exec_drop_device_copies(&m->exec);
+    return GRAFT_OK;
+}

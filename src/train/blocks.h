@@ -1,0 +1,55 @@
+/* blocks.h: fine-tuning the last blocks of a model with its head (graft_train_options.
+ * train_from): the trainable part as a training graph (train_graph.h) run by graph/exec, the
+ * head (head.h) and loss in the pause between its forward and backward nodes, and the frozen
+ * part (frozen_part.h) as the trainer's backbone. docs/training.md "Fine-tuning blocks". */
+#ifndef GRAFT_TRAIN_BLOCKS_H
+#define GRAFT_TRAIN_BLOCKS_H
+
+#include "frozen_part.h"
+#include "optim.h"
+#include "train_exec.h"
+
+typedef struct blocks {
+    train_graph tg;  /* the trainable part with its backward pass */
+    train_graph fwd; /* the same, forward only (evaluation) */
+    train_exec run, eval;
+    frozen_part frozen;
+    int64_t feat; /* the head's input size: `to` per sample */
+    int n_params;
+    float **data;   /* per parameter: (numel) fp32 master weights, initially the model's */
+    float **grad;   /* per parameter: (numel) gradients accumulated over micro-batches */
+    int64_t *numel; /* per parameter */
+    char **names;   /* per parameter: "blocks/<value>" (checkpoints, optimizer state) */
+    tensor *inputs; /* per training-graph input: from, side inputs, parameters, d_to */
+    tensor *pieces; /* per row piece (from, side inputs): the current batch's, n_pieces */
+    int64_t batch;  /* rows the piece buffers hold */
+    float *d_to;    /* (batch, feat): d(loss)/d(to), written in the pause */
+    int64_t evals;  /* forward-only runs (tests) */
+    int64_t steps;  /* forward-backward runs (tests) */
+} blocks;
+
+/* The trainable part from tensor `from` to m's one output (the features), and the frozen part
+ * before it, as a model of its own. m: a cut model. threads: the CPU's (0: default). */
+graft_status blocks_init(blocks *b, graft_model *m, const char *from, int threads, graft_err *e);
+void blocks_free(blocks *b);
+
+/* The parameters for an optimizer (weights of rank > 1 decay, others do not): n_params. */
+int blocks_params(blocks *b, optim_param *params);
+void blocks_zero_grad(blocks *b);
+
+/* The head's step inside one run: called with `to` (n, feat) between the forward and the
+ * backward; it writes d(loss)/d(to) into dto (n, feat). */
+typedef graft_status (*blocks_head_fn)(void *user, const float *to, int64_t n, float *dto,
+                                       graft_err *e);
+
+/* One forward-backward run on rows (n, frozen.row): the gradients are added to grad. */
+graft_status blocks_step(blocks *b, const float *rows, int64_t n, blocks_head_fn head, void *user,
+                         graft_err *e);
+/* The features `to` (n, feat) of rows (n, frozen.row) with the current weights; *out points into
+ * the executor (valid until the next call). */
+graft_status blocks_features(blocks *b, const float *rows, int64_t n, const float **out,
+                             graft_err *e);
+/* Write the current weights into m's constants (m: the model blocks_init read). */
+graft_status blocks_write_back(blocks *b, graft_model *m, graft_err *e);
+
+#endif
