@@ -1,0 +1,282 @@
+/* test_blocks.c: fine-tuning the last blocks with the head (train_from) on the digits CNN: one
+ * step's gradients of block and head weights against central differences of the loss, the
+ * frozen part run once per sample, the trained blocks written into the model by attach,
+ * checkpoints of the blocks' weights, more capacity than the head alone, and bad use. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "graft.h"
+#include "graph/model.h"
+#include "test_util.h"
+#include "train/trainer.h"
+
+enum { N = 64, C = 5 };
+
+#define FROM_TWO "/backbone/backbone.2/Relu_output_0"  /* two conv blocks train */
+#define FROM_ONE "/backbone/backbone.6/MaxPool_output_0" /* the last conv block */
+
+typedef struct data {
+    float x[N * 64];
+    int64_t y[N];
+    graft_named_tensor in;
+    graft_tensor labels;
+} data;
+
+static void make_data(data *d, uint64_t seed) {
+    for (int i = 0; i < N * 64; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        d->x[i] = (float)((seed >> 40) % 1000) / 500.0f - 1.0f;
+    }
+    for (int i = 0; i < N; i++) d->y[i] = (i * 7 + 3) % C;
+    d->in = (graft_named_tensor){"input", {GRAFT_DTYPE_F32, 4, {N, 1, 8, 8}, d->x}};
+    d->labels = (graft_tensor){GRAFT_DTYPE_I64, 1, {N}, d->y};
+}
+
+static graft_model *load_cut(graft_ctx *ctx, const char *path) {
+    graft_model *m = NULL;
+    if (graft_model_load(ctx, path, &m) != GRAFT_OK) return NULL;
+    if (graft_model_cut(m, "auto", GRAFT_POOLING_AUTO) == GRAFT_OK) return m;
+    graft_model_free(m);
+    return NULL;
+}
+
+static graft_train_options options(const char *from) {
+    graft_train_options o = GRAFT_TRAIN_OPTIONS_INIT;
+    o.train_from = from;
+    o.optimizer = GRAFT_OPTIMIZER_SGD;
+    o.momentum = 0.9;
+    o.weight_decay = 0.0;
+    o.lr = 0.05;
+    o.batch_size = 16;
+    o.seed = 5;
+    return o;
+}
+
+static graft_trainer *make_trainer(graft_model *m, const char *from, graft_train_options *o) {
+    graft_head_options ho = GRAFT_HEAD_OPTIONS_INIT;
+    ho.n_outputs = C;
+    graft_train_options def = options(from);
+    graft_trainer *t = NULL;
+    graft_trainer_create(m, &ho, o ? o : &def, &t);
+    return t;
+}
+
+/* The frozen part's rows (n, dim) of the data: what the feature cache would hold. */
+static float *frozen_rows(graft_trainer *t, data *d) {
+    if (graft_model_run(t->backbone, &d->in, 1) != GRAFT_OK) return NULL;
+    const graft_tensor *f;
+    graft_model_output(t->backbone, 0, &f);
+    float *rows = malloc(sizeof(float) * (size_t)graft_tensor_numel(f));
+    if (rows) memcpy(rows, f->data, sizeof(float) * (size_t)graft_tensor_numel(f));
+    return rows;
+}
+
+static double mean_loss(graft_trainer *t, const float *rows, const int64_t *y) {
+    double loss = NAN, acc;
+    graft_err e = {0};
+    if (trainer_eval_features(t, rows, y, N, &loss, &acc, &e) != GRAFT_OK) return NAN;
+    return loss;
+}
+
+/* max |analytic - numeric| / (|numeric| + 1e-3) over the k largest entries of one weight. */
+static double check_weight(graft_trainer *t, float *w, const float *g, int64_t numel, double scale,
+                           const float *rows, const int64_t *y) {
+    double worst = 0.0;
+    int64_t picked[4] = {-1, -1, -1, -1};
+    for (int p = 0; p < 4; p++)
+        for (int64_t k = 0; k < numel; k++) {
+            bool used = false;
+            for (int q = 0; q < p; q++) used = used || picked[q] == k;
+            if (!used && (picked[p] < 0 || fabsf(g[k]) > fabsf(g[picked[p]]))) picked[p] = k;
+        }
+    for (int p = 0; p < 4 && picked[p] >= 0; p++) {
+        int64_t k = picked[p];
+        float keep = w[k], h = 2e-3f;
+        w[k] = keep + h;
+        double up = mean_loss(t, rows, y);
+        w[k] = keep - h;
+        double down = mean_loss(t, rows, y);
+        w[k] = keep;
+        double numeric = (up - down) / (2.0 * h), analytic = scale * g[k];
+        double err = fabs(analytic - numeric) / (fabs(numeric) + 1e-3);
+        if (!(err <= worst)) worst = err;
+    }
+    return worst;
+}
+
+/* One micro-batch of two (no update yet): every block weight's and the head's gradient against
+ * central differences of the mean loss over the batch. */
+static void gradients(graft_model *m, data *d) {
+    graft_train_options o = options(FROM_TWO);
+    o.accumulate = 2;
+    o.batch_size = N;
+    graft_trainer *t = make_trainer(m, FROM_TWO, &o);
+    float *rows = t ? frozen_rows(t, d) : NULL;
+    double loss = 0, worst = 0;
+    int64_t correct = 0;
+    graft_err e = {0};
+    graft_status st = rows ? trainer_step(t, rows, d->y, N, 0.05, &loss, &correct, &e) : -1;
+    int checked = 0;
+    for (int i = 0; st == GRAFT_OK && i < t->blocks->n_params; i++, checked++) {
+        double w = check_weight(t, t->blocks->data[i], t->blocks->grad[i], t->blocks->numel[i],
+                                2.0, rows, d->y);
+        if (!(w <= worst)) worst = w;
+    }
+    double head = st == GRAFT_OK ? check_weight(t, t->h.layers[0].w.data, t->h.layers[0].dw.data,
+                                                tensor_numel(&t->h.layers[0].w), 2.0, rows, d->y)
+                                 : NAN;
+    CHECK("blocks_gradients_match_differences",
+          st == GRAFT_OK && checked >= 4 && worst < 2e-2 && head < 2e-2,
+          "status %d (%s); %d weights, worst relative error %.3g (blocks), %.3g (head)", st, e.msg,
+          checked, worst, head);
+    free(rows);
+    graft_trainer_free(t);
+}
+
+typedef struct seen {
+    int epochs;
+    double first_loss, last_loss;
+    int64_t backbone_samples;
+} seen;
+
+static int on_report(const graft_train_report *r, void *user) {
+    seen *s = user;
+    if (!r->epoch_end) return 0;
+    if (s->epochs++ == 0) s->first_loss = r->loss;
+    s->last_loss = r->loss;
+    s->backbone_samples = r->backbone_samples;
+    return 0;
+}
+
+/* Fit for `epochs`; the trainer (NULL on failure) and what the callback saw. */
+static graft_trainer *fit(graft_model *m, data *d, const char *from, int epochs, seen *s) {
+    graft_train_options o = options(from);
+    o.epochs = epochs;
+    o.callback = on_report, o.callback_user = s;
+    graft_trainer *t = make_trainer(m, from, &o);
+    if (t && graft_trainer_fit(t, &d->in, 1, &d->labels, NULL, 0, NULL) != GRAFT_OK) {
+        graft_trainer_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+/* The frozen part runs once per sample over 5 epochs; the blocks once per step. */
+static void runs_once(graft_model *m, data *d) {
+    seen s = {0};
+    graft_trainer *t = fit(m, d, FROM_ONE, 5, &s);
+    CHECK("blocks_frozen_part_once_per_sample",
+          t && s.epochs == 5 && s.backbone_samples == N && t->blocks->steps == 5 * (N / 16),
+          "%s; %d epochs, frozen part ran for %lld samples, %lld block steps",
+          t ? "fit ran" : graft_last_error(m->ctx), s.epochs, (long long)s.backbone_samples,
+          t ? (long long)t->blocks->steps : -1LL);
+    graft_trainer_free(t);
+}
+
+/* The logits of the attached model equal the trainer's: the blocks' weights went in. */
+static void attach_writes_blocks(const char *path, graft_ctx *ctx, data *d) {
+    graft_model *m = load_cut(ctx, path);
+    seen s = {0};
+    graft_trainer *t = m ? fit(m, d, FROM_TWO, 4, &s) : NULL;
+    float *rows = t ? frozen_rows(t, d) : NULL;
+    const float *lg = NULL;
+    graft_err e = {0};
+    float *want = malloc(sizeof(float) * N * C);
+    bool ok = rows && want && trainer_logits(t, rows, N, &lg, &e) == GRAFT_OK;
+    if (ok) memcpy(want, lg, sizeof(float) * N * C);
+    ok = ok && graft_trainer_attach(t, 0) == GRAFT_OK && graft_model_run(m, &d->in, 1) == GRAFT_OK;
+    double worst = INFINITY;
+    if (ok) {
+        const graft_tensor *out;
+        graft_model_output(m, 0, &out);
+        worst = 0;
+        for (int i = 0; i < N * C; i++)
+            worst = fmax(worst, fabs(((const float *)out->data)[i] - want[i]));
+    }
+    CHECK("blocks_attach_writes_weights", ok && worst < 1e-4, "%s; max difference %.3g",
+          ok ? "ran" : graft_last_error(ctx), worst);
+    free(rows), free(want);
+    graft_trainer_free(t);
+    graft_model_free(m);
+}
+
+/* A checkpoint holds the blocks' weights and reloads into a trainer of the same kind only. */
+static void checkpoints(graft_model *m, data *d, const char *dir) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/blocks.safetensors", dir);
+    seen s = {0};
+    graft_trainer *t = fit(m, d, FROM_ONE, 2, &s);
+    graft_status st = t ? graft_trainer_save(t, path) : -1;
+    graft_train_options o = options(FROM_ONE);
+    o.epochs = 2;
+    graft_trainer *u = make_trainer(m, FROM_ONE, &o), *h = make_trainer(m, NULL, NULL);
+    graft_status lu = u ? graft_trainer_load(u, path) : -1;
+    bool same = lu == GRAFT_OK && u->blocks->n_params == t->blocks->n_params;
+    for (int i = 0; same && i < t->blocks->n_params; i++)
+        same = !memcmp(u->blocks->data[i], t->blocks->data[i],
+                       sizeof(float) * (size_t)t->blocks->numel[i]);
+    CHECK("blocks_checkpoint_round_trip", st == GRAFT_OK && same, "save %d, load %d: %s", st, lu,
+          graft_last_error(m->ctx));
+    graft_status lh = h ? graft_trainer_load(h, path) : -1;
+    CHECK("blocks_checkpoint_not_for_head_only",
+          lh == GRAFT_E_INVALID_ARGUMENT && strstr(graft_last_error(m->ctx), "does not match"),
+          "status %d: %s", lh, graft_last_error(m->ctx));
+    graft_trainer_free(t), graft_trainer_free(u), graft_trainer_free(h);
+    unlink(path);
+}
+
+/* On labels the head alone cannot fit, the blocks' extra weights take the loss lower. */
+static void more_capacity(graft_model *m, data *d) {
+    seen head = {0}, blocks = {0};
+    graft_trainer *a = fit(m, d, NULL, 30, &head), *b = fit(m, d, FROM_TWO, 30, &blocks);
+    CHECK("blocks_fit_lower_than_head", a && b && blocks.last_loss < 0.8 * head.last_loss,
+          "loss after 30 epochs: head %.4f, blocks %.4f", head.last_loss, blocks.last_loss);
+    printf("  loss after 30 epochs: head alone %.4f, two blocks + head %.4f\n", head.last_loss,
+           blocks.last_loss);
+    graft_trainer_free(a), graft_trainer_free(b);
+}
+
+static void bad_use(graft_model *m) {
+    graft_trainer *t = make_trainer(m, "no_such_tensor", NULL);
+    CHECK("blocks_unknown_tensor", !t && strstr(graft_last_error(m->ctx), "no_such_tensor"), "%s",
+          graft_last_error(m->ctx));
+    graft_trainer_free(t);
+    t = make_trainer(m, "features", NULL);
+    CHECK("blocks_from_the_features", !t && strstr(graft_last_error(m->ctx), "not computed from"),
+          "%s", graft_last_error(m->ctx));
+    graft_trainer_free(t);
+    graft_train_options o = options(FROM_ONE);
+    o.ridge_warm_start = 1;
+    t = make_trainer(m, FROM_ONE, &o);
+    CHECK("blocks_no_ridge", !t && strstr(graft_last_error(m->ctx), "ridge"), "%s",
+          graft_last_error(m->ctx));
+    graft_trainer_free(t);
+}
+
+int main(int argc, char **argv) {
+    const char *path = argc > 1 ? argv[1] : "models/digits_cnn.onnx";
+    const char *dir = argc > 2 ? argv[2] : "/tmp";
+    graft_ctx *ctx;
+    graft_ctx_options co = GRAFT_CTX_OPTIONS_INIT;
+    co.log_level = GRAFT_LOG_ERROR;
+    graft_ctx_create(&co, &ctx);
+    graft_model *m = load_cut(ctx, path);
+    if (!m) {
+        MISSING("blocks", path);
+        graft_ctx_free(ctx);
+        return 1;
+    }
+    static data d;
+    make_data(&d, 11);
+    gradients(m, &d);
+    runs_once(m, &d);
+    attach_writes_blocks(path, ctx, &d);
+    checkpoints(m, &d, dir);
+    more_capacity(m, &d);
+    bad_use(m);
+    graft_model_free(m);
+    graft_ctx_free(ctx);
+    return test_failures ? 1 : 0;
+}
