@@ -35,6 +35,39 @@ want=$(sed -n 's/^  val accuracy *\([0-9.]*\) (\([0-9]*\) of \([0-9]*\).*/\2 of 
 got=$("$GRAFT" eval --model "$TMP/a.onnx" --data $VAL 2>/dev/null | sed -n 's/^accuracy *[0-9.]* (\(.*\))$/\1/p')
 if [ -n "$want" ] && [ "$want" = "$got" ]; then pass finetune_val_accuracy_is_the_exports
 else fail finetune_val_accuracy_is_the_exports "summary '$want', graft eval '$got'"; fi
+# --train-from: the blocks after the tensor train with the head; the exported model carries them
+# (graft eval agrees with the summary), a checkpoint rebuilds the same model, and the part
+# before the tensor runs once per sample.
+FROM=/backbone/backbone.6/MaxPool_output_0
+"$GRAFT" finetune --model $M --data $TRAIN --val $VAL --out "$TMP/b.onnx" "${IMG[@]}" \
+    --epochs 8 --lr 0.01 --seed 1 --device cpu --train-from $FROM --checkpoint "$TMP/bck" \
+    >"$TMP/b.txt" 2>"$TMP/b.err"
+rc=$?
+want=$(sed -n 's/^  val accuracy *\([0-9.]*\) (\([0-9]*\) of \([0-9]*\).*/\2 of \3/p' "$TMP/b.txt")
+got=$("$GRAFT" eval --model "$TMP/b.onnx" --data $VAL 2>/dev/null | sed -n 's/^accuracy *[0-9.]* (\(.*\))$/\1/p')
+if [ $rc = 0 ] && [ -n "$want" ] && [ "$want" = "$got" ] && grep -q '319 samples run' "$TMP/b.txt"
+then pass finetune_train_from
+else fail finetune_train_from "rc $rc, summary '$want', eval '$got': $(tail -2 "$TMP/b.err")"; fi
+"$GRAFT" export --checkpoint "$TMP/bck" --which last --out "$TMP/be.onnx" >/dev/null 2>"$TMP/be.err"
+got2=$("$GRAFT" eval --model "$TMP/be.onnx" --data $VAL 2>/dev/null | sed -n 's/^accuracy *[0-9.]* (\(.*\))$/\1/p')
+if [ -n "$got2" ] && [ "$got2" = "$got" ]; then pass finetune_train_from_checkpoint_export
+else fail finetune_train_from_checkpoint_export "'$got2' vs '$got': $(tail -2 "$TMP/be.err")"; fi
+"$GRAFT" finetune --model $M --data $TRAIN --out "$TMP/u.onnx" "${IMG[@]}" --unfreeze 1 \
+    >/dev/null 2>"$TMP/u.err"
+rc=$?
+if [ $rc = 1 ] && grep -q 'unfreeze' "$TMP/u.err" && [ ! -e "$TMP/u.onnx" ]; then
+    pass finetune_unfreeze_needs_stages
+else fail finetune_unfreeze_needs_stages "rc $rc: $(tail -2 "$TMP/u.err")"; fi
+"$GRAFT" finetune --model $M --data $TRAIN --out "$TMP/u.onnx" "${IMG[@]}" --unfreeze 1 \
+    --train-from $FROM >/dev/null 2>"$TMP/u.err"
+rc=$?
+if [ $rc = 2 ] && grep -q 'not both' "$TMP/u.err"; then pass finetune_unfreeze_or_train_from
+else fail finetune_unfreeze_or_train_from "rc $rc: $(tail -2 "$TMP/u.err")"; fi
+"$GRAFT" finetune --model $M --data $TRAIN --out "$TMP/u.onnx" "${IMG[@]}" \
+    --train-from no_such_tensor >/dev/null 2>"$TMP/u.err"
+rc=$?
+if [ $rc = 1 ] && grep -q "no_such_tensor" "$TMP/u.err"; then pass finetune_train_from_unknown
+else fail finetune_train_from_unknown "rc $rc: $(tail -2 "$TMP/u.err")"; fi
 # --decode gpu needs nvJPEG and a model on a GPU: otherwise an error naming why, exit 1.
 if ! "$GRAFT" devices 2>/dev/null | grep -q '^cuda:'; then
     "$GRAFT" finetune --model $M --data $TRAIN "${IMG[@]}" --out "$TMP/g.onnx" \

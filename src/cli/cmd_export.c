@@ -166,6 +166,7 @@ static int rebuild(session *s, finetune_opts *o, const run_saved *saved) {
     if (o->prune &&
         session_prune_through(s, o, saved->has_options ? saved->prune_round : o->prune_rounds, &pr))
         return 1;
+    if (o->unfreeze && session_unfreeze(s, o, false)) return 1;
     if (graft_model_cut(s->model, o->cut, o->pooling) != GRAFT_OK)
         return session_fail(s, "cutting");
     /* Export trains nothing: a checkpoint further on than --epochs (given, or the default) is

@@ -189,19 +189,6 @@ static int checkpoint_paths(const finetune_opts *o, run *r) {
     return 0;
 }
 
-/* --unfreeze N: the tensor the last N stages or layers start from, as train_from. */
-static int unfreeze_point(session *s, finetune_opts *o) {
-    const char *tensor = NULL, *kind = NULL;
-    int units = 0;
-    if (graft_model_unfreeze_point(s->model, o->unfreeze, &tensor, &units, &kind) != GRAFT_OK)
-        return session_fail(s, "--unfreeze");
-    snprintf(o->unfreeze_tensor, sizeof o->unfreeze_tensor, "%s", tensor);
-    o->train.train_from = o->unfreeze_tensor;
-    printf("fine-tuning the last %d %s%s of %d with the head (from '%s')\n", o->unfreeze,
-           kind ? kind : "block", o->unfreeze == 1 ? "" : "s", units, tensor);
-    return 0;
-}
-
 /* Load, check the vocabulary, open the data, prune (the first round of several; every round
  * when resuming), cut, make the trainer. */
 static int prepare(session *s, finetune_opts *o, run *r, int argc, char **argv) {
@@ -227,7 +214,7 @@ static int prepare(session *s, finetune_opts *o, run *r, int argc, char **argv) 
                    (long long)pr->nonzero_before, (long long)pr->nonzero_after, pr->flops_before,
                    pr->flops_after);
     }
-    if (o->unfreeze && unfreeze_point(s, o)) return 1;
+    if (o->unfreeze && session_unfreeze(s, o, true)) return 1;
     if (graft_model_cut(s->model, o->cut, o->pooling) != GRAFT_OK)
         return session_fail(s, "cutting");
     if (session_apply_uint8(s)) return 1;

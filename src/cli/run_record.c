@@ -115,6 +115,8 @@ static int record_model(run_record *r, const finetune_opts *o) {
     if (!o->val) rc |= put_f(r, "val-split", false, o->val_split);
     if (o->pooling >= GRAFT_POOLING_CLS)
         rc |= put(r, "pooling", NAME_OF(poolings, (int)o->pooling - GRAFT_POOLING_CLS));
+    if (o->unfreeze) rc |= put_i(r, "unfreeze", o->unfreeze);
+    if (o->train.train_from && !o->unfreeze) rc |= put(r, "train-from", o->train.train_from);
     if (!o->softmax) rc |= put(r, "no-softmax", "1");
     if (o->fp16_weights) rc |= put(r, "fp16-weights", "1");
     if (o->vocab) {

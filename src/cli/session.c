@@ -199,6 +199,19 @@ int session_prune_through(session *s, const finetune_opts *o, int k, graft_prune
     return 0;
 }
 
+int session_unfreeze(session *s, finetune_opts *o, bool say) {
+    const char *tensor = NULL, *kind = NULL;
+    int units = 0;
+    if (graft_model_unfreeze_point(s->model, o->unfreeze, &tensor, &units, &kind) != GRAFT_OK)
+        return session_fail(s, "--unfreeze");
+    snprintf(o->unfreeze_tensor, sizeof o->unfreeze_tensor, "%s", tensor);
+    o->train.train_from = o->unfreeze_tensor;
+    if (say)
+        printf("fine-tuning the last %d %s%s of %d with the head (from '%s')\n", o->unfreeze,
+               kind ? kind : "block", o->unfreeze == 1 ? "" : "s", units, tensor);
+    return 0;
+}
+
 int session_make_trainer(session *s, finetune_opts *o) {
     o->head.n_outputs = session_class_count(s);
     if (o->head.n_outputs < 2) {

@@ -50,6 +50,9 @@ const char *session_class_name(const session *s, int index);
  * *report: dense before, round k after. */
 int session_prune_through(session *s, const finetune_opts *o, int k, graft_prune_report *report);
 /* The trainer for the (cut) model: a head with one output per class. */
+/* --unfreeze N: train_from becomes the tensor the model's last N stages or layers start from
+ * (before the cut; say: print it). 0, or 1 after printing the error. */
+int session_unfreeze(session *s, finetune_opts *o, bool say);
 int session_make_trainer(session *s, finetune_opts *o);
 /* Fit the head on the current backbone (the validation data when there is some). */
 int session_fit(session *s, const finetune_opts *o);
