@@ -163,24 +163,12 @@ static graft_status copy_attrs(ir_node *n, const ir_attr *attrs, int n_attrs, in
 
 /* A copy of model node src reading and writing g's values. */
 static graft_status copy_node(tg_build *b, const ir_node *src, graft_err *e) {
+    int gv;
+    for (int k = 0; k < src->n_in; k++) TRY(map_value(b, src->inputs[k], &gv, e));
+    for (int k = 0; k < src->n_out; k++) TRY(map_value(b, src->outputs[k], &gv, e));
     ir_node n;
-    memset(&n, 0, sizeof n);
-    n.name = ir_strdup(src->name);
-    n.op_type = ir_strdup(src->op_type);
-    n.domain = ir_strdup(src->domain);
-    n.inputs = malloc(sizeof(int) * (size_t)(src->n_in > 0 ? src->n_in : 1));
-    n.outputs = malloc(sizeof(int) * (size_t)(src->n_out > 0 ? src->n_out : 1));
-    n.opset = src->opset;
-    n.op = src->op;
-    graft_status st = GRAFT_OK;
-    if (!n.name || !n.op_type || !n.domain || !n.inputs || !n.outputs)
-        st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory copying node '%s'", src->name);
-    for (; st == GRAFT_OK && n.n_in < src->n_in; n.n_in++)
-        st = map_value(b, src->inputs[n.n_in], &n.inputs[n.n_in], e);
-    for (; st == GRAFT_OK && n.n_out < src->n_out; n.n_out++)
-        st = map_value(b, src->outputs[n.n_out], &n.outputs[n.n_out], e);
-    if (st == GRAFT_OK) st = copy_attrs(&n, src->attrs, src->n_attrs, 0, e);
-    if (st == GRAFT_OK) st = ir_add_node(b->g, &n, NULL, e);
+    TRY(ir_node_clone(&n, src, b->map, e));
+    graft_status st = ir_add_node(b->g, &n, NULL, e);
     if (st != GRAFT_OK) ir_node_free(&n);
     return st;
 }
