@@ -152,7 +152,7 @@ if setup_build build/release --buildtype=release; then
         && echo 'PASS bench_prune_smoke' || { tail -5 $LOGS/bench_prune_smoke.txt; echo 'FAIL bench_prune_smoke'; }"
     run_suite trainer $R/tests/test_trainer tests/data/trainer_fixtures.txt
     run_suite fit $R/tests/test_fit "$GEN"
-    run_suite blocks $R/tests/test_blocks models/digits_cnn.onnx "$LOGS"
+    run_suite blocks $R/tests/test_blocks models/digits_cnn.onnx "$LOGS" "$GEN"
     run_suite checkpoint $R/tests/test_checkpoint models/digits_cnn.onnx
     run_suite digits_data python3 tools/export_digits.py build/test-logs/digits
     rm -rf build/test-logs/images
@@ -278,7 +278,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     run_suite asan_missing_fixtures tests/test_missing_fixtures.sh $A
     run_suite asan_trainer $A/tests/test_trainer tests/data/trainer_fixtures.txt
     run_suite asan_fit $A/tests/test_fit "$GEN"
-    run_suite asan_blocks $A/tests/test_blocks models/digits_cnn.onnx "$LOGS"
+    run_suite asan_blocks $A/tests/test_blocks models/digits_cnn.onnx "$LOGS" "$GEN"
     run_suite asan_checkpoint $A/tests/test_checkpoint models/digits_cnn.onnx
     run_suite asan_dataset $A/tests/test_dataset build/test-logs/images "$GEN/bad/valid_small.onnx"
     mkdir -p build/test-logs/uint8_input-asan

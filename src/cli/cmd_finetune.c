@@ -202,6 +202,13 @@ static int prepare(session *s, finetune_opts *o, run *r, int argc, char **argv) 
     if (o->cache_dir && !o->no_cache) session_make_dirs(o->cache_dir, true);
     if (graft_model_load(s->ctx, o->model, &s->model) != GRAFT_OK)
         return session_fail(s, "loading");
+    if (o->vocab && (o->unfreeze || o->train.train_from) && !o->pad_max) {
+        /* the blocks' rows in the cache have one size: every text padded to --max-len */
+        o->pad_max = 1;
+        printf("note: texts are padded to --max-len %d for --%s (the fine-tuned blocks take "
+               "one sequence length)\n",
+               o->max_len, o->unfreeze ? "unfreeze" : "train-from");
+    }
     if ((rc = session_check_vocab(s, o)) || (rc = session_open_data(s, o))) return rc;
     if (o->checkpoint_dir && record_run(s, o, r)) return 1;
     if (o->prune) {

@@ -350,6 +350,32 @@ graft_status trainer_extract(graft_trainer *t, const graft_batch_source *src,
     return trainer_extract_reported(t, src, cache_path, -1, features, labels, n_rows, e);
 }
 
+/* Fine-tuned blocks whose rows' sizes depend on the inputs' (a text model's sequence length):
+ * one run of the frozen part on the source's first batch fixes the layout before a cache opens
+ * (every later batch must have the same sizes: texts padded to one length). */
+static graft_status resolve_rows(graft_trainer *t, const graft_batch_source *src, graft_err *e) {
+    int64_t m = src->n_samples < t->options.batch_size ? src->n_samples : t->options.batch_size;
+    graft_named_tensor in[32];
+    graft_tensor y = {0};
+    memset(in, 0, sizeof in);
+    unsigned char *kept = malloc((size_t)m);
+    if (!kept) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    double r0 = seconds();
+    graft_status st = src->read(src->user, 0, m, in, &y, kept);
+    t->read_seconds += seconds() - r0;
+    free(kept);
+    if (st == GRAFT_OK) st = check_batch(src, in, m, e);
+    if (st == GRAFT_OK) st = graft_model_run(t->backbone, in, src->n_inputs);
+    if (st == GRAFT_OK) st = frozen_part_resolve(&t->blocks->frozen, e);
+    if (st == GRAFT_OK) st = trainer_setup(t, t->blocks->frozen.row, e);
+    if (st == GRAFT_OK)
+        ctx_log(t->backbone->ctx, GRAFT_LOG_INFO,
+                "fine-tuning from '%s': %lld values per sample for the blocks (from the first "
+                "batch's sizes)",
+                t->options.train_from, (long long)t->blocks->frozen.row);
+    return st;
+}
+
 graft_status trainer_extract_reported(graft_trainer *t, const graft_batch_source *src,
                                       const char *cache_path, int validation, float **features,
                                       void **labels, int64_t *n_rows, graft_err *e) {
@@ -357,6 +383,7 @@ graft_status trainer_extract_reported(graft_trainer *t, const graft_batch_source
     if (!src->read || src->n_samples < 1 || src->n_inputs < 1 || src->n_inputs > 32)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                        "a data source needs a read function, samples and 1 to 32 inputs");
+    if (t->blocks && !t->head_ready) TRY(resolve_rows(t, src, e));
     if (cache_path && !t->head_ready)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                        "a feature cache needs the feature size known when the model loads");

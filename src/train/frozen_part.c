@@ -22,6 +22,7 @@ static graft_status plan_pieces(const ir_graph *m, const train_graph *tg, frozen
     values[0] = ir_find_value(m, tg->g.values[tg->from].name);
     for (int i = 0; i < tg->n_side; i++) values[1 + i] = tg->model_side[i];
     int64_t at = 0;
+    fp->resolved = true;
     for (int k = 0; k < n; k++) {
         const ir_value *v = &m->values[values[k]];
         frozen_piece *p = &fp->pieces[k];
@@ -29,21 +30,14 @@ static graft_status plan_pieces(const ir_graph *m, const train_graph *tg, frozen
         p->dtype = v->dtype;
         p->ndim = v->ndim;
         memcpy(p->dims, v->dims, sizeof p->dims);
-        bool ok = v->ndim >= 1;
-        p->numel = 1;
-        for (int d = 1; ok && d < v->ndim; d++) {
-            ok = v->dims[d] > 0;
-            p->numel *= v->dims[d];
-        }
         char shape[256];
-        if (!ok)
+        if (v->ndim < 1)
             return err_set(e, GRAFT_E_UNSUPPORTED,
-                           "fine-tuning from '%s': the trainable part reads '%s' %s, whose size "
-                           "per sample the model's input shapes do not fix (a text model's "
-                           "sequence length: not supported yet; an image model with fixed "
-                           "input sizes is)",
-                           fp->pieces[0].name, v->name,
-                           shape_str(shape, sizeof shape, v->ndim, v->dims));
+                           "fine-tuning from '%s': the trainable part reads the scalar '%s'",
+                           fp->pieces[0].name, v->name);
+        p->numel = 1;
+        for (int d = 1; d < v->ndim; d++) p->numel = v->dims[d] > 0 ? p->numel * v->dims[d] : -1;
+        if (p->numel < 0) fp->resolved = false;
         if (k > 0 && v->dims[0] != fp->pieces[0].dims[0])
             return err_set(e, GRAFT_E_UNSUPPORTED,
                            "fine-tuning from '%s': the trainable part also reads '%s' %s, which "
@@ -60,7 +54,7 @@ static graft_status plan_pieces(const ir_graph *m, const train_graph *tg, frozen
         at += p->numel;
     }
     fp->n_pieces = n;
-    fp->row = at;
+    fp->row = fp->resolved ? at : 0;
     return GRAFT_OK;
 }
 
@@ -135,10 +129,16 @@ static graft_status add_row(ir_graph *g, const frozen_part *fp, const int *gv, g
                            &row, e));
     else
         TRY(graph_add_node(g, "Identity", FROZEN_OPSET, flat, 1, "frozen/row", NULL, 0, &row, e));
-    g->outputs = malloc(sizeof(int));
+    g->outputs = malloc(sizeof(int) * (size_t)(1 + fp->n_pieces));
     if (!g->outputs) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
     g->outputs[g->n_outputs++] = row;
-    g->values[row].is_graph_output = true;
+    for (int k = 0; !fp->resolved && k < fp->n_pieces; k++) { /* sizes known at run time */
+        int shape;
+        TRY(graph_add_node(g, "Shape", FROZEN_OPSET, &gv[k], 1, "frozen/shape", NULL, 0, &shape,
+                           e));
+        g->outputs[g->n_outputs++] = shape;
+    }
+    for (int i = 0; i < g->n_outputs; i++) g->values[g->outputs[i]].is_graph_output = true;
     return GRAFT_OK;
 }
 
@@ -175,6 +175,28 @@ graft_status frozen_part_create(graft_model *m, const train_graph *tg, frozen_pa
         return st;
     }
     return model_from_graph(m->ctx, &g, "the frozen part", &fp->model, e);
+}
+
+graft_status frozen_part_resolve(frozen_part *fp, graft_err *e) {
+    if (fp->resolved) return GRAFT_OK;
+    int64_t at = 0;
+    for (int k = 0; k < fp->n_pieces; k++) {
+        const graft_tensor *s;
+        TRY(graft_model_output(fp->model, 1 + k, &s));
+        frozen_piece *p = &fp->pieces[k];
+        if (s->dtype != GRAFT_DTYPE_I64 || s->ndim != 1 || s->dims[0] != p->ndim)
+            return err_set(e, GRAFT_E_INTERNAL, "frozen part: no shape for '%s'", p->name);
+        p->numel = 1;
+        for (int d = 1; d < p->ndim; d++) {
+            p->dims[d] = ((const int64_t *)s->data)[d];
+            p->numel *= p->dims[d];
+        }
+        p->offset = at;
+        at += p->numel;
+    }
+    fp->row = at;
+    fp->resolved = true;
+    return GRAFT_OK;
 }
 
 void frozen_part_free(frozen_part *fp) {

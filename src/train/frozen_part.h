@@ -20,17 +20,24 @@ typedef struct frozen_piece {
 } frozen_piece;
 
 typedef struct frozen_part {
-    graft_model *model; /* inputs: the model's; one output "frozen/row" (batch, row) */
-    int n_pieces;       /* the freeze tensor, then the training graph's side inputs in order */
+    /* inputs: the model's; output 0 "frozen/row" (batch, row); while not resolved, output 1 + k
+     * is piece k's shape (int64) */
+    graft_model *model;
+    int n_pieces; /* the freeze tensor, then the training graph's side inputs in order */
     frozen_piece pieces[FROZEN_MAX_PIECES];
-    int64_t row; /* floats per sample */
+    int64_t row;   /* floats per sample (0 until resolved) */
+    bool resolved; /* the pieces' sizes per sample are known (from the model's shapes, or
+                      frozen_part_resolve after a run) */
 } frozen_part;
 
-/* The frozen part of m for training graph tg (built from m's graph). Errors name the tensor
- * whose size per sample the model's shapes do not fix, or that has no batch dimension. */
+/* The frozen part of m for training graph tg (built from m's graph). A piece's size per sample
+ * may depend on the inputs' sizes (a text model's sequence length): it is then resolved by
+ * frozen_part_resolve after the first run. Errors name a tensor without a batch dimension. */
 graft_status frozen_part_create(graft_model *m, const train_graph *tg, frozen_part *fp,
                                 graft_err *e);
 void frozen_part_free(frozen_part *fp);
+/* The pieces' sizes per sample from the frozen model's last run (its shape outputs). */
+graft_status frozen_part_resolve(frozen_part *fp, graft_err *e);
 
 /* Piece k of rows (n, row) into out (allocated by the caller: pieces[k]'s dtype and per-sample
  * dims with n first), converted from float. */

@@ -37,6 +37,12 @@ static optim_config optimizer_config(const graft_train_options *o) {
 }
 
 graft_status trainer_setup(graft_trainer *t, int64_t dim, graft_err *e) {
+    if (t->head_ready && t->blocks && dim != t->dim)
+        return err_set(e, GRAFT_E_SHAPE,
+                       "fine-tuning from '%s': a batch's frozen part has %lld values per sample, "
+                       "the first had %lld: the blocks need every sample's inputs the same size "
+                       "(texts: pad them all to one length, --pad max)",
+                       t->options.train_from, (long long)dim, (long long)t->dim);
     if (t->head_ready) {
         if (dim != t->dim)
             return err_set(e, GRAFT_E_SHAPE, "the features have %lld values, the head takes %lld",
