@@ -131,6 +131,7 @@ if setup_build build/release --buildtype=release; then
     run_suite ridge $R/tests/test_ridge tests/data/ridge_fixture.txt
     run_suite grad $R/tests/test_grad tests/data/loss_fixtures.json
     run_suite grad_blocks $R/tests/test_grad_blocks
+    run_suite backward_fast $R/tests/test_backward_fast
     run_suite train_graph $R/tests/test_train_graph "$GEN"
     run_suite cut $R/tests/test_cut "$GEN" "$LOGS/cut_models"
     # The freeze points before the auto cut (what --unfreeze N takes) on the generated models and

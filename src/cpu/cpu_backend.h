@@ -100,6 +100,9 @@ graft_status dnnl_run_Gemm(cpu_backend *be, const op_call *call, void **state, b
 graft_status dnnl_run_MaxPool(cpu_backend *be, const op_call *call, void **state, bool *handled);
 graft_status dnnl_run_AveragePool(cpu_backend *be, const op_call *call, void **state,
                                   bool *handled);
+/* The Backward node's f32 gradients of Gemm, MatMul and Conv through oneDNN's sgemm
+ * (dnnl_backward.c); *handled = false for other forward ops and dtypes. No state. */
+graft_status dnnl_run_Backward(cpu_backend *be, const op_call *call, void **state, bool *handled);
 void dnnl_free_state(void *state);
 #endif
 
