@@ -132,6 +132,7 @@ if setup_build build/release --buildtype=release; then
     run_suite grad $R/tests/test_grad tests/data/loss_fixtures.json
     run_suite grad_blocks $R/tests/test_grad_blocks
     run_suite train_graph $R/tests/test_train_graph "$GEN"
+    run_suite keep_bn $R/tests/test_keep_bn "$GEN"
     run_suite cut $R/tests/test_cut "$GEN" "$LOGS/cut_models"
     # The freeze points before the auto cut (what --unfreeze N takes) on the generated models and
     # on every zoo model (its skeletons with seeded weights, one at a time: about 30 s).
