@@ -61,6 +61,14 @@ if ! python3 tools/make_models.py --out "$GEN" >"$LOGS/make_models.log" 2>&1; th
     tail -20 "$LOGS/make_models.log"
     echo "FAIL make_models"; failed=$((failed + 1))
 fi
+# The block-training parity fixture (PyTorch's per-step losses fine-tuning ResNet-18's layer4; a
+# second run is instant). It needs torch, which tools/install-deps.sh does not install.
+if python3 -c 'import torch' 2>/dev/null; then
+    python3 tools/record_block_parity.py --out "$GEN" >"$LOGS/record_block_parity.log" 2>&1 ||
+        { tail -20 "$LOGS/record_block_parity.log"; echo "FAIL record_block_parity"; failed=$((failed + 1)); }
+else
+    echo "SKIP record_block_parity: torch is not installed in .venv"; skipped=$((skipped + 1))
+fi
 python3 tools/make_bad_models.py --out "$GEN/bad" >"$LOGS/make_bad_models.log" 2>&1 ||
     { tail -20 "$LOGS/make_bad_models.log"; failed=$((failed + 1)); }
 python3 tools/make_prune_models.py --out "$GEN/prune" >"$LOGS/make_prune_models.log" 2>&1 ||
