@@ -54,7 +54,11 @@ Fixture (safetensors; row-major, little-endian):
   losses.lamb   F32 (100)
   metadata: from (layer3's output tensor name), to (layer4's output before the pool), model
   (the ONNX file name), input, batch, steps, classes, the recipes (sgd, adamw, lamb, decay,
-  trainable), torch, generator_version.
+  trainable), torch, generator_version, and stable_steps.{sgd,adamw,lamb}: how many leading
+  steps' losses move less than 1e-5 relative when the frozen features are multiplied by
+  (1 + 1e-7 N(0, 1)) (a second run per optimizer). Training is chaotic past them (a 1e-7
+  change grows to percents: AdamW's sign-like first steps amplify rounding), so a parity test
+  can hold losses to 1e-4 for those steps only, and later ones to a looser bound.
 The trainable part's initial conv and BN values are the ONNX model's initializers
 (layer4.*.weight / .bias; running_mean / running_var frozen).
 """
@@ -71,7 +75,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 N, C, HW, CLASSES = 64, 3, 64, 10
 BATCH, EPOCHS = 16, 25
 STEPS_PER_EPOCH = N // BATCH
@@ -308,19 +312,32 @@ def train(kind, net, frozen, labels, w0, b0, order):
     return np.array(losses, dtype=np.float32), logits0
 
 
+def perturbed_losses(kind, net, frozen, labels, w0, b0, order, scale):
+    g = torch.Generator().manual_seed(7)
+    noisy = frozen * (1 + scale * torch.randn(frozen.shape, generator=g))
+    return train(kind, net, noisy, labels, w0, b0, order)[0]
+
+
+def rel_change(got, want):
+    return np.abs(got - want) / np.maximum(np.abs(want), 1e-30)
+
+
+def stable_steps(rel, tol=1e-5):
+    """The leading steps whose loss moved less than tol."""
+    return int(np.argmax(rel >= tol)) if (rel >= tol).any() else len(rel)
+
+
 def sensitivity(net, frozen, labels, w0, b0, order, losses):
     """How far the losses move when the frozen features move by 1e-7 or 1e-6 relative (the
     rounding of another implementation's fp32 arithmetic): the tolerance a parity test can hope
     for, and from which step on."""
     for scale in (1e-7, 1e-6):
-        g = torch.Generator().manual_seed(7)
-        noisy = frozen * (1 + scale * torch.randn(frozen.shape, generator=g))
         for kind, want in losses.items():
-            got, _ = train(kind, net, noisy, labels, w0, b0, order)
-            rel = np.abs(got - want) / np.maximum(np.abs(want), 1e-30)
-            over = [int(np.argmax(rel > t)) if (rel > t).any() else None for t in (1e-5, 1e-4)]
+            rel = rel_change(perturbed_losses(kind, net, frozen, labels, w0, b0, order, scale),
+                             want)
             print(f"  features x (1 + {scale:g} N(0,1)), {kind:5s}: max rel loss change "
-                  f"{rel.max():.2g}; first step over 1e-5: {over[0]}, over 1e-4: {over[1]}")
+                  f"{rel.max():.2g}; steps below 1e-5: {stable_steps(rel)}, below 1e-4: "
+                  f"{stable_steps(rel, 1e-4)}")
 
 
 # ---- output ----------------------------------------------------------------------------------
@@ -376,10 +393,13 @@ def record(out, check_sensitivity):
     ort_rel = check_export(model_path, net, images)
     with torch.no_grad():
         frozen = net.frozen(images)
-    losses, logits0 = {}, None
+    losses, logits0, stable = {}, None, {}
     for kind in ("sgd", "adamw", "lamb"):
         losses[kind], logits0 = train(kind, net, frozen, labels, w0, b0, order)
-        print(f"{kind:6s} loss {losses[kind][0]:.4f} -> {losses[kind][-1]:.4f}")
+        noisy = perturbed_losses(kind, net, frozen, labels, w0, b0, order, 1e-7)
+        stable[kind] = stable_steps(rel_change(noisy, losses[kind]))
+        print(f"{kind:6s} loss {losses[kind][0]:.4f} -> {losses[kind][-1]:.4f}; "
+              f"{stable[kind]} steps stable to 1e-7 feature noise")
     if check_sensitivity:
         sensitivity(net, frozen, labels, w0, b0, order, losses)
     tensors = {
@@ -396,6 +416,7 @@ def record(out, check_sensitivity):
         "trainable": "layer4 (BatchNormalization in eval mode: running statistics frozen, "
                      "scale and bias trained) + global average pool + flatten + Linear(512, 10)",
         "torch": torch.__version__, "generator_version": str(GENERATOR_VERSION),
+        **{f"stable_steps.{k}": str(v) for k, v in stable.items()},
     }
     write_safetensors(os.path.join(out, FIXTURE_FILE), tensors, meta)
     print(f"from '{from_name}' to '{to_name}'; ONNX Runtime vs torch {ort_rel:.2g}; wrote "
