@@ -104,9 +104,12 @@ typedef struct graft_ctx_options {
      * else the CPU with one warning); "cuda" or "cuda:N" (that GPU, else an error). */
     const char *device;
     int allow_tf32; /* 1: fp32 matrix products and convolutions on the GPU may use TF32 */
+    /* 1: BatchNormalization stays a node at load (not folded into Conv), so fine-tuned blocks
+     * train conv weights and BN scale/bias separately as PyTorch does. */
+    int keep_batchnorm;
 } graft_ctx_options;
 #define GRAFT_CTX_OPTIONS_INIT                                                                     \
-    { 0, GRAFT_LOG_WARN, NULL, NULL, 0, NULL, 0 }
+    { 0, GRAFT_LOG_WARN, NULL, NULL, 0, NULL, 0, 0 }
 
 /* GPUs graft can use (0 in a build without CUDA, or without a driver or device; then `why`
  * says which). */

@@ -17,15 +17,13 @@ typedef struct loaded {
     int n_in;
 } loaded;
 
-/* Load model_path on `device` (NULL: the CPU) and the inputs recorded for the generated model
- * `name` in gen. */
-static inline int loaded_open_on(loaded *l, const char *model_path, const char *gen,
-                                 const char *name, const char *device) {
+/* Load model_path with context options `opts` (NULL: the defaults) and the inputs recorded for
+ * the generated model `name` in gen. */
+static inline int loaded_open_opts(loaded *l, const char *model_path, const char *gen,
+                                   const char *name, const graft_ctx_options *opts) {
     char path[1024], err[512];
     memset(l, 0, sizeof *l);
-    graft_ctx_options opts = GRAFT_CTX_OPTIONS_INIT;
-    opts.device = device;
-    graft_ctx_create(&opts, &l->ctx);
+    graft_ctx_create(opts, &l->ctx);
     if (graft_model_load(l->ctx, model_path, &l->m) != GRAFT_OK) return -1;
     int n = graft_model_input_count(l->m);
     for (int i = 0; i < n && i < 8; i++) {
@@ -39,6 +37,15 @@ static inline int loaded_open_on(loaded *l, const char *model_path, const char *
         if (npy_read(path, &l->in[i].tensor, err, sizeof err) != 0) return -1;
     }
     return 0;
+}
+
+/* Load model_path on `device` (NULL: the CPU) and the inputs recorded for the generated model
+ * `name` in gen. */
+static inline int loaded_open_on(loaded *l, const char *model_path, const char *gen,
+                                 const char *name, const char *device) {
+    graft_ctx_options opts = GRAFT_CTX_OPTIONS_INIT;
+    opts.device = device;
+    return loaded_open_opts(l, model_path, gen, name, &opts);
 }
 
 static inline int loaded_open(loaded *l, const char *model_path, const char *gen,

@@ -108,6 +108,7 @@ typedef struct model_case {
     int to_output; /* which model output `to` is */
     int64_t rows;  /* samples kept (the recorded inputs' first rows) */
     int elems;     /* elements checked per parameter: the largest gradient's, then random ones */
+    bool keep_bn;  /* loaded with keep_batchnorm: BatchNormalization nodes train scale and bias */
 } model_case;
 
 /* L = sum(to * r) of the forward-only graph, with inputs `in`. */
@@ -270,11 +271,36 @@ static void check_f32(const model_case *c, const ir_graph *model, const train_ex
     train_graph_free(&tg);
 }
 
+/* keep_bn: every BatchNormalization node of the trainable part has its scale and bias among
+ * the parameters, its running mean and var not (and there is at least one such node). */
+static void check_bn_params(const model_case *c, const ir_graph *model, const train_graph *tg) {
+    int n_bn = 0, wrong = -1;
+    for (int i = 0; i < tg->g.n_nodes; i++) {
+        const ir_node *n = &tg->g.nodes[i];
+        if (strcmp(n->op_type, "BatchNormalization") != 0) continue;
+        n_bn++;
+        for (int k = 1; k < 5 && k < n->n_in; k++) {
+            bool is_param = false;
+            for (int p = 0; p < tg->n_params; p++)
+                is_param |= !strcmp(model->values[tg->model_params[p]].name,
+                                    tg->g.values[n->inputs[k]].name);
+            if (is_param != (k <= 2)) wrong = i;
+        }
+    }
+    char name[256];
+    snprintf(name, sizeof name, "%s_bn_params (%d BatchNormalization nodes, %d parameters)",
+             c->test, n_bn, tg->n_params);
+    CHECK(name, n_bn > 0 && wrong < 0, "node '%s': scale/bias not parameters or mean/var are",
+          wrong >= 0 ? tg->g.nodes[wrong].name : "(no BatchNormalization node)");
+}
+
 static void check_model(const model_case *c) {
     char path[1024], name[256];
     snprintf(path, sizeof path, "%s/%s.onnx", gen, c->model);
     loaded l;
-    if (access(path, R_OK) != 0 || loaded_open(&l, path, gen, c->model) != 0) {
+    graft_ctx_options opts = GRAFT_CTX_OPTIONS_INIT;
+    opts.keep_batchnorm = c->keep_bn;
+    if (access(path, R_OK) != 0 || loaded_open_opts(&l, path, gen, c->model, &opts) != 0) {
         MISSING(c->test, path);
         return;
     }
@@ -286,6 +312,7 @@ static void check_model(const model_case *c) {
     const graft_tensor *mo;
     graft_err e = {0};
     if (build_pair(c, &l.m->g, &tg, &fwd, &x, &fx) != 0) goto done;
+    if (c->keep_bn) check_bn_params(c, &l.m->g, &tg);
     if (graft_model_run(l.m, l.in, l.n_in) != GRAFT_OK ||
         graft_model_output(l.m, c->to_output, &mo) != GRAFT_OK) {
         MISSING(c->test, "the model's output for its recorded inputs");
@@ -499,13 +526,16 @@ int main(int argc, char **argv) {
     /* ResNet-18 from the input of its last stage (two blocks, the first downsampling; the
      * first block's output feeds a Conv and the residual Add: summed partials) through the pool
      * and fc; the tiny BERT from the input of its last layer to the pooler (its attention mask
-     * a side input). */
+     * a side input); ResNet-18's last stage again, its BatchNormalization kept (not folded). */
     static const model_case cases[] = {
         {"resnet18_last_stage", "resnet18", "/layer3/layer3.1/relu_1/Relu_output_0", "logits", 0, 1,
-         2},
-        {"resnet18_last_conv", "resnet18", "/layer4/layer4.1/relu/Relu_output_0", "logits", 0, 1,
-         1},
-        {"bert_tiny_last_layer", "bert_tiny_decomposed", "143", "pooler_output", 1, 2, 3},
+         2, false},
+        {"resnet18_last_conv", "resnet18", "/layer4/layer4.1/relu/Relu_output_0", "logits", 0, 1, 1,
+         false},
+        {"bert_tiny_last_layer", "bert_tiny_decomposed", "143", "pooler_output", 1, 2, 3, false},
+        /* loaded with keep_batchnorm: the last stage's convs and BN scale/bias separately */
+        {"resnet18_keep_bn_last_stage", "resnet18", "/layer3/layer3.1/relu_1/Relu_output_0",
+         "logits", 0, 1, 1, true},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         if (quick ? i != 0 : i != 1) check_model(&cases[i]);

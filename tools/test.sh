@@ -61,6 +61,14 @@ if ! python3 tools/make_models.py --out "$GEN" >"$LOGS/make_models.log" 2>&1; th
     tail -20 "$LOGS/make_models.log"
     echo "FAIL make_models"; failed=$((failed + 1))
 fi
+# The block-training parity fixture (PyTorch's per-step losses fine-tuning ResNet-18's layer4; a
+# second run is instant). It needs torch, which tools/install-deps.sh does not install.
+if python3 -c 'import torch' 2>/dev/null; then
+    python3 tools/record_block_parity.py --out "$GEN" >"$LOGS/record_block_parity.log" 2>&1 ||
+        { tail -20 "$LOGS/record_block_parity.log"; echo "FAIL record_block_parity"; failed=$((failed + 1)); }
+else
+    echo "SKIP record_block_parity: torch is not installed in .venv"; skipped=$((skipped + 1))
+fi
 python3 tools/make_bad_models.py --out "$GEN/bad" >"$LOGS/make_bad_models.log" 2>&1 ||
     { tail -20 "$LOGS/make_bad_models.log"; failed=$((failed + 1)); }
 python3 tools/make_prune_models.py --out "$GEN/prune" >"$LOGS/make_prune_models.log" 2>&1 ||
@@ -133,6 +141,7 @@ if setup_build build/release --buildtype=release; then
     run_suite grad_blocks $R/tests/test_grad_blocks
     run_suite backward_fast $R/tests/test_backward_fast
     run_suite train_graph $R/tests/test_train_graph "$GEN"
+    run_suite keep_bn $R/tests/test_keep_bn "$GEN"
     run_suite cut $R/tests/test_cut "$GEN" "$LOGS/cut_models"
     # The freeze points before the auto cut (what --unfreeze N takes) on the generated models and
     # on every zoo model (its skeletons with seeded weights, one at a time: about 30 s).

@@ -232,7 +232,7 @@ static void name_batch_dims(graft_model *m) {
 /* Shapes fixed again: infer and fold anew (Shape results become constants). */
 static graft_status refold(graft_model *m, graft_err *e) {
     TRY(graph_infer_shapes(&m->g, e));
-    return graph_optimize(&m->g, e);
+    return model_optimize(m, e);
 }
 
 /* The inputs declared batch D: keep it unknown when nothing pins it, else put it back. */
@@ -302,7 +302,7 @@ static graft_status settle_symbolic(graft_model *m, graft_err *e) {
 graft_status model_batch_optimize(graft_model *m, graft_err *e) {
     model_batch *b = &m->batch;
     relax(m);
-    graft_status st = graph_optimize(&m->g, e);
+    graft_status st = model_optimize(m, e);
     if (st != GRAFT_OK && b->declared > 0) {
         /* Something needs the declared batch to infer: keep it and chunk. */
         unrelax(m);

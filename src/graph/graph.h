@@ -30,6 +30,12 @@ graft_status pass_fold_pad(ir_graph *g, int *changed, graft_err *e);
 graft_status pass_remove_dead(ir_graph *g, int *changed, graft_err *e);
 /* All of them, in order, to a fixed point; then toposort and re-infer. */
 graft_status graph_optimize(ir_graph *g, graft_err *e);
+/* What graph_optimize_ex leaves alone. */
+typedef struct graph_opt_options {
+    bool keep_batchnorm; /* BatchNormalization stays a node (for training its scale and bias) */
+} graph_opt_options;
+/* graph_optimize with options (NULL: graph_optimize's defaults, every pass). */
+graft_status graph_optimize_ex(ir_graph *g, const graph_opt_options *o, graft_err *e);
 
 /* Assign each buffer an offset in one arena so that buffers alive at the same time never
  * overlap. Buffer i lives from step first[i] to step last[i] inclusive. Offsets are aligned to

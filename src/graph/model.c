@@ -61,6 +61,7 @@ static graft_status load_common(graft_ctx *ctx, const void *data, size_t size, c
     graft_model *m = calloc(1, sizeof *m);
     if (!m) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory loading %s", what);
     m->ctx = ctx;
+    m->keep_batchnorm = ctx->options.keep_batchnorm != 0;
     graft_status st = onnx_parse_model(data, size, base_dir, what, &m->g, e);
     if (st == GRAFT_OK) {
         st = prepare(m, e);
@@ -313,8 +314,26 @@ graft_status model_set_output(graft_model *m, int value, graft_err *e) {
         st = graph_infer_shapes(g, e);
     }
     free(read);
-    if (st == GRAFT_OK) st = graph_optimize(g, e);
+    if (st == GRAFT_OK) st = model_optimize(m, e);
     graft_status st2 =
         exec_init(&m->exec, g, &m->backend, model_device(m), st == GRAFT_OK ? e : NULL);
+    return st != GRAFT_OK ? st : st2;
+}
+
+graft_status model_optimize(graft_model *m, graft_err *e) {
+    graph_opt_options o = {.keep_batchnorm = m->keep_batchnorm};
+    return graph_optimize_ex(&m->g, &o, e);
+}
+
+graft_status model_fold_batchnorm(graft_model *m, graft_err *e) {
+    exec_free(&m->exec);
+    model_release_state(m);
+    model_drop_freeze_points(m);
+    m->summary_ready = false;
+    m->keep_batchnorm = false;
+    graft_status st = model_optimize(m, e);
+    graft_status st2 =
+        exec_init(&m->exec, &m->g, &m->backend, model_device(m), st == GRAFT_OK ? e : NULL);
+    if (st == GRAFT_OK && st2 == GRAFT_OK) model_note_fallbacks(m);
     return st != GRAFT_OK ? st : st2;
 }

@@ -30,6 +30,7 @@ struct graft_model {
     char auto_cut_why[512];                   /* graft_model_auto_cut_info's last why text */
     struct freeze_points *freeze;             /* the auto cut's freeze points, once asked for */
     bool inputs_on_device, outputs_on_device; /* graft_model_set_device_io */
+    bool keep_batchnorm; /* the context's keep_batchnorm at load: passes leave BN nodes */
 };
 
 /* Create the device backend the context asks for (or settle on the CPU). */
@@ -55,6 +56,13 @@ graft_status model_bind_inputs(const graft_model *m, const graft_named_tensor *i
  * loaded one is (passes, backends as ctx asks, executor). what names it in errors. */
 graft_status model_from_graph(graft_ctx *ctx, ir_graph *g, const char *what, graft_model **out,
                               graft_err *e);
+/* graph_optimize on the model's graph with the model's settings (keep_batchnorm): what every
+ * re-optimization of a loaded model calls. */
+graft_status model_optimize(graft_model *m, graft_err *e);
+/* Fold BatchNormalization into the Conv before it now (a model loaded with keep_batchnorm,
+ * after fine-tuning, before export), re-run the passes and rebuild the executor; later
+ * re-optimizations fold too. */
+graft_status model_fold_batchnorm(graft_model *m, graft_err *e);
 
 /* Make value the model's only output: drop what no longer feeds it and inputs nothing reads,
  * re-run the passes and rebuild the executor (node indices change, so kernel state goes). */

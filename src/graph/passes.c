@@ -245,10 +245,15 @@ graft_status pass_remove_dead(ir_graph *g, int *changed, graft_err *e) {
 }
 
 graft_status graph_optimize(ir_graph *g, graft_err *e) {
+    return graph_optimize_ex(g, NULL, e);
+}
+
+graft_status graph_optimize_ex(ir_graph *g, const graph_opt_options *o, graft_err *e) {
+    bool fold_bn = !o || !o->keep_batchnorm;
     for (int round = 0; round < 8; round++) {
         int folded = 0, bn = 0, pad = 0, dead = 0;
         TRY(pass_fold_constants(g, &folded, e));
-        TRY(pass_fold_batchnorm(g, &bn, e));
+        if (fold_bn) TRY(pass_fold_batchnorm(g, &bn, e));
         TRY(pass_fold_pad(g, &pad, e));
         TRY(pass_remove_dead(g, &dead, e));
         ir_compact(g);

@@ -112,8 +112,7 @@ static graft_status add_prologue(ir_graph *g, int v, int nhwc, const float *mean
             if (g->nodes[i].inputs[k] == v) g->nodes[i].inputs[k] = add;
     make_u8_input(&g->values[v], nhwc);
     TRY(ir_toposort(g, e));
-    TRY(graph_infer_shapes(g, e));
-    return graph_optimize(g, e);
+    return graph_infer_shapes(g, e);
 }
 
 graft_status graft_model_set_uint8_input(graft_model *m, const char *input, int nhwc,
@@ -140,6 +139,7 @@ graft_status graft_model_set_uint8_input(graft_model *m, const char *input, int 
     model_release_state(m);
     m->summary_ready = false;
     graft_status st = add_prologue(&m->g, v, nhwc, mean, std, channels, e);
+    if (st == GRAFT_OK) st = model_optimize(m, e);
     if (st != GRAFT_OK) err_prefix(e, "making input '%s' uint8", m->g.values[v].name);
     graft_status st2 =
         exec_init(&m->exec, &m->g, &m->backend, model_device(m), st == GRAFT_OK ? e : NULL);

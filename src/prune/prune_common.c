@@ -118,7 +118,7 @@ graft_status graft_model_prune(graft_model *m, const graft_prune_options *option
         st = ir_toposort(&m->g, e);
     }
     if (st == GRAFT_OK) st = graph_infer_shapes(&m->g, e);
-    if (st == GRAFT_OK) st = graph_optimize(&m->g, e);
+    if (st == GRAFT_OK) st = model_optimize(m, e);
     graft_status st2 =
         exec_init(&m->exec, &m->g, &m->backend, model_device(m), st == GRAFT_OK ? e : NULL);
     if (st == GRAFT_OK) st = st2;
