@@ -1,6 +1,8 @@
 /* cli_util.c: option parsing, model metadata, image options and scores shared by CLI commands. */
 #include "cli_util.h"
 
+#include "../core/context.h"
+
 #include <errno.h>
 #include <stdbool.h>
 #include <math.h>
@@ -269,6 +271,10 @@ graft_ctx *cli_ctx(const char *cmd, int threads, const char *device) {
         return NULL;
     }
     return ctx;
+}
+
+void cli_ctx_keep_batchnorm(graft_ctx *ctx, int on) {
+    ctx->options.keep_batchnorm = on;
 }
 
 int cli_uint8_input(const char *cmd, graft_ctx *ctx, graft_model *m) {

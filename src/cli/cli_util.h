@@ -54,6 +54,9 @@ int cli_precision(const char *cmd, const char *value, graft_dtype *out);
 int cli_uint8_input(const char *cmd, graft_ctx *ctx, graft_model *m);
 /* A context with `threads` compute threads on `device` (NULL: the CPU); NULL after an error. */
 graft_ctx *cli_ctx(const char *cmd, int threads, const char *device);
+/* Models ctx loads from now on keep BatchNormalization as nodes (graft_ctx_options.
+ * keep_batchnorm): fine-tuned blocks train conv weights and BN scale/bias as PyTorch does. */
+void cli_ctx_keep_batchnorm(graft_ctx *ctx, int on);
 /* The device to create a context with: "auto" becomes "cpu" when there is no usable GPU (in a
  * CUDA build with a note on stderr, once per machine state: the reason is remembered in
  * $XDG_CACHE_HOME/graft/gpu-state); anything else unchanged. */

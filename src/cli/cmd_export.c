@@ -155,6 +155,7 @@ static int rebuild(session *s, finetune_opts *o, const run_saved *saved) {
     if (access(o->model, R_OK) != 0)
         return cli_error("export", "--model %s: no such file", o->model);
     session_make_dirs(o->out, false);
+    if (o->unfreeze || o->train.train_from) cli_ctx_keep_batchnorm(s->ctx, 1);
     if (graft_model_load(s->ctx, o->model, &s->model) != GRAFT_OK)
         return session_fail(s, "loading");
     if (saved->has_options) {

@@ -200,6 +200,8 @@ static int prepare(session *s, finetune_opts *o, run *r, int argc, char **argv) 
     if (o->report_dir) session_make_dirs(o->report_dir, true);
     if (o->checkpoint_dir) session_make_dirs(o->checkpoint_dir, true);
     if (o->cache_dir && !o->no_cache) session_make_dirs(o->cache_dir, true);
+    /* fine-tuned blocks train conv weights and BN scale/bias apart, as PyTorch does */
+    if (o->unfreeze || o->train.train_from) cli_ctx_keep_batchnorm(s->ctx, 1);
     if (graft_model_load(s->ctx, o->model, &s->model) != GRAFT_OK)
         return session_fail(s, "loading");
     if (o->vocab && (o->unfreeze || o->train.train_from) && !o->pad_max) {

@@ -271,6 +271,7 @@ graft_status graft_trainer_attach(graft_trainer *t, int softmax) {
     if (!t->head_ready)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT, "the head has not been trained yet");
     if (t->blocks) TRY(blocks_write_back(t->blocks, m, e));
+    if (m->keep_batchnorm) TRY(model_fold_batchnorm(m, e)); /* exported folded */
     ir_graph *g = &m->g;
     int cur = g->outputs[0];
     for (int i = 0; i < t->h.n_layers; i++) {

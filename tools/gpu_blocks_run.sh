@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# tools/gpu_blocks_run.sh: the GPU checks of fine-tuning blocks (issue 15): build with CUDA, the
+# block tests, `graft finetune --train-from` with the frozen part on the GPU against the same run
+# on the CPU (the blocks and head train on the CPU either way), and the executor's recorded and
+# parity checks (the executor's pause must not disturb them). On the GPU machine from the
+# project root (carry .gpu): source .gpu/env.sh && bash tools/gpu_blocks_run.sh (logs in $OUT).
+set -u
+T0=$(date +%s)
+B=/tmp/build
+G=/tmp/gen
+mkdir -p "$OUT"
+since() { echo "$(($(date +%s) - T0))s"; }
+summary() { echo "$1: rc=$2 pass $(grep -c '^PASS' "$3") fail $(grep -c '^FAIL' "$3")"; grep -m8 '^FAIL' "$3" | cut -c1-300; }
+
+[ -d $B ] || meson setup $B --buildtype=release -Dcuda=enabled -Dgpu_arch=90 >"$OUT/setup.log" 2>&1 ||
+    { tail -30 "$OUT/setup.log"; exit 1; }
+python3 tools/make_models.py --out $G --only resnet18,bert_tiny_decomposed \
+    >"$OUT/make_models.log" 2>&1 &
+ninja -C $B >"$OUT/build.log" 2>&1 || { grep -B2 -A12 -m3 'error' "$OUT/build.log"; exit 1; }
+wait
+echo "built, models made at $(since)"
+
+$B/tests/test_blocks models/digits_cnn.onnx /tmp $G >"$OUT/blocks.log" 2>&1
+summary blocks $? "$OUT/blocks.log"
+IMG=(--resize 0 --crop 8 --grayscale --mean 0.3053,0.3053,0.3053 --std 0.376,0.376,0.376)
+for d in cpu cuda:0; do
+    $B/graft finetune --model models/digits_cnn.onnx --data examples/digits/train \
+        --val examples/digits/val --out "$OUT/digits_$d.onnx" "${IMG[@]}" --lr 0.01 \
+        --weight-decay 1e-4 --epochs 200 --device $d \
+        --train-from /backbone/backbone.6/MaxPool_output_0 >"$OUT/finetune_$d.log" 2>&1
+    echo "finetune --train-from on $d: rc=$? $(grep -E '^  val accuracy' "$OUT/finetune_$d.log")"
+    grep -E '^  (device|time) ' "$OUT/finetune_$d.log"
+done
+echo "finetune done at $(since)"
+
+$B/tests/test_exec_plans $G --device cuda:0 --recorded bert_tiny_decomposed resnet18 \
+    >"$OUT/exec_plans.log" 2>&1
+summary exec_plans $? "$OUT/exec_plans.log"
+$B/tests/test_parity $G --device cuda:0 --precision bf16 resnet18 bert_tiny_decomposed \
+    >"$OUT/parity_bf16.log" 2>&1
+summary parity_bf16 $? "$OUT/parity_bf16.log"
+echo "all done at $(since)"
