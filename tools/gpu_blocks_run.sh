@@ -22,6 +22,12 @@ echo "built, models made at $(since)"
 
 $B/tests/test_blocks models/digits_cnn.onnx /tmp $G >"$OUT/blocks.log" 2>&1
 summary blocks $? "$OUT/blocks.log"
+$B/tests/test_keep_bn $G >"$OUT/keep_bn.log" 2>&1
+summary keep_bn $? "$OUT/keep_bn.log"
+grep -E 'keep_bn_cuda' "$OUT/keep_bn.log"
+$B/tests/test_backward_fast >"$OUT/backward_fast.log" 2>&1
+summary backward_fast $? "$OUT/backward_fast.log"
+grep -E '^speed' "$OUT/backward_fast.log"
 IMG=(--resize 0 --crop 8 --grayscale --mean 0.3053,0.3053,0.3053 --std 0.376,0.376,0.376)
 for d in cpu cuda:0; do
     $B/graft finetune --model models/digits_cnn.onnx --data examples/digits/train \
