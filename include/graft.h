@@ -500,13 +500,17 @@ typedef struct graft_train_options {
      * holds), the weights after it train with the head's optimizer, and graft_trainer_attach
      * writes them into the model. Runs on the CPU (fp32). NULL: the head alone. Copied. */
     const char *train_from;
+    /* With train_from: the blocks' learning rate (scheduled as lr is: the same factor each
+     * step), as a parameter group of its own; 0: lr. Pretrained blocks usually want a smaller
+     * rate than a new head. */
+    double blocks_lr;
 } graft_train_options;
 #define GRAFT_TRAIN_OPTIONS_INIT                                                                   \
     {                                                                                              \
         GRAFT_LOSS_CROSS_ENTROPY, 0.0f, NULL, GRAFT_OPTIMIZER_ADAMW, 1e-3, 0.9, 0.01, 0.9, 0.999,  \
             1e-8, 0, GRAFT_SCHEDULER_CONSTANT, 0, 10, 0.1, 0.0, 5, 32, 1, 0.0,                     \
             GRAFT_PRECISION_FP32, 0, 0, 0, 1e-3, NULL, GRAFT_DTYPE_F32, NULL, NULL, NULL, NULL,    \
-            NULL                                                                                   \
+            NULL, 0.0                                                                              \
     }
 
 typedef struct graft_trainer graft_trainer;

@@ -237,6 +237,29 @@ static void more_capacity(graft_model *m, data *d) {
     graft_trainer_free(a), graft_trainer_free(b);
 }
 
+/* blocks_lr: the blocks' own rate; a tiny one leaves them where they started, and without
+ * train_from it is refused. */
+static void blocks_lr(graft_model *m, data *d) {
+    graft_train_options o = options(FROM_ONE);
+    o.epochs = 3, o.blocks_lr = 1e-12;
+    graft_trainer *t = make_trainer(m, FROM_ONE, &o);
+    float *before = t ? malloc(sizeof(float) * (size_t)t->blocks->numel[0]) : NULL;
+    if (before) memcpy(before, t->blocks->data[0], sizeof(float) * (size_t)t->blocks->numel[0]);
+    graft_status st = before ? graft_trainer_fit(t, &d->in, 1, &d->labels, NULL, 0, NULL) : -1;
+    double moved = 0;
+    for (int64_t k = 0; st == GRAFT_OK && k < t->blocks->numel[0]; k++)
+        moved = fmax(moved, fabs(t->blocks->data[0][k] - before[k]));
+    CHECK("blocks_lr_own_rate", st == GRAFT_OK && moved < 1e-9, "status %d, moved %.3g", st, moved);
+    free(before);
+    graft_trainer_free(t);
+    o = options(NULL);
+    o.blocks_lr = 1e-3;
+    t = make_trainer(m, NULL, &o);
+    CHECK("blocks_lr_needs_train_from", !t && strstr(graft_last_error(m->ctx), "blocks_lr"), "%s",
+          graft_last_error(m->ctx));
+    graft_trainer_free(t);
+}
+
 static void bad_use(graft_model *m) {
     graft_trainer *t = make_trainer(m, "no_such_tensor", NULL);
     CHECK("blocks_unknown_tensor", !t && strstr(graft_last_error(m->ctx), "no_such_tensor"), "%s",
@@ -365,6 +388,7 @@ int main(int argc, char **argv) {
     keep_batchnorm(path, &d);
     checkpoints(m, &d, dir);
     more_capacity(m, &d);
+    blocks_lr(m, &d);
     bad_use(m);
     text_model(ctx, gen);
     graft_model_free(m);

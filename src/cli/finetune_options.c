@@ -41,6 +41,9 @@ static const cli_option options[] = {
      "fine-tune the last N stages of a CNN (layers of an encoder) with the head, from the "
      "tensor `graft info` lists for N; the part before it still runs once per sample (CPU, "
      "fp32; 0: the head alone)"},
+    {"blocks-lr", "RATE", "--lr", NULL, NULL,
+     "the learning rate of the blocks --unfreeze or --train-from trains (scheduled as --lr is); "
+     "pretrained blocks usually want less than the new head"},
     {"train-from", "TENSOR", NULL, NULL, NULL,
      "fine-tune everything after TENSOR (upstream of the cut) with the head, as --unfreeze "
      "does from its tensor"},
@@ -250,6 +253,7 @@ static int apply_train(finetune_opts *o, const char *n, const char *v, int c) {
     if (!strcmp(n, "accumulate")) return parse_int(n, v, 1, 1 << 20, &t->accumulate);
     if (!strcmp(n, "early-stop")) return parse_int(n, v, 0, 1000000, &t->early_stop);
     if (!strcmp(n, "lr")) return parse_double(n, v, 1e-12, 1e6, &t->lr);
+    if (!strcmp(n, "blocks-lr")) return parse_double(n, v, 1e-12, 1e6, &t->blocks_lr);
     if (!strcmp(n, "momentum")) return parse_double(n, v, 0, 1, &t->momentum);
     if (!strcmp(n, "weight-decay")) return parse_double(n, v, 0, 1e3, &t->weight_decay);
     if (!strcmp(n, "clip")) return parse_double(n, v, 0, 1e12, &t->clip_norm);
@@ -471,6 +475,8 @@ static int check(const finetune_opts *o) {
     if (o->train.ridge_warm_start && o->head.n_hidden)
         return bad("ridge", "", "the ridge warm start needs --head linear");
     if (o->image.augment && o->vocab) return bad("augment", "", "is for images, not text");
+    if (o->train.blocks_lr > 0 && !o->unfreeze && !o->train.train_from)
+        return bad("blocks-lr", "", "needs --unfreeze N or --train-from TENSOR");
     if (o->unfreeze && o->train.train_from)
         return bad("unfreeze", "", "give --unfreeze N or --train-from TENSOR, not both");
     if ((o->unfreeze || o->train.train_from) && o->train.ridge_warm_start)

@@ -148,6 +148,7 @@ static int record_training(run_record *r, const finetune_opts *o) {
         put_i(r, "early-stop", t->early_stop) | put(r, "precision", o->precision) |
         put_i(r, "seed", (long long)t->seed);
     if (t->ridge_warm_start) rc |= put(r, "ridge", "1");
+    if (t->blocks_lr > 0) rc |= put_f(r, "blocks-lr", false, t->blocks_lr);
     if (o->prune)
         rc |= put(r, "prune", NAME_OF(prune_methods, o->prune_method)) |
               put_f(r, "prune-sparsity", false, o->prune_sparsity) |

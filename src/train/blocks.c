@@ -121,7 +121,8 @@ void blocks_free(blocks *b) {
 int blocks_params(blocks *b, optim_param *params) {
     for (int i = 0; i < b->n_params; i++) {
         const ir_value *v = &b->tg.g.values[b->tg.params[i]];
-        params[i] = (optim_param){b->data[i], b->grad[i], b->numel[i], v->ndim > 1, b->names[i]};
+        params[i] = (optim_param){b->data[i],  b->grad[i],  b->numel[i],
+                                  v->ndim > 1, b->names[i], b->lr_scale};
     }
     return b->n_params;
 }

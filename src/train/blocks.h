@@ -16,16 +16,17 @@ typedef struct blocks {
     frozen_part frozen;
     int64_t feat; /* the head's input size: `to` per sample */
     int n_params;
-    float **data;   /* per parameter: (numel) fp32 master weights, initially the model's */
-    float **grad;   /* per parameter: (numel) gradients accumulated over micro-batches */
-    int64_t *numel; /* per parameter */
-    char **names;   /* per parameter: "blocks/<value>" (checkpoints, optimizer state) */
-    tensor *inputs; /* per training-graph input: from, side inputs, parameters, d_to */
-    tensor *pieces; /* per row piece (from, side inputs): the current batch's, n_pieces */
-    int64_t batch;  /* rows the piece buffers hold */
-    float *d_to;    /* (batch, feat): d(loss)/d(to), written in the pause */
-    int64_t evals;  /* forward-only runs (tests) */
-    int64_t steps;  /* forward-backward runs (tests) */
+    float **data;    /* per parameter: (numel) fp32 master weights, initially the model's */
+    float **grad;    /* per parameter: (numel) gradients accumulated over micro-batches */
+    int64_t *numel;  /* per parameter */
+    char **names;    /* per parameter: "blocks/<value>" (checkpoints, optimizer state) */
+    tensor *inputs;  /* per training-graph input: from, side inputs, parameters, d_to */
+    tensor *pieces;  /* per row piece (from, side inputs): the current batch's, n_pieces */
+    int64_t batch;   /* rows the piece buffers hold */
+    float *d_to;     /* (batch, feat): d(loss)/d(to), written in the pause */
+    double lr_scale; /* the blocks' rate over the head's (0: the same) */
+    int64_t evals;   /* forward-only runs (tests) */
+    int64_t steps;   /* forward-backward runs (tests) */
 } blocks;
 
 /* The trainable part from tensor `from` to m's one output (the features), and the frozen part

@@ -273,8 +273,10 @@ int head_params(head *h, optim_param *params) {
     int n = 0;
     for (int i = 0; i < h->n_layers; i++) {
         head_layer *l = &h->layers[i];
-        params[n++] = (optim_param){l->w.data, l->dw.data, tensor_numel(&l->w), true, l->w_name};
-        params[n++] = (optim_param){l->b.data, l->db.data, tensor_numel(&l->b), false, l->b_name};
+        params[n++] =
+            (optim_param){l->w.data, l->dw.data, tensor_numel(&l->w), true, l->w_name, 0.0};
+        params[n++] =
+            (optim_param){l->b.data, l->db.data, tensor_numel(&l->b), false, l->b_name, 0.0};
     }
     return n;
 }

@@ -201,16 +201,18 @@ graft_status optim_step(optim *opt, float lr, graft_err *err) {
         return err_set(err, GRAFT_E_INVALID_ARGUMENT, "optim_step: learning rate %g", lr);
     double t = (double)(opt->steps + 1);
     for (int i = 0; i < opt->n_params; i++) {
+        double scale = opt->params[i].lr_scale;
+        float plr = scale > 0.0 ? (float)((double)lr * scale) : lr;
         switch (opt->cfg.kind) {
         case OPTIM_SGD:
-            sgd_param(opt, i, lr);
+            sgd_param(opt, i, plr);
             break;
         case OPTIM_ADAM:
         case OPTIM_ADAMW:
-            adam_param(opt, i, lr, t);
+            adam_param(opt, i, plr, t);
             break;
         case OPTIM_LAMB:
-            lamb_param(opt, i, lr, t);
+            lamb_param(opt, i, plr, t);
             break;
         }
     }

@@ -54,6 +54,8 @@ typedef struct optim_param {
     int64_t numel;
     bool decay;       /* weight decay applies (callers set false for biases and norm params) */
     const char *name; /* optional; names the state buffers ("fc.weight.exp_avg"), else "p3" */
+    double lr_scale;  /* > 0: this parameter's rate is the step's lr times it (a parameter group
+                         with its own rate, scheduled alike); 0: the step's lr */
 } optim_param;
 
 /* One state buffer, for checkpoints: read or overwrite data[0..numel). */

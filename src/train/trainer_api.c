@@ -33,6 +33,10 @@ static graft_status check_options(const graft_head_options *h, const graft_train
                        "train options: lr must be > 0, clip_norm and weight_decay >= 0, "
                        "label_smoothing in [0, 1] (got lr %g, clip %g, wd %g, smoothing %g)",
                        o->lr, o->clip_norm, o->weight_decay, (double)o->label_smoothing);
+    if (!(o->blocks_lr >= 0.0) || (o->blocks_lr > 0.0 && !o->train_from))
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "train options: blocks_lr (%g) must be >= 0, and is for train_from's blocks",
+                       o->blocks_lr);
     if (o->train_from && o->ridge_warm_start)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                        "ridge warm start solves for a head on fixed features; with train_from "
@@ -146,6 +150,7 @@ static graft_status trainer_blocks_init(graft_trainer *t, const char *from, graf
         return st;
     }
     t->backbone = t->blocks->frozen.model;
+    if (t->options.blocks_lr > 0.0) t->blocks->lr_scale = t->options.blocks_lr / t->options.lr;
     ctx_log(t->model->ctx, GRAFT_LOG_INFO,
             "fine-tuning from '%s': %d weight tensors after it train with the head; the frozen "
             "part before it gives %lld values per sample",
