@@ -63,6 +63,11 @@ else fail finetune_unfreeze_needs_stages "rc $rc: $(tail -2 "$TMP/u.err")"; fi
 rc=$?
 if [ $rc = 2 ] && grep -q 'not both' "$TMP/u.err"; then pass finetune_unfreeze_or_train_from
 else fail finetune_unfreeze_or_train_from "rc $rc: $(tail -2 "$TMP/u.err")"; fi
+"$GRAFT" finetune --model $M --data $TRAIN --out "$TMP/u.onnx" "${IMG[@]}" --blocks-lr 1e-4 \
+    >/dev/null 2>"$TMP/u.err"
+rc=$?
+if [ $rc = 2 ] && grep -q 'needs --unfreeze' "$TMP/u.err"; then pass finetune_blocks_lr_needs_blocks
+else fail finetune_blocks_lr_needs_blocks "rc $rc: $(tail -2 "$TMP/u.err")"; fi
 "$GRAFT" finetune --model $M --data $TRAIN --out "$TMP/u.onnx" "${IMG[@]}" \
     --train-from no_such_tensor >/dev/null 2>"$TMP/u.err"
 rc=$?
