@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include "../src/graph/model.h"
-#include "../src/train/safetensors.h"
 #include "test_model.h"
 #include "test_util.h"
 
@@ -118,54 +117,11 @@ static void check_gpu(void) {
     loaded_close(&gpu);
 }
 
-/* The block-parity fixture (tools/record_block_parity.py; made only where torch is installed):
- * graft's frozen part of its model, loaded with keep_batchnorm and cut at the recorded `from`,
- * against PyTorch's for all recorded images. */
-static void check_block_parity_frozen(void) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/block_parity_resnet18.safetensors", gen);
-    safetensors_file *f = NULL;
-    graft_err e = {0};
-    if (access(path, R_OK) != 0 || safetensors_open(&f, path, &e) != GRAFT_OK) {
-        SKIP("keep_bn_block_parity_frozen",
-             "no fixture (tools/record_block_parity.py needs torch)");
-        return;
-    }
-    const char *from = safetensors_meta(f, "from");
-    const st_tensor *img = safetensors_find(f, "images"), *want = safetensors_find(f, "frozen");
-    snprintf(path, sizeof path, "%s/block_parity_resnet18.onnx", gen);
-    graft_ctx_options o = GRAFT_CTX_OPTIONS_INIT;
-    o.keep_batchnorm = 1;
-    graft_ctx *ctx = NULL;
-    graft_model *m = NULL;
-    graft_ctx_create(&o, &ctx);
-    graft_status st = from && img && want ? graft_model_load(ctx, path, &m) : GRAFT_E_NOT_FOUND;
-    int v = st == GRAFT_OK ? ir_find_value(&m->g, from) : -1;
-    if (st == GRAFT_OK) st = v >= 0 ? model_set_output(m, v, &e) : GRAFT_E_NOT_FOUND;
-    graft_named_tensor in = {"x", {GRAFT_DTYPE_F32, 4, {0}, img ? (void *)img->data : NULL}};
-    if (img) memcpy(in.tensor.dims, img->dims, sizeof in.tensor.dims);
-    const graft_tensor *got = NULL;
-    if (st == GRAFT_OK) st = graft_model_run(m, &in, 1);
-    if (st == GRAFT_OK) st = graft_model_output(m, 0, &got);
-    double d = NAN;
-    if (st == GRAFT_OK && graft_tensor_numel(got) == want->numel) {
-        graft_tensor w = {GRAFT_DTYPE_F32, 1, {want->numel}, (void *)want->data};
-        d = test_rel_error(got, &w);
-    }
-    char name[256];
-    snprintf(name, sizeof name, "keep_bn_block_parity_frozen (rel err %.2g)", d);
-    CHECK(name, d <= 1e-4, "status %d: %s %s; rel err %.3g", st, graft_last_error(ctx), e.msg, d);
-    graft_model_free(m);
-    graft_ctx_free(ctx);
-    safetensors_free(f);
-}
-
 /* argv: the generated models' folder (tests/data/gen). */
 int main(int argc, char **argv) {
     gen = argc > 1 ? argv[1] : "tests/data/gen";
     check_resnet18();
     check_cut("/layer3/layer3.1/relu_1/Relu_output_0");
     check_gpu();
-    check_block_parity_frozen();
     return test_failures ? 1 : 0;
 }

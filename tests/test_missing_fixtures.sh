@@ -27,3 +27,4 @@ check cut "$B/tests/test_cut" "$TMP/gen"
 check freeze_points "$B/tests/test_freeze_points" "$TMP/gen"
 check export "$B/tests/test_export" "$TMP/gen" "$TMP/out"
 check parity "$B/tests/test_parity" "$TMP/gen" mobilenet_tiny
+check block_parity "$B/tests/test_block_parity" "$TMP/gen" tests/data/block_parity_fixture.txt

@@ -10,6 +10,10 @@ with the onnx helper API and seeded numpy weights (deterministic; no torch neede
 Models (into --out, default tests/data/gen/ under the repository root):
   resnet18, resnet50       torchvision ResNet, Conv(no bias) -> BatchNormalization -> Relu,
                            opset 17, IR 8, input `input` (batch, 3, 224, 224), output `logits`.
+  block_parity_resnet18    resnet18 at input `x` (batch, 3, 64, 64), its own seed, BN
+                           statistics from 8 calibration images; its recorded input is the 32
+                           images of the block-parity test (tools/record_block_parity.py,
+                           tests/test_block_parity.c): N(0, 1), seed 1516.
   bert_base                HF BertModel-shaped encoder (768 hidden, 12 layers, 12 heads),
                            opset 17, LayerNormalization op, weights in bert_base.onnx.data.
   bert_tiny_decomposed     the same graph, small (64 hidden, 2 layers), opset 13, IR 7,
@@ -290,9 +294,9 @@ class ResNetGraph:
         y = self.g.node(torch_scope(p), "Add", [y, identity])
         return self.relu(last_relu, y), cout
 
-    def build(self, kind, layer_counts):
+    def build(self, kind, layer_counts, input_name="input"):
         g = self.g
-        x = self.conv("conv1", "input", 3, 64, 7, 2, 3)
+        x = self.conv("conv1", input_name, 3, 64, 7, 2, 3)
         x = self.bn("bn1", x, 64)
         x = self.relu("relu", x)
         x = g.node("/maxpool", "MaxPool", [x], ceil_mode=0, dilations=[1, 1],
@@ -311,19 +315,21 @@ class ResNetGraph:
                transB=1)
 
 
-def build_resnet(depth, seed):
+def build_resnet(depth, seed, hw=224, input_name="input", n_calib=1, n_feed=2):
+    """Calibrated on n_calib seeded images (seed + 2); recorded input: n_feed (seed + 1)."""
     kind, layer_counts = {18: ("basic", [2, 2, 2, 2]), 50: ("bottleneck", [3, 4, 6, 3])}[depth]
     net = ResNetGraph(np.random.default_rng(seed))
-    net.build(kind, layer_counts)
-    inputs = [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, 224, 224])]
+    net.build(kind, layer_counts, input_name)
+    inputs = [helper.make_tensor_value_info(input_name, TensorProto.FLOAT, ["batch", 3, hw, hw])]
     outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 1000])]
     model = net.g.model("main_graph", inputs, outputs, opset=17, ir_version=8,
                         doc=f"torchvision resnet{depth} layout, random weights (seed {seed})")
-    calib = np.random.default_rng(seed + 2).standard_normal((1, 3, 224, 224), dtype=np.float32)
-    calibrate(model, {"input": calib}, net.bn_taps)
+    calib = np.random.default_rng(seed + 2).standard_normal((n_calib, 3, hw, hw),
+                                                            dtype=np.float32)
+    calibrate(model, {input_name: calib}, net.bn_taps)
     model = with_value_info(model)
-    feeds = {"input": np.random.default_rng(seed + 1).standard_normal((2, 3, 224, 224),
-                                                                      dtype=np.float32)}
+    feeds = {input_name: np.random.default_rng(seed + 1).standard_normal((n_feed, 3, hw, hw),
+                                                                         dtype=np.float32)}
     return model, feeds
 
 
@@ -702,6 +708,9 @@ def build_reshape_views(seed):
 MODELS = {
     "resnet18": dict(build=lambda: build_resnet(18, seed=1018), external=False),
     "resnet50": dict(build=lambda: build_resnet(50, seed=1050), external=False),
+    "block_parity_resnet18": dict(build=lambda: build_resnet(18, seed=1515, hw=64, input_name="x",
+                                                             n_calib=8, n_feed=32),
+                                  external=False),
     "bert_base": dict(build=lambda: build_bert(BERT_BASE, seed=2001), external=True),
     "bert_tiny_decomposed": dict(build=lambda: build_bert(BERT_TINY, seed=2002), external=False),
     "mobilenet_tiny": dict(build=lambda: build_mobilenet_tiny(seed=3001), external=False),
