@@ -77,6 +77,7 @@ static graft_trainer *make_trainer(const problem *p, const graft_train_options *
 static void free_trainer(graft_trainer *t) {
     if (t->head_ready) head_free(&t->h);
     optim_free(t->opt);
+    free(t->params);
     free(t);
 }
 
