@@ -10,13 +10,13 @@
 #include <omp.h>
 #endif
 
+#include "../ops/grad_util.h"
 #include "../ops/nn.h"
 #include "dnnl_backward.h"
 
-/* The window as 3-D (missing leading spatial axes: size 1, one tap) and the channel counts. */
+/* The window as 3-D (the backward rules' gr_window) and the channel counts. */
 typedef struct conv_geom {
-    int64_t in[3], kernel[3], stride[3], dilation[3], pad[3], out[3];
-    int64_t in_size, out_size, taps;
+    gr_window w;
     int64_t batch, channels, out_channels, groups, group_in, group_out;
     int64_t kc;    /* group_in * taps: rows of a group's column matrix */
     bool identity; /* 1x1, stride 1, no padding: the column matrix is X itself */
@@ -27,28 +27,14 @@ static bool conv_geom_init(const bwd_call *b, conv_geom *g) {
     if (!x || !w || !y || x->ndim < 3 || x->ndim > 2 + NN_MAX_SPATIAL || w->ndim != x->ndim ||
         y->ndim != x->ndim)
         return false;
-    int nsp = x->ndim - 2, lead = 3 - nsp;
-    nn_window win;
     graft_err scratch = {0}; /* a bad window: the reference kernel reports it */
-    if (nn_window_init(b->call->node, nsp, x->dims + 2, w->dims + 2, &win, &scratch) != GRAFT_OK)
-        return false;
-    g->in_size = g->out_size = g->taps = 1;
+    grad_call gc = {b->call->node, b->in, b->n_in, b->out, b->n_out, NULL, NULL, &scratch};
+    if (gr_window_init(&gc, w->dims + 2, &g->w) != GRAFT_OK) return false;
     g->identity = true;
-    for (int a = 0; a < 3; a++) {
-        int s = a - lead; /* the window's axis, < 0 for a padded one */
-        g->in[a] = s >= 0 ? win.in[s] : 1;
-        g->kernel[a] = s >= 0 ? win.kernel[s] : 1;
-        g->stride[a] = s >= 0 ? win.stride[s] : 1;
-        g->dilation[a] = s >= 0 ? win.dilation[s] : 1;
-        g->pad[a] = s >= 0 ? win.pad_begin[s] : 0;
-        g->out[a] = s >= 0 ? win.out[s] : 1;
-        if (s >= 0 && y->dims[2 + s] != win.out[s]) return false;
-        if (g->kernel[a] != 1 || g->stride[a] != 1 || g->pad[a] != 0 || g->in[a] != g->out[a])
+    for (int a = 0; a < 3; a++)
+        if (g->w.kernel[a] != 1 || g->w.stride[a] != 1 || g->w.pad_begin[a] != 0 ||
+            g->w.in[a] != g->w.out[a])
             g->identity = false;
-        g->in_size *= g->in[a];
-        g->out_size *= g->out[a];
-        g->taps *= g->kernel[a];
-    }
     int64_t group = attr_i(b->call->node, "group", 1);
     g->batch = x->dims[0];
     g->channels = x->dims[1];
@@ -59,40 +45,40 @@ static bool conv_geom_init(const bwd_call *b, conv_geom *g) {
         return false;
     g->groups = group;
     g->group_out = g->out_channels / group;
-    g->kc = g->group_in * g->taps;
+    g->kc = g->group_in * g->w.taps;
     return b->n_in < 3 || !b->in[2] || tensor_numel(b->in[2]) == g->out_channels;
 }
 
 /* The output positions [lo, hi) along axis a whose tap j reads inside the input. */
 static void tap_range(const conv_geom *g, int a, int64_t j, int64_t *lo, int64_t *hi) {
-    int64_t off = j * g->dilation[a] - g->pad[a], s = g->stride[a];
+    int64_t off = j * g->w.dilation[a] - g->w.pad_begin[a], s = g->w.stride[a];
     /* o * s + off >= 0 and o * s + off < in */
     *lo = off >= 0 ? 0 : (-off + s - 1) / s;
-    int64_t last = g->in[a] - 1 - off; /* o * s <= last */
+    int64_t last = g->w.in[a] - 1 - off; /* o * s <= last */
     *hi = last < 0 ? 0 : last / s + 1;
-    if (*hi > g->out[a]) *hi = g->out[a];
+    if (*hi > g->w.out[a]) *hi = g->w.out[a];
     if (*lo > *hi) *lo = *hi;
 }
 
 /* Between one input channel x (in_size) and its taps rows of a column matrix col (taps,
  * out_size): gather fills col (0 in the padding), scatter adds col back into x. */
 static void conv_channel_columns(const conv_geom *g, float *x, float *col, bool scatter) {
-    for (int64_t t = 0; t < g->taps; t++) {
-        int64_t k[3] = {t / (g->kernel[1] * g->kernel[2]), (t / g->kernel[2]) % g->kernel[1],
-                        t % g->kernel[2]};
+    for (int64_t t = 0; t < g->w.taps; t++) {
+        int64_t k[3] = {t / (g->w.kernel[1] * g->w.kernel[2]),
+                        (t / g->w.kernel[2]) % g->w.kernel[1], t % g->w.kernel[2]};
         int64_t lo[3], hi[3];
         for (int a = 0; a < 3; a++) tap_range(g, a, k[a], &lo[a], &hi[a]);
-        float *crow = col + t * g->out_size;
-        if (!scatter && (lo[0] > 0 || hi[0] < g->out[0] || lo[1] > 0 || hi[1] < g->out[1] ||
-                         lo[2] > 0 || hi[2] < g->out[2]))
-            memset(crow, 0, (size_t)g->out_size * sizeof(float));
-        int64_t sw = g->stride[2], w0 = k[2] * g->dilation[2] - g->pad[2];
+        float *crow = col + t * g->w.out_size;
+        if (!scatter && (lo[0] > 0 || hi[0] < g->w.out[0] || lo[1] > 0 || hi[1] < g->w.out[1] ||
+                         lo[2] > 0 || hi[2] < g->w.out[2]))
+            memset(crow, 0, (size_t)g->w.out_size * sizeof(float));
+        int64_t sw = g->w.stride[2], w0 = k[2] * g->w.dilation[2] - g->w.pad_begin[2];
         for (int64_t od = lo[0]; od < hi[0]; od++) {
-            int64_t id = od * g->stride[0] + k[0] * g->dilation[0] - g->pad[0];
+            int64_t id = od * g->w.stride[0] + k[0] * g->w.dilation[0] - g->w.pad_begin[0];
             for (int64_t oh = lo[1]; oh < hi[1]; oh++) {
-                int64_t ih = oh * g->stride[1] + k[1] * g->dilation[1] - g->pad[1];
-                float *c = crow + (od * g->out[1] + oh) * g->out[2];
-                int64_t base = (id * g->in[1] + ih) * g->in[2] + w0; /* + ow * sw: in the row */
+                int64_t ih = oh * g->w.stride[1] + k[1] * g->w.dilation[1] - g->w.pad_begin[1];
+                float *c = crow + (od * g->w.out[1] + oh) * g->w.out[2];
+                int64_t base = (id * g->w.in[1] + ih) * g->w.in[2] + w0; /* + ow * sw: in the row */
                 if (scatter) {
                     for (int64_t ow = lo[2]; ow < hi[2]; ow++) x[base + ow * sw] += c[ow];
                 } else {
@@ -108,17 +94,17 @@ static void conv_channel_columns(const conv_geom *g, float *x, float *col, bool 
 static void im2col(const conv_geom *g, const float *x, float *col, bool par, int threads) {
 #pragma omp parallel for num_threads(threads) if (par) schedule(static)
     for (int64_t ci = 0; ci < g->group_in; ci++)
-        conv_channel_columns(g, (float *)x + ci * g->in_size, col + ci * g->taps * g->out_size,
-                             false);
+        conv_channel_columns(g, (float *)x + ci * g->w.in_size,
+                             col + ci * g->w.taps * g->w.out_size, false);
 }
 
 /* dX of one (sample, group) (group_in, in_size) = col2im(col); overwrites dx. */
 static void col2im(const conv_geom *g, const float *col, float *dx, bool par, int threads) {
 #pragma omp parallel for num_threads(threads) if (par) schedule(static)
     for (int64_t ci = 0; ci < g->group_in; ci++) {
-        float *dxc = dx + ci * g->in_size;
-        memset(dxc, 0, (size_t)g->in_size * sizeof(float));
-        conv_channel_columns(g, dxc, (float *)col + ci * g->taps * g->out_size, true);
+        float *dxc = dx + ci * g->w.in_size;
+        memset(dxc, 0, (size_t)g->w.in_size * sizeof(float));
+        conv_channel_columns(g, dxc, (float *)col + ci * g->w.taps * g->w.out_size, true);
     }
 }
 
@@ -132,7 +118,7 @@ static bool tasks_in_parallel(const conv_geom *g, int threads) {
  * col2im (written straight into dX for a 1x1 identity window). */
 static graft_status conv_dx(const bwd_call *b, const conv_geom *g, float *dx) {
     const float *w = b->in[1]->data, *dy = b->dout[0]->data;
-    int64_t tasks = g->batch * g->groups, p = g->out_size;
+    int64_t tasks = g->batch * g->groups, p = g->w.out_size;
     bool par = tasks_in_parallel(g, b->threads), ok = true;
     int nt = par ? b->threads : 1;
     size_t col_floats = g->identity ? 0 : (size_t)(g->kc * p);
@@ -146,7 +132,7 @@ static graft_status conv_dx(const bwd_call *b, const conv_geom *g, float *dx) {
 #else
         float *col = cols;
 #endif
-        float *dxt = dx + (n * g->channels + grp * g->group_in) * g->in_size;
+        float *dxt = dx + (n * g->channels + grp * g->group_in) * g->w.in_size;
         const float *wg = w + grp * g->group_out * g->kc;
         const float *dyt = dy + (n * g->out_channels + grp * g->group_out) * p;
         ok = ok && bwd_sgemm('T', 'N', g->kc, p, g->group_out, 1.0f, wg, g->kc, dyt, p, 0.0f,
@@ -162,10 +148,10 @@ static graft_status conv_dx(const bwd_call *b, const conv_geom *g, float *dx) {
 static bool conv_dw_tasks(const bwd_call *b, const conv_geom *g, int64_t t0, int64_t t1, float *dw,
                           float *col, bool par_inside) {
     const float *x = b->in[0]->data, *dy = b->dout[0]->data;
-    int64_t p = g->out_size;
+    int64_t p = g->w.out_size;
     for (int64_t t = t0; t < t1; t++) {
         int64_t grp = t / g->batch, n = t % g->batch;
-        const float *xt = x + (n * g->channels + grp * g->group_in) * g->in_size;
+        const float *xt = x + (n * g->channels + grp * g->group_in) * g->w.in_size;
         const float *dyt = dy + (n * g->out_channels + grp * g->group_out) * p;
         if (!g->identity) im2col(g, xt, col, par_inside, b->threads);
         if (!bwd_sgemm('N', 'T', g->group_out, g->kc, p, 1.0f, dyt, p, g->identity ? xt : col, p,
@@ -180,7 +166,7 @@ static bool conv_dw_tasks(const bwd_call *b, const conv_geom *g, int64_t t0, int
  * (thread 0 into dW itself) and the partials are added; else tasks in order, threaded inside. */
 static graft_status conv_dw(const bwd_call *b, const conv_geom *g, float *dw) {
     int64_t tasks = g->batch * g->groups, wn = g->out_channels * g->kc;
-    size_t col_floats = g->identity ? 0 : (size_t)(g->kc * g->out_size);
+    size_t col_floats = g->identity ? 0 : (size_t)(g->kc * g->w.out_size);
     bool by_group = b->threads > 1 && g->groups >= b->threads;
     bool par = by_group || tasks_in_parallel(g, b->threads);
     int nt = par ? b->threads : 1;
@@ -220,7 +206,7 @@ static graft_status conv_dw(const bwd_call *b, const conv_geom *g, float *dw) {
 /* dB (M) = dY summed over the batch and the output positions: float runs, double totals. */
 static void conv_db(const bwd_call *b, const conv_geom *g, float *db) {
     const float *dy = b->dout[0]->data;
-    int64_t p = g->out_size;
+    int64_t p = g->w.out_size;
 #pragma omp parallel for num_threads(b->threads) if (g->batch * g->out_channels * p >= 65536)
     for (int64_t m = 0; m < g->out_channels; m++) {
         double total = 0.0;

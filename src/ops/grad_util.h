@@ -1,5 +1,6 @@
 /* grad_util.h: helpers the backward rules share: dtype-generic element access, double copies,
- * broadcast index maps and argument checks. Internal to the backward rules in src/ops. */
+ * broadcast index maps and argument checks. Internal to the backward rules in src/ops (and the
+ * CPU backend's f32 Backward kernel, src/cpu/dnnl_backward_conv.c, for the window geometry). */
 #ifndef GRAFT_OPS_GRAD_UTIL_H
 #define GRAFT_OPS_GRAD_UTIL_H
 
