@@ -8,47 +8,8 @@
 #include <string.h>
 
 #include "../src/train/trainer.h"
+#include "test_fixture.h"
 #include "test_util.h"
-
-#define MAX_KEYS 64
-
-typedef struct fixture {
-    char *keys[MAX_KEYS];
-    double *vals[MAX_KEYS];
-    int64_t counts[MAX_KEYS];
-    int n;
-} fixture;
-
-static int load_fixture(fixture *f, const char *path) {
-    FILE *fp = fopen(path, "r");
-    if (!fp) return -1;
-    memset(f, 0, sizeof *f);
-    char key[128];
-    int c;
-    while ((c = fgetc(fp)) != EOF) {
-        if (c == '#' || c == '\n') {
-            while (c != '\n' && c != EOF) c = fgetc(fp);
-            continue;
-        }
-        ungetc(c, fp);
-        long long n;
-        if (fscanf(fp, "%127s %lld", key, &n) != 2 || f->n == MAX_KEYS || n < 0) break;
-        f->keys[f->n] = strdup(key);
-        f->vals[f->n] = malloc(sizeof(double) * (size_t)(n + 1));
-        f->counts[f->n] = n;
-        for (long long i = 0; i < n; i++)
-            if (fscanf(fp, "%lf", &f->vals[f->n][i]) != 1) break;
-        f->n++;
-    }
-    fclose(fp);
-    return 0;
-}
-
-static const double *get(const fixture *f, const char *key, int64_t want) {
-    for (int i = 0; i < f->n; i++)
-        if (!strcmp(f->keys[i], key) && (want < 0 || f->counts[i] == want)) return f->vals[i];
-    return NULL;
-}
 
 enum { N = 64, D = 10, C = 3, B = 16, STEPS = 100 };
 
@@ -249,6 +210,6 @@ int main(int argc, char **argv) {
     run_case(&f, &p, "clip", &o, 0);
     mixed_precision(&p);
     accumulation(&p);
-    for (int i = 0; i < f.n; i++) free(f.keys[i]), free(f.vals[i]);
+    free_fixture(&f);
     return test_failures ? 1 : 0;
 }
