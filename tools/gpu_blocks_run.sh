@@ -4,16 +4,9 @@
 # on the CPU (the blocks and head train on the CPU either way), and the executor's recorded and
 # parity checks (the executor's pause must not disturb them). On the GPU machine from the
 # project root (carry .gpu): source .gpu/env.sh && bash tools/gpu_blocks_run.sh (logs in $OUT).
-set -u
-T0=$(date +%s)
-B=/tmp/build
-G=/tmp/gen
-mkdir -p "$OUT"
-since() { echo "$(($(date +%s) - T0))s"; }
-summary() { echo "$1: rc=$2 pass $(grep -c '^PASS' "$3") fail $(grep -c '^FAIL' "$3")"; grep -m8 '^FAIL' "$3" | cut -c1-300; }
+. tools/gpu_run_common.sh
 
-[ -d $B ] || meson setup $B --buildtype=release -Dcuda=enabled -Dgpu_arch=90 >"$OUT/setup.log" 2>&1 ||
-    { tail -30 "$OUT/setup.log"; exit 1; }
+gpu_setup
 python3 tools/make_models.py --out $G --only resnet18,bert_tiny_decomposed \
     >"$OUT/make_models.log" 2>&1 &
 ninja -C $B >"$OUT/build.log" 2>&1 || { grep -B2 -A12 -m3 'error' "$OUT/build.log"; exit 1; }

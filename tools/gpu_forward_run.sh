@@ -5,18 +5,11 @@
 # and the folded attention, the device-resident forward against PyTorch and graft's per-op
 # profiles. Usage, on the GPU machine from the project root (the device tool: carry .gpu, see
 # ../shared/device/README.md): source .gpu/env.sh && bash tools/gpu_forward_run.sh (logs in $OUT).
-set -u
-T0=$(date +%s)
-B=/tmp/build
-G=/tmp/gen
-mkdir -p "$OUT"
-since() { echo "$(($(date +%s) - T0))s"; }
-summary() { echo "$1: rc=$2 pass $(grep -c '^PASS' "$3") fail $(grep -c '^FAIL' "$3")"; grep -m8 '^FAIL' "$3" | cut -c1-300; }
+. tools/gpu_run_common.sh
 
 for f in .gpu/libjansson*.deb .gpu/libicu*.deb; do dpkg -x "$f" /tmp/sysroot; done
 sed -i "s|^prefix=.*|prefix=/tmp/sysroot/usr|" /tmp/sysroot/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc
-[ -d $B ] || meson setup $B --buildtype=release -Dcuda=enabled -Dgpu_arch=90 >"$OUT/setup.log" 2>&1 ||
-    { tail -30 "$OUT/setup.log"; exit 1; }
+gpu_setup
 python3 tools/make_gpu_op_cases.py --out /tmp/cases >"$OUT/make_cases.log" 2>&1 &
 python3 tools/make_models.py --out $G --only resnet18,resnet50,bert_base,bert_tiny_decomposed,reshape_views \
     >"$OUT/make_models.log" 2>&1 &

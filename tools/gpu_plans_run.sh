@@ -5,16 +5,9 @@
 # compute-sanitizer over the alternating shapes. On the GPU machine from the project root (carry
 # .gpu and tests/data/gen/minilm/data + its vocab.txt): source .gpu/env.sh && bash
 # tools/gpu_plans_run.sh (logs in $OUT).
-set -u
-T0=$(date +%s)
-B=/tmp/build
-G=/tmp/gen
-mkdir -p "$OUT"
-since() { echo "$(($(date +%s) - T0))s"; }
-summary() { echo "$1: rc=$2 pass $(grep -c '^PASS' "$3") fail $(grep -c '^FAIL' "$3")"; grep -m8 '^FAIL' "$3" | cut -c1-300; }
+. tools/gpu_run_common.sh
 
-[ -d $B ] || meson setup $B --buildtype=release -Dcuda=enabled -Dgpu_arch=90 >"$OUT/setup.log" 2>&1 ||
-    { tail -30 "$OUT/setup.log"; exit 1; }
+gpu_setup
 python3 tools/make_models.py --out $G --only resnet18,bert_base,bert_tiny_decomposed,reshape_views \
     >"$OUT/make_models.log" 2>&1 &
 python3 tools/minilm_fill.py --out /tmp/minilm --random-weights 1 \
