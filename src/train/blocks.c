@@ -76,6 +76,12 @@ static graft_status init_parts(blocks *b, graft_model *m, const char *from, int 
     if (g->n_outputs != 1)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT, "fine-tuning blocks needs a cut model");
     TRY(check_features(b, m, e));
+    if (m->batch.fixed > 0) /* the training graph would have to run in chunks of it: not yet */
+        return err_set(e, GRAFT_E_UNSUPPORTED,
+                       "fine-tuning blocks needs a model whose batch size is free; this one runs "
+                       "only batches of %lld (%s): export it with a dynamic batch axis "
+                       "(torch.onnx.export's dynamic_axes / dynamic_shapes)",
+                       (long long)m->batch.fixed, m->batch.why[0] ? m->batch.why : "its input");
     const char *to = g->values[g->outputs[0]].name;
     train_graph_options fo = {true};
     TRY(train_graph_build(g, from, to, NULL, &b->tg, e));
