@@ -77,6 +77,7 @@ extern const cuda_kernel cuda_tensor_kernels[];      /* cuda_tensor.c */
 extern const cuda_kernel cuda_norm_kernels[];        /* cuda_norm.c: Instance/GroupNorm, Resize */
 extern const cuda_kernel cuda_conv_kernels[];        /* cuda_conv.c: Conv, pools (cuDNN) */
 extern const cuda_kernel cuda_matmul_kernels[];      /* cuda_matmul.c: MatMul, Gemm (cuBLASLt) */
+extern const cuda_kernel cuda_backward_kernels[];    /* cuda_backward.c: Backward (training) */
 
 /* Error helpers: set e with what failed and the library's own message; return the status. */
 graft_status cuda_fail(graft_err *e, cudaError_t err, const char *what);

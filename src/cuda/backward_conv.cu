@@ -1,0 +1,1 @@
+// backward_conv.cu: (in progress)

@@ -1,0 +1,1 @@
+// backward_eltwise.cu: (in progress)
