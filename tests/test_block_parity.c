@@ -2,7 +2,8 @@
  * (tests/data/block_parity_fixture.txt, tools/record_block_parity.py): frozen features, first
  * logits and 100 steps' losses for SGD, AdamW and LAMB, within 1e-4 for the steps the recorded
  * chaos leaves stable, looser after. argv: gen folder, fixture, [steps]; BLOCK_PARITY_VERBOSE=1
- * prints every step. */
+ * prints every step; BLOCK_PARITY_DEVICE=cuda:0 runs the frozen part and the blocks there (fp32,
+ * no TF32: the same bounds hold). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,6 +249,8 @@ int main(int argc, char **argv) {
     }
     graft_ctx_options co = GRAFT_CTX_OPTIONS_INIT;
     co.keep_batchnorm = 1;
+    co.device = getenv("BLOCK_PARITY_DEVICE");
+    co.allow_tf32 = 0;
     graft_ctx *ctx = NULL;
     graft_ctx_create(&co, &ctx);
     problem p;

@@ -250,6 +250,15 @@ if setup_build build/release --buildtype=release; then
     run_suite gpu_models $R/tests/test_gpu_models "$GEN"
     # On the GPU (SKIP lines without one): head training trajectories against the CPU.
     run_suite gpu_train $R/tests/test_gpu_train models/digits_cnn.onnx
+    # Training graphs' Backward nodes on the GPU against the CPU (SKIP lines without one), and
+    # the same harness between the CPU's reference and fast kernels.
+    if python3 tools/make_backward_cases.py --out "$GEN/backward" >"$LOGS/make_backward_cases.log" 2>&1; then
+        run_suite gpu_backward $R/tests/test_gpu_backward "$GEN/backward"
+        run_suite gpu_backward_harness $R/tests/test_gpu_backward "$GEN/backward" --device cpu-ref
+    else
+        tail -20 "$LOGS/make_backward_cases.log"
+        echo "FAIL make_backward_cases"; failed=$((failed + 1))
+    fi
     # The CUDA kernels' host-side glue against stand-ins of cuDNN, cuBLASLt and the launchers.
     for t in conv matmul tensor; do
         [ -x $R/tests/test_cuda_glue_$t ] && run_suite cuda_glue_$t $R/tests/test_cuda_glue_$t

@@ -18,6 +18,7 @@ struct graft_model {
     bool have_backend;
     graft_backend device; /* a GPU, when the context asks for one and it is usable */
     bool have_device;
+    int device_index; /* the CUDA ordinal when have_device */
     char device_name[300];
     graft_dtype precision; /* what float tensors compute in (UNDEFINED: fp32, as loaded) */
     executor exec;
@@ -37,6 +38,11 @@ struct graft_model {
 graft_status model_open_device(graft_model *m, graft_err *e);
 /* The device backend, or NULL. */
 graft_backend *model_device(graft_model *m);
+/* Another backend on m's device (its own stream, memory pool and kernel state), for a second
+ * graph that runs beside m's own (the training graph's); *have false when m runs on the CPU.
+ * The caller destroys it. */
+graft_status model_device_open_another(graft_model *m, graft_backend *out, bool *have,
+                                       graft_err *e);
 /* Drop kernel state and device copies of weights (after weights changed in place), and the
  * outputs of the last chunked run. */
 void model_release_state(graft_model *m);

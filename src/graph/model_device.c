@@ -25,6 +25,13 @@ static int parse_device(const char *d) {
 static void log_from_backend(void *user, int level, const char *msg) {
     ctx_log(user, (graft_log_level)level, "%s", msg);
 }
+static cuda_backend_options backend_options(graft_model *m, int index) {
+    return (cuda_backend_options){.device = index,
+                                  .allow_tf32 = m->ctx->options.allow_tf32 != 0,
+                                  .log = log_from_backend,
+                                  .log_user = m->ctx,
+                                  .num_threads = m->ctx->options.num_threads};
+}
 #endif
 
 /* "auto" without a usable GPU: one warning per context, then the CPU. */
@@ -57,11 +64,7 @@ graft_status model_open_device(graft_model *m, graft_err *e) {
         }
         return err_set(e, GRAFT_E_BACKEND, "device '%s': no usable GPU (%s)", d, why);
     }
-    cuda_backend_options o = {.device = index < 0 ? 0 : index,
-                              .allow_tf32 = m->ctx->options.allow_tf32 != 0,
-                              .log = log_from_backend,
-                              .log_user = m->ctx,
-                              .num_threads = m->ctx->options.num_threads};
+    cuda_backend_options o = backend_options(m, index < 0 ? 0 : index);
     graft_err be_err;
     err_clear(&be_err);
     graft_status st = cuda_backend_create(&o, &m->device, &be_err);
@@ -70,6 +73,7 @@ graft_status model_open_device(graft_model *m, graft_err *e) {
         return err_set(e, st, "device '%s': %s", d, be_err.msg);
     }
     m->have_device = true;
+    m->device_index = o.device;
     cuda_device_info info;
     if (cuda_device_query(o.device, &info, NULL) == GRAFT_OK)
         snprintf(m->device_name, sizeof m->device_name, "cuda:%d (%s)", o.device, info.name);
@@ -77,6 +81,21 @@ graft_status model_open_device(graft_model *m, graft_err *e) {
         snprintf(m->device_name, sizeof m->device_name, "cuda:%d", o.device);
     ctx_log(m->ctx, GRAFT_LOG_INFO, "running on %s", m->device_name);
     return GRAFT_OK;
+#endif
+}
+
+graft_status model_device_open_another(graft_model *m, graft_backend *out, bool *have,
+                                       graft_err *e) {
+    *have = false;
+    if (!m->have_device) return GRAFT_OK;
+#if GRAFT_HAVE_CUDA
+    cuda_backend_options o = backend_options(m, m->device_index);
+    TRY(cuda_backend_create(&o, out, e));
+    *have = true;
+    return GRAFT_OK;
+#else
+    (void)out;
+    return err_set(e, GRAFT_E_INTERNAL, "a device model in a build without CUDA");
 #endif
 }
 

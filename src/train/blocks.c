@@ -92,8 +92,8 @@ static graft_status init_parts(blocks *b, graft_model *m, const char *from, int 
     TRY(alloc_params(b, m, e));
     TRY(frozen_part_create(m, &b->tg, &b->frozen, e));
     TRY(bind_params(b, e));
-    TRY(train_exec_init(&b->run, &b->tg, false, threads, e));
-    return train_exec_init(&b->eval, &b->fwd, false, threads, e);
+    TRY(train_exec_init_device(&b->run, &b->tg, threads, m, e));
+    return train_exec_init_device(&b->eval, &b->fwd, threads, m, e);
 }
 
 graft_status blocks_init(blocks *b, graft_model *m, const char *from, int threads, graft_err *e) {
@@ -106,7 +106,8 @@ graft_status blocks_init(blocks *b, graft_model *m, const char *from, int thread
 static void free_pieces(blocks *b) {
     for (int k = 0; b->pieces && k < b->frozen.n_pieces; k++) tensor_release(&b->pieces[k]);
     free(b->d_to);
-    b->d_to = NULL;
+    free(b->to_host);
+    b->d_to = b->to_host = NULL;
     b->batch = 0;
 }
 
@@ -150,7 +151,8 @@ static graft_status unpack_rows(blocks *b, const float *rows, int64_t n, graft_e
             TRY(tensor_make(&b->pieces[k], p->dtype, p->ndim, dims, e));
         }
         b->d_to = malloc(sizeof(float) * (size_t)(n * b->feat));
-        if (!b->d_to) return oom(e);
+        b->to_host = malloc(sizeof(float) * (size_t)(n * b->feat));
+        if (!b->d_to || !b->to_host) return oom(e);
         b->batch = n;
     }
     for (int k = 0; k < b->frozen.n_pieces; k++)
@@ -172,7 +174,13 @@ static graft_status at_pause(void *user, executor *x, graft_err *e) {
     if (to->dtype != GRAFT_DTYPE_F32 || to->ndim != 2 || to->dims[0] != ps->n ||
         to->dims[1] != ps->b->feat)
         return err_set(e, GRAFT_E_INTERNAL, "blocks: the features came out with another shape");
-    return ps->head(ps->user, to->data, ps->n, ps->b->d_to, e);
+    const float *feats = to->data;
+    if (x->on_dev[ps->b->tg.to]) { /* the blocks ran on the GPU: the head reads a host copy */
+        TRY(x->device->copy_to_host(x->device->impl, ps->b->to_host, to->data,
+                                    (size_t)tensor_nbytes(to), e));
+        feats = ps->b->to_host;
+    }
+    return ps->head(ps->user, feats, ps->n, ps->b->d_to, e);
 }
 
 graft_status blocks_step(blocks *b, const float *rows, int64_t n, blocks_head_fn head, void *user,

@@ -24,6 +24,7 @@ typedef struct blocks {
     tensor *pieces;  /* per row piece (from, side inputs): the current batch's, n_pieces */
     int64_t batch;   /* rows the piece buffers hold */
     float *d_to;     /* (batch, feat): d(loss)/d(to), written in the pause */
+    float *to_host;  /* (batch, feat): `to` copied from the device for the head */
     double lr_scale; /* the blocks' rate over the head's (0: the same) */
     int64_t evals;   /* forward-only runs (tests) */
     int64_t steps;   /* forward-backward runs (tests) */

@@ -4,25 +4,46 @@
 #include <string.h>
 
 #include "../cpu/cpu_backend.h"
+#include "../graph/model.h"
 
-graft_status train_exec_init(train_exec *t, train_graph *tg, bool reference_only, int num_threads,
-                             graft_err *e) {
+static graft_status init_on(train_exec *t, train_graph *tg, bool reference_only, int num_threads,
+                            graft_model *m, graft_err *e) {
     memset(t, 0, sizeof *t);
     t->tg = tg;
     TRY(cpu_backend_create(num_threads, reference_only, &t->cpu, e));
     t->have_cpu = true;
-    graft_status st = exec_init(&t->x, &tg->g, &t->cpu, NULL, e);
+    graft_status st = m ? model_device_open_another(m, &t->device, &t->have_device, e) : GRAFT_OK;
+    if (st == GRAFT_OK)
+        st = exec_init(&t->x, &tg->g, &t->cpu, t->have_device ? &t->device : NULL, e);
     if (st != GRAFT_OK) {
         train_exec_free(t);
         return st;
     }
     t->have_x = true;
+    /* node by node: the runs with a pause could not replay a recording anyway, and the batch
+     * size of the evaluation runs changes at an epoch's last batch */
+    exec_disable_graphs(&t->x);
     return GRAFT_OK;
+}
+
+graft_status train_exec_init(train_exec *t, train_graph *tg, bool reference_only, int num_threads,
+                             graft_err *e) {
+    return init_on(t, tg, reference_only, num_threads, NULL, e);
+}
+
+graft_status train_exec_init_device(train_exec *t, train_graph *tg, int num_threads, graft_model *m,
+                                    graft_err *e) {
+    return init_on(t, tg, false, num_threads, m, e);
+}
+
+bool train_exec_on_device(const train_exec *t) {
+    return t->have_device;
 }
 
 void train_exec_free(train_exec *t) {
     if (!t) return;
     if (t->have_x) exec_free(&t->x);
+    if (t->have_device && t->device.destroy) t->device.destroy(t->device.impl);
     if (t->have_cpu && t->cpu.destroy) t->cpu.destroy(t->cpu.impl);
     memset(t, 0, sizeof *t);
 }

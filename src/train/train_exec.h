@@ -1,4 +1,5 @@
-/* train_exec.h: running a training graph (train_graph.h) with graph/exec on the CPU backend. */
+/* train_exec.h: running a training graph (train_graph.h) with graph/exec on a CPU backend of its
+ * own, or on a device backend of its own beside it (nodes the device lacks run on the CPU). */
 #ifndef GRAFT_TRAIN_TRAIN_EXEC_H
 #define GRAFT_TRAIN_TRAIN_EXEC_H
 
@@ -8,6 +9,8 @@
 typedef struct train_exec {
     graft_backend cpu;
     bool have_cpu;
+    graft_backend device; /* another backend on a model's device (model_device_open_another) */
+    bool have_device;
     executor x;
     bool have_x;
     const train_graph *tg;
@@ -17,7 +20,14 @@ typedef struct train_exec {
  * as cpu_backend_create takes them, 0: the default). tg must outlive it. */
 graft_status train_exec_init(train_exec *t, train_graph *tg, bool reference_only, int num_threads,
                              graft_err *e);
+/* The same on the device model m runs on (its own backend there; the CPU one for what the
+ * device cannot run), or on the CPU alone when m runs there. Inputs and outputs stay host
+ * memory: the executor copies them. */
+graft_status train_exec_init_device(train_exec *t, train_graph *tg, int num_threads, graft_model *m,
+                                    graft_err *e);
 void train_exec_free(train_exec *t);
+/* Where the graph's nodes run: "cpu" or the device model's name. */
+bool train_exec_on_device(const train_exec *t);
 /* One run. inputs follow tg's input order: from, side inputs, parameters, then d_<to> (absent
  * when forward-only); all borrowed host tensors. The parameters may change between runs: kernel
  * state (oneDNN's packed weights, checked only by a sampled fingerprint) is dropped first. On

@@ -390,10 +390,9 @@ graft_status trainer_run(graft_trainer *t, const float *x, const void *y, int64_
                        (long long)t->epoch_at, (long long)n);
 #if GRAFT_HAVE_CUDA
     bool on_gpu = false;
-    if (t->blocks && t->backbone->have_device && t->epoch == 0 && t->epoch_at == 0)
-        ctx_log(t->model->ctx, GRAFT_LOG_WARN,
-                "the blocks after '%s' and the head train on the CPU (fp32): the GPU trainer "
-                "takes heads alone so far; the frozen part ran on %s",
+    if (t->blocks && train_exec_on_device(&t->blocks->run) && t->epoch == 0 && t->epoch_at == 0)
+        ctx_log(t->model->ctx, GRAFT_LOG_INFO,
+                "the blocks after '%s' train on %s (fp32), the head on the CPU",
                 t->options.train_from, t->backbone->device_name);
     graft_status gst = t->blocks ? GRAFT_OK : trainer_run_gpu(t, x, y, n, vx, vy, vn, &on_gpu, e);
     if (on_gpu || gst != GRAFT_OK) return gst;

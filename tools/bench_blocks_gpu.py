@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""bench_blocks_gpu.py: fine-tuning ResNet-50's last stage (layer4) and a new head on the GPU from
+the cache, graft against PyTorch in one run (issue 15's speed test).
+
+Makes a JPEG set (tools/bench_finetune.py's images, 10 classes), exports a torchvision ResNet-50
+(random weights, seed 0, opset 17, dynamic batch), then times on the same GPU, one after another,
+the epochs that train layer4 + a Linear(2048, 10) head with SGD (momentum 0.9), fp32, BatchNorm
+in eval mode (frozen statistics), validation after every epoch:
+  graft_warm      graft finetune --unfreeze 1 --device cuda:0 --precision fp32 --cache DIR, run
+                  a second time so every frozen row comes from the cache: its `head` time is the
+                  epochs of the blocks and the head (and their validation)
+  torch_frozen    the frozen part (stem..layer3) under no_grad every epoch, on images already
+                  decoded and resident on the GPU, then layer4 + fc forward and backward
+  torch_cached    layer3's activations computed once and kept on the GPU, then the same epochs
+  torch_cached_tf32  the same with PyTorch's default TF32 convolutions (graft runs strict fp32)
+Prints images/s of the training epochs (train images x epochs / seconds) and each run's ratio to
+graft's. The frozen part's one pass (graft_cold's backbone time, PyTorch's caching pass) is shown
+apart. Usage: tools/bench_blocks_gpu.py [--train 1280] [--val 256] [--epochs 3] [--batch 64]
+       [--graft build/release/graft] [--work DIR]
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_finetune import export_resnet50, make_set  # noqa: E402
+
+
+def graft_run(a, model, cache, log):
+    cmd = [a.graft, "finetune", "--model", model, "--data", os.path.join(a.work, "train"),
+           "--val", os.path.join(a.work, "val"), "--out", os.path.join(a.work, "tuned.onnx"),
+           "--device", "cuda:0", "--precision", "fp32", "--cache", cache, "--unfreeze", "1",
+           "--epochs", str(a.epochs), "--batch", str(a.batch), "--optimizer", "sgd", "--lr",
+           str(a.lr), "--momentum", "0.9", "--threads", str(a.threads)]
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    with open(log, "w") as f:
+        f.write(" ".join(cmd) + "\n" + p.stdout + p.stderr)
+    if p.returncode != 0:
+        sys.exit(f"graft finetune failed ({p.returncode}); see {log}:\n{p.stderr[-3000:]}")
+    m = re.search(r"time\s+backbone ([0-9.]+)s.*head ([0-9.]+)s", p.stdout + p.stderr)
+    acc = re.search(r"val accuracy\s+([0-9.]+)", p.stdout + p.stderr)
+    return wall, float(m.group(1)), float(m.group(2)), acc.group(1) if acc else "?"
+
+
+def torch_runs(a):
+    import torch
+    import torchvision
+    from torchvision import transforms
+
+    dev = torch.device("cuda:0")
+    tf = transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224),
+                             transforms.ToTensor(),
+                             transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
+
+    def resident(split):
+        ds = torchvision.datasets.ImageFolder(os.path.join(a.work, split), tf)
+        dl = torch.utils.data.DataLoader(ds, batch_size=256, num_workers=a.threads)
+        xs, ys = zip(*dl)
+        return torch.cat(xs).to(dev), torch.cat(ys).to(dev)
+
+    x_tr, y_tr = resident("train")
+    x_va, y_va = resident("val")
+    torch.manual_seed(0)
+    net = torchvision.models.resnet50(weights=None)
+    frozen = torch.nn.Sequential(net.conv1, net.bn1, net.relu, net.maxpool, net.layer1,
+                                 net.layer2, net.layer3).to(dev).eval()
+    for p in frozen.parameters():
+        p.requires_grad_(False)
+
+    def fresh_trainable():
+        torch.manual_seed(1)
+        r = torchvision.models.resnet50(weights=None)
+        body = torch.nn.Sequential(r.layer4, torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                                   torch.nn.Linear(2048, 10)).to(dev).eval()
+        opt = torch.optim.SGD(body.parameters(), lr=a.lr, momentum=0.9)
+        return body, opt
+
+    def epochs(source_tr, source_va):
+        body, opt = fresh_trainable()
+        g = torch.Generator(device=dev).manual_seed(0)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(a.epochs):
+            perm = torch.randperm(len(y_tr), device=dev, generator=g)
+            for i in range(0, len(perm), a.batch):
+                j = perm[i:i + a.batch]
+                loss = torch.nn.functional.cross_entropy(body(source_tr(j)), y_tr[j])
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+            with torch.no_grad():
+                for i in range(0, len(y_va), a.batch):
+                    body(source_va(slice(i, i + a.batch)))
+        torch.cuda.synchronize()
+        return time.perf_counter() - t0
+
+    out = {}
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+
+    def frozen_of(x):
+        with torch.no_grad():
+            return frozen(x)
+
+    epochs(lambda j: frozen_of(x_tr[j]), lambda s: frozen_of(x_va[s]))  # warm-up (cudnn choice)
+    out["torch_frozen"] = epochs(lambda j: frozen_of(x_tr[j]), lambda s: frozen_of(x_va[s]))
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        a_tr = torch.cat([frozen(x_tr[i:i + 256]) for i in range(0, len(y_tr), 256)])
+        a_va = torch.cat([frozen(x_va[i:i + 256]) for i in range(0, len(y_va), 256)])
+    torch.cuda.synchronize()
+    out["torch_cache_pass"] = time.perf_counter() - t0
+    del x_tr, x_va
+    out["torch_cached"] = epochs(lambda j: a_tr[j], lambda s: a_va[s])
+    torch.backends.cudnn.allow_tf32 = True
+    epochs(lambda j: a_tr[j], lambda s: a_va[s])
+    out["torch_cached_tf32"] = epochs(lambda j: a_tr[j], lambda s: a_va[s])
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--train", type=int, default=1280)
+    ap.add_argument("--val", type=int, default=256)
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--graft", default="build/release/graft")
+    ap.add_argument("--work", default="/tmp/bench_blocks")
+    ap.add_argument("--no-torch", action="store_true")
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    make_set(os.path.join(a.work, "train"), a.train, 10, 1, a.threads)
+    make_set(os.path.join(a.work, "val"), a.val, 10, 2, a.threads)
+    model = os.path.join(a.work, "resnet50.onnx")
+    export_resnet50(model)
+    cache = os.path.join(a.work, "cache")
+    subprocess.run(["rm", "-rf", cache])
+    cold = graft_run(a, model, cache, os.path.join(a.work, "graft_cold.log"))
+    warm = graft_run(a, model, cache, os.path.join(a.work, "graft_warm.log"))
+    imgs = a.train * a.epochs
+    rows = [("graft_warm (blocks + head epochs)", warm[2])]
+    print(f"ResNet-50 layer4 + head, {a.train} train / {a.val} val images, {a.epochs} epochs, "
+          f"batch {a.batch}, SGD, fp32; graft val accuracy {warm[3]}")
+    print(f"frozen part's one pass: graft {cold[1]:.2f} s (cold run's backbone phase)", end="")
+    if not a.no_torch:
+        t = torch_runs(a)
+        print(f", PyTorch {t['torch_cache_pass']:.2f} s (images already on the GPU)")
+        rows += [("torch_frozen (frozen part every epoch)", t["torch_frozen"]),
+                 ("torch_cached (activations on the GPU)", t["torch_cached"]),
+                 ("torch_cached_tf32 (PyTorch's default convolutions)", t["torch_cached_tf32"])]
+    else:
+        print()
+    g = warm[2]
+    print("\n| run | seconds | train images/s | graft's time / run's |")
+    print("|---|---|---|---|")
+    for name, secs in rows:
+        print(f"| {name} | {secs:.2f} | {imgs / secs:.0f} | {g / secs:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

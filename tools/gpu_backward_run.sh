@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# tools/gpu_backward_run.sh: the GPU checks of training graphs on the GPU (issue 15): build with
+# CUDA, every Backward rule against the CPU (tests/test_gpu_backward, also under
+# compute-sanitizer), `graft finetune --train-from` on the GPU against the CPU, and the ResNet-50
+# last-stage benchmark against PyTorch (tools/bench_blocks_gpu.py). On the GPU machine from the
+# project root (carry .gpu): source .gpu/env.sh && bash tools/gpu_backward_run.sh [--no-bench]
+. tools/gpu_run_common.sh
+
+gpu_setup
+python3 tools/make_backward_cases.py --out $G/backward >"$OUT/make_cases.log" 2>&1 &
+python3 tools/make_models.py --out $G --only block_parity_resnet18 >"$OUT/make_models.log" 2>&1 &
+ninja -C $B >"$OUT/build.log" 2>&1 || { grep -B2 -A12 -m3 'error' "$OUT/build.log"; exit 1; }
+wait
+echo "built, cases made at $(since)"
+
+$B/tests/test_gpu_backward $G/backward >"$OUT/gpu_backward.log" 2>&1
+summary gpu_backward $? "$OUT/gpu_backward.log"
+grep -E '^PASS' "$OUT/gpu_backward.log" | cut -c1-160
+compute-sanitizer --error-exitcode 86 $B/tests/test_gpu_backward $G/backward \
+    >"$OUT/gpu_backward_sanitizer.log" 2>&1
+echo "compute-sanitizer: rc=$? $(grep -c 'Invalid\|ERROR SUMMARY: [1-9]' "$OUT/gpu_backward_sanitizer.log") reports"
+BLOCK_PARITY_DEVICE=cuda:0 $B/tests/test_block_parity $G tests/data/block_parity_fixture.txt \
+    >"$OUT/block_parity_cuda.log" 2>&1
+summary block_parity_cuda $? "$OUT/block_parity_cuda.log"
+grep -E '^  (sgd|adamw|lamb) ' "$OUT/block_parity_cuda.log" | cut -c1-250
+echo "backward checks done at $(since)"
+
+IMG=(--resize 0 --crop 8 --grayscale --mean 0.3053,0.3053,0.3053 --std 0.376,0.376,0.376)
+for d in cpu cuda:0; do
+    $B/graft finetune --model models/digits_cnn.onnx --data examples/digits/train \
+        --val examples/digits/val --out "$OUT/digits_$d.onnx" "${IMG[@]}" --lr 0.01 \
+        --weight-decay 1e-4 --epochs 200 --device $d \
+        --train-from /backbone/backbone.6/MaxPool_output_0 >"$OUT/finetune_$d.log" 2>&1
+    echo "finetune --train-from on $d: rc=$? $(grep -E '^  val accuracy' "$OUT/finetune_$d.log")"
+    grep -E '^  (device|time) |blocks after' "$OUT/finetune_$d.log"
+done
+echo "finetune done at $(since)"
+[ "${1:-}" = --no-bench ] && exit 0
+python3 tools/bench_blocks_gpu.py --graft $B/graft >"$OUT/bench_blocks.log" 2>&1
+echo "bench_blocks_gpu rc=$?"
+tail -12 "$OUT/bench_blocks.log"
+echo "all done at $(since)"
