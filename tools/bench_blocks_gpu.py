@@ -43,7 +43,7 @@ def graft_run(a, model, cache, log):
     if p.returncode != 0:
         sys.exit(f"graft finetune failed ({p.returncode}); see {log}:\n{p.stderr[-3000:]}")
     m = re.search(r"time\s+backbone ([0-9.]+)s.*head ([0-9.]+)s", p.stdout + p.stderr)
-    acc = re.search(r"val accuracy\s+([0-9.]+)", p.stdout + p.stderr)
+    acc = re.search(r"val loss ([0-9.]+)", p.stdout + p.stderr)
     return wall, float(m.group(1)), float(m.group(2)), acc.group(1) if acc else "?"
 
 
@@ -85,6 +85,7 @@ def torch_runs(a):
         g = torch.Generator(device=dev).manual_seed(0)
         torch.cuda.synchronize()
         t0 = time.perf_counter()
+        val = 0.0
         for _ in range(a.epochs):
             perm = torch.randperm(len(y_tr), device=dev, generator=g)
             for i in range(0, len(perm), a.batch):
@@ -93,11 +94,14 @@ def torch_runs(a):
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
+            val = 0.0
             with torch.no_grad():
                 for i in range(0, len(y_va), a.batch):
-                    body(source_va(slice(i, i + a.batch)))
+                    s = slice(i, i + a.batch)
+                    val += torch.nn.functional.cross_entropy(body(source_va(s)), y_va[s],
+                                                             reduction="sum")
         torch.cuda.synchronize()
-        return time.perf_counter() - t0
+        return time.perf_counter() - t0, float(val) / len(y_va)
 
     out = {}
     torch.backends.cudnn.benchmark = True
@@ -109,7 +113,7 @@ def torch_runs(a):
             return frozen(x)
 
     epochs(lambda j: frozen_of(x_tr[j]), lambda s: frozen_of(x_va[s]))  # warm-up (cudnn choice)
-    out["torch_frozen"] = epochs(lambda j: frozen_of(x_tr[j]), lambda s: frozen_of(x_va[s]))
+    out["torch_frozen"], out["val_loss"] = epochs(lambda j: frozen_of(x_tr[j]), lambda s: frozen_of(x_va[s]))
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     with torch.no_grad():
@@ -118,10 +122,10 @@ def torch_runs(a):
     torch.cuda.synchronize()
     out["torch_cache_pass"] = time.perf_counter() - t0
     del x_tr, x_va
-    out["torch_cached"] = epochs(lambda j: a_tr[j], lambda s: a_va[s])
+    out["torch_cached"], _ = epochs(lambda j: a_tr[j], lambda s: a_va[s])
     torch.backends.cudnn.allow_tf32 = True
     epochs(lambda j: a_tr[j], lambda s: a_va[s])
-    out["torch_cached_tf32"] = epochs(lambda j: a_tr[j], lambda s: a_va[s])
+    out["torch_cached_tf32"], _ = epochs(lambda j: a_tr[j], lambda s: a_va[s])
     return out
 
 
@@ -131,7 +135,7 @@ def main():
     ap.add_argument("--val", type=int, default=256)
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--graft", default="build/release/graft")
     ap.add_argument("--work", default="/tmp/bench_blocks")
@@ -149,11 +153,12 @@ def main():
     imgs = a.train * a.epochs
     rows = [("graft_warm (blocks + head epochs)", warm[2])]
     print(f"ResNet-50 layer4 + head, {a.train} train / {a.val} val images, {a.epochs} epochs, "
-          f"batch {a.batch}, SGD, fp32; graft val accuracy {warm[3]}")
+          f"batch {a.batch}, SGD lr {a.lr}, fp32; graft's best val loss {warm[3]}")
     print(f"frozen part's one pass: graft {cold[1]:.2f} s (cold run's backbone phase)", end="")
     if not a.no_torch:
         t = torch_runs(a)
-        print(f", PyTorch {t['torch_cache_pass']:.2f} s (images already on the GPU)")
+        print(f", PyTorch {t['torch_cache_pass']:.2f} s (images already on the GPU); PyTorch's "
+              f"last val loss {t['val_loss']:.4f}")
         rows += [("torch_frozen (frozen part every epoch)", t["torch_frozen"]),
                  ("torch_cached (activations on the GPU)", t["torch_cached"]),
                  ("torch_cached_tf32 (PyTorch's default convolutions)", t["torch_cached_tf32"])]
