@@ -4,9 +4,19 @@
 # compute-sanitizer), `graft finetune --train-from` on the GPU against the CPU, and the ResNet-50
 # last-stage benchmark against PyTorch (tools/bench_blocks_gpu.py). On the GPU machine from the
 # project root (carry .gpu): source .gpu/env.sh && bash tools/gpu_backward_run.sh [--no-bench]
+# (--bench-only: graft's side of the benchmark alone, with its time split)
 . tools/gpu_run_common.sh
 
 gpu_setup
+if [ "${1:-}" = --bench-only ]; then
+    ninja -C $B >"$OUT/build.log" 2>&1 || { grep -B2 -A12 -m3 'error' "$OUT/build.log"; exit 1; }
+    GRAFT_LOG=info python3 tools/bench_blocks_gpu.py --graft $B/graft --no-torch \
+        >"$OUT/bench_blocks.log" 2>&1
+    cp /tmp/bench_blocks/graft_*.log "$OUT/" 2>/dev/null
+    tail -6 "$OUT/bench_blocks.log"
+    grep -h 'blocks:' /tmp/bench_blocks/graft_warm.log
+    exit 0
+fi
 python3 tools/make_backward_cases.py --out $G/backward >"$OUT/make_cases.log" 2>&1 &
 python3 tools/make_models.py --out $G --only block_parity_resnet18 >"$OUT/make_models.log" 2>&1 &
 ninja -C $B >"$OUT/build.log" 2>&1 || { grep -B2 -A12 -m3 'error' "$OUT/build.log"; exit 1; }
@@ -36,7 +46,9 @@ for d in cpu cuda:0; do
 done
 echo "finetune done at $(since)"
 [ "${1:-}" = --no-bench ] && exit 0
-python3 tools/bench_blocks_gpu.py --graft $B/graft >"$OUT/bench_blocks.log" 2>&1
+GRAFT_LOG=info python3 tools/bench_blocks_gpu.py --graft $B/graft >"$OUT/bench_blocks.log" 2>&1
 echo "bench_blocks_gpu rc=$?"
+cp /tmp/bench_blocks/graft_*.log "$OUT/" 2>/dev/null
+grep -h 'blocks:' /tmp/bench_blocks/graft_warm.log
 tail -12 "$OUT/bench_blocks.log"
 echo "all done at $(since)"

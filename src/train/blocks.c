@@ -6,6 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 static graft_status oom(graft_err *e) {
     return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory setting up the trainable blocks");
@@ -166,10 +173,10 @@ typedef struct pause_state {
     int64_t n;
     blocks_head_fn head;
     void *user;
+    double t_pause, t_resume; /* when the pause began and ended */
 } pause_state;
 
-static graft_status at_pause(void *user, executor *x, graft_err *e) {
-    pause_state *ps = user;
+static graft_status head_in_pause(pause_state *ps, executor *x, graft_err *e) {
     const tensor *to = &x->vals[ps->b->tg.to];
     if (to->dtype != GRAFT_DTYPE_F32 || to->ndim != 2 || to->dims[0] != ps->n ||
         to->dims[1] != ps->b->feat)
@@ -183,22 +190,32 @@ static graft_status at_pause(void *user, executor *x, graft_err *e) {
     return ps->head(ps->user, feats, ps->n, ps->b->d_to, e);
 }
 
+static graft_status at_pause(void *user, executor *x, graft_err *e) {
+    pause_state *ps = user;
+    ps->t_pause = now_seconds();
+    graft_status st = head_in_pause(ps, x, e);
+    ps->t_resume = now_seconds();
+    return st;
+}
 graft_status blocks_step(blocks *b, const float *rows, int64_t n, blocks_head_fn head, void *user,
                          graft_err *e) {
+    double t0 = now_seconds();
     TRY(unpack_rows(b, rows, n, e));
     tensor *dt = &b->inputs[b->tg.g.n_inputs - 1];
     dt->dtype = GRAFT_DTYPE_F32;
     dt->ndim = 2;
     dt->dims[0] = n, dt->dims[1] = b->feat;
     dt->data = b->d_to;
-    pause_state ps = {b, n, head, user};
+    pause_state ps = {b, n, head, user, 0, 0};
     executor *x = &b->run.x;
     x->pause_after = b->tg.n_forward_nodes - 1;
     x->pause_fn = at_pause;
     x->pause_user = &ps;
+    double t1 = now_seconds();
     graft_status st = train_exec_run(&b->run, b->inputs, e);
     x->pause_fn = NULL;
     TRY(st);
+    double t2 = now_seconds();
     for (int i = 0; i < b->n_params; i++) {
         const tensor *g = train_exec_output(&b->run, 1 + i);
         if (g->dtype != GRAFT_DTYPE_F32 || tensor_numel(g) != b->numel[i])
@@ -207,14 +224,22 @@ graft_status blocks_step(blocks *b, const float *rows, int64_t n, blocks_head_fn
         float *acc = b->grad[i];
         for (int64_t k = 0; k < b->numel[i]; k++) acc[k] += src[k];
     }
+    double t3 = now_seconds();
+    b->sec_rows += t1 - t0;
+    b->sec_forward += ps.t_pause - t1;
+    b->sec_head += ps.t_resume - ps.t_pause;
+    b->sec_backward += t2 - ps.t_resume;
+    b->sec_grads += t3 - t2;
     b->steps++;
     return GRAFT_OK;
 }
 
 graft_status blocks_features(blocks *b, const float *rows, int64_t n, const float **out,
                              graft_err *e) {
+    double t0 = now_seconds();
     TRY(unpack_rows(b, rows, n, e));
     TRY(train_exec_run(&b->eval, b->inputs, e));
+    b->sec_eval += now_seconds() - t0;
     const tensor *to = train_exec_output(&b->eval, 0);
     if (to->dtype != GRAFT_DTYPE_F32 || to->ndim != 2 || to->dims[0] != n || to->dims[1] != b->feat)
         return err_set(e, GRAFT_E_INTERNAL, "blocks: the features came out with another shape");

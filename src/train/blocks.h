@@ -26,8 +26,10 @@ typedef struct blocks {
     float *d_to;     /* (batch, feat): d(loss)/d(to), written in the pause */
     float *to_host;  /* (batch, feat): `to` copied from the device for the head */
     double lr_scale; /* the blocks' rate over the head's (0: the same) */
-    int64_t evals;   /* forward-only runs (tests) */
-    int64_t steps;   /* forward-backward runs (tests) */
+    /* seconds spent in the training runs, by part (the log's "blocks:" line, trainer.c) */
+    double sec_rows, sec_forward, sec_head, sec_backward, sec_grads, sec_eval;
+    int64_t evals; /* forward-only runs (tests) */
+    int64_t steps; /* forward-backward runs (tests) */
 } blocks;
 
 /* The trainable part from tensor `from` to m's one output (the features), and the frozen part
