@@ -35,6 +35,11 @@ typedef struct graft_backend {
                                  graft_err *e);
     graft_status (*copy_on_device)(void *impl, void *dst, const void *src, size_t bytes,
                                    graft_err *e);
+    /* Optional (device backends): page-locked host memory, which copy_to_device and
+     * copy_to_host move directly (no staging through a bounce buffer); host_free takes only
+     * what host_alloc gave, and may be called after destroy. */
+    graft_status (*host_alloc)(void *impl, size_t bytes, void **out, graft_err *e);
+    void (*host_free)(void *ptr);
     /* Device backends that can record their queued work and replay it (CUDA graphs); NULL
      * otherwise. Between capture_begin and capture_end nothing may synchronize or copy from
      * pageable host memory; capture_end returns an instantiated graph (or an error, after which

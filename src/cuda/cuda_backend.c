@@ -12,8 +12,8 @@
 #include "tensor_launch.h"
 
 static const cuda_kernel *const kernel_tables[] = {
-    cuda_elementwise_kernels, cuda_reduce_kernels, cuda_tensor_kernels,
-    cuda_norm_kernels,        cuda_conv_kernels,   cuda_matmul_kernels, cuda_backward_kernels,
+    cuda_elementwise_kernels, cuda_reduce_kernels, cuda_tensor_kernels,   cuda_norm_kernels,
+    cuda_conv_kernels,        cuda_matmul_kernels, cuda_backward_kernels,
 };
 
 const cuda_kernel *cuda_find_kernel(const char *op) {
@@ -217,6 +217,23 @@ static graft_status be_on_device(void *impl, void *dst, const void *src, size_t 
     return GRAFT_OK;
 }
 
+static graft_status be_host_alloc(void *impl, size_t bytes, void **out, graft_err *e) {
+    (void)impl;
+    *out = NULL;
+    cudaError_t err = cudaMallocHost(out, bytes ? bytes : 1);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        *out = NULL;
+        return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of pinned host memory (%.1f MiB): %s",
+                       (double)bytes / 1048576.0, cudaGetErrorString(err));
+    }
+    return GRAFT_OK;
+}
+
+static void be_host_free(void *ptr) {
+    if (ptr) cudaFreeHost(ptr);
+}
+
 static graft_status be_mark(void *impl, int k, graft_err *e) {
     cuda_backend *be = impl;
     if (k < 0) return err_set(e, GRAFT_E_INVALID_ARGUMENT, "profiling mark %d is negative", k);
@@ -371,6 +388,8 @@ graft_status cuda_backend_create(const cuda_backend_options *o, graft_backend *o
                            .copy_to_device = be_to_device,
                            .copy_to_host = be_to_host,
                            .copy_on_device = be_on_device,
+                           .host_alloc = be_host_alloc,
+                           .host_free = be_host_free,
                            .capture_begin = be_capture_begin,
                            .capture_end = be_capture_end,
                            .replay = be_replay,

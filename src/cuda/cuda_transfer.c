@@ -1,6 +1,7 @@
 /* cuda_transfer.c: copies between the caller's (pageable) host memory and the GPU through two
  * pinned staging buffers, so that the host's memcpy of one chunk overlaps the DMA of the other
- * and an upload returns before the GPU has read it. */
+ * and an upload returns before the GPU has read it; large copies from or to pinned host memory
+ * go directly. */
 #include <string.h>
 
 #include "cuda_internal.h"
@@ -27,7 +28,30 @@ void cuda_transfer_fini(cuda_backend *be) {
     }
 }
 
+/* Whether p is page-locked host memory (cudaMallocHost's, or registered): copied directly. */
+static bool is_pinned(const void *p) {
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    return a.type == cudaMemoryTypeHost;
+}
+
+/* One direct copy from or to pinned memory, waited for (the caller may change or read the host
+ * side as soon as this returns, as with the staged copies). */
+static graft_status direct_copy(cuda_backend *be, void *dst, const void *src, size_t bytes,
+                                enum cudaMemcpyKind kind, graft_err *e) {
+    const char *what =
+        kind == cudaMemcpyHostToDevice ? "copying to the GPU" : "copying from the GPU";
+    CUDA_TRY(e, cudaMemcpyAsync(dst, src, bytes, kind, be->stream), what);
+    CUDA_TRY(e, cudaStreamSynchronize(be->stream), what);
+    return GRAFT_OK;
+}
+
 graft_status cuda_upload(cuda_backend *be, void *dst, const void *src, size_t bytes, graft_err *e) {
+    if (bytes >= STAGE_BYTES && is_pinned(src))
+        return direct_copy(be, dst, src, bytes, cudaMemcpyHostToDevice, e);
     TRY(stage_init(be, e));
     int i = 0;
     for (size_t off = 0; off < bytes; off += STAGE_BYTES, i ^= 1) {
@@ -46,6 +70,8 @@ graft_status cuda_upload(cuda_backend *be, void *dst, const void *src, size_t by
 
 graft_status cuda_download(cuda_backend *be, void *dst, const void *src, size_t bytes,
                            graft_err *e) {
+    if (bytes >= STAGE_BYTES && is_pinned(dst))
+        return direct_copy(be, dst, src, bytes, cudaMemcpyDeviceToHost, e);
     TRY(stage_init(be, e));
     size_t pending_off = 0, pending_n = 0;
     int pending = -1, i = 0;

@@ -93,7 +93,12 @@ void exec_free(executor *x) {
     free(x->on_dev);
     free(x->copy);
     free(x->copy_kept);
-    for (int i = 0; i < EXEC_MAX_OUTPUTS; i++) free(x->out_host[i]);
+    for (int i = 0; i < EXEC_MAX_OUTPUTS; i++) {
+        if (x->out_host_pinned)
+            x->device->host_free(x->out_host[i]);
+        else
+            free(x->out_host[i]);
+    }
     free(x->node_on_dev);
     free(x->node_fallback);
     free(x->group_end);

@@ -78,6 +78,9 @@ typedef struct executor {
     exec_profile profile;
     void *out_host[EXEC_MAX_OUTPUTS]; /* host buffers for device-computed graph outputs */
     size_t out_host_bytes[EXEC_MAX_OUTPUTS];
+    /* out_host from the device's host_alloc (pinned: copied at full speed; large outputs read
+     * every run, the training graph's gradients) */
+    bool pin_outputs, out_host_pinned;
     bool count_flops;
     double flops;
     size_t max_buffer_bytes; /* 0: no cap; else a larger buffer is refused (probe runs) */

@@ -177,7 +177,28 @@ graft_status exec_value_at(executor *x, int v, bool dev, tensor *view, graft_err
     return GRAFT_OK;
 }
 
-/* Graph outputs computed on the device come back to host memory the caller can read. */
+/* Output i's kept host buffer, at least `bytes` large (pinned when the executor asks). */
+static graft_status grow_out_host(executor *x, int i, size_t bytes, graft_err *e) {
+    bool pin = x->pin_outputs && x->device->host_alloc && x->device->host_free;
+    void *grown = NULL;
+    if (pin) {
+        x->device->host_free(x->out_host[i]);
+        x->out_host[i] = NULL;
+        x->out_host_bytes[i] = 0;
+        TRY(x->device->host_alloc(x->device->impl, bytes, &grown, e));
+        x->out_host_pinned = true;
+    } else {
+        grown = realloc(x->out_host[i], bytes ? bytes : 1);
+        if (!grown)
+            return err_set(e, GRAFT_E_OUT_OF_MEMORY,
+                           "out of host memory for output '%s' (%zu bytes)",
+                           x->g->values[x->g->outputs[i]].name, bytes);
+    }
+    x->out_host[i] = grown;
+    x->out_host_bytes[i] = bytes;
+    return GRAFT_OK;
+}
+
 /* Graph outputs computed on the device come back into host buffers the executor keeps from run
  * to run (outputs are valid until the next run): no allocation, zeroing or page faults per run. */
 graft_status exec_outputs_to_host(executor *x, graft_err *e) {
@@ -196,15 +217,7 @@ graft_status exec_outputs_to_host(executor *x, graft_err *e) {
             continue;
         }
         size_t bytes = (size_t)tensor_nbytes(&x->vals[v]);
-        if (x->out_host_bytes[i] < bytes) {
-            void *grown = realloc(x->out_host[i], bytes ? bytes : 1);
-            if (!grown)
-                return err_set(e, GRAFT_E_OUT_OF_MEMORY,
-                               "out of host memory for output '%s' (%zu bytes)", g->values[v].name,
-                               bytes);
-            x->out_host[i] = grown;
-            x->out_host_bytes[i] = bytes;
-        }
+        if (x->out_host_bytes[i] < bytes) TRY(grow_out_host(x, i, bytes, e));
         TRY(x->device->copy_to_host(x->device->impl, x->out_host[i], x->vals[v].data, bytes, e));
         exec_free_copy(x, v, false);
         exec_free_primary(x, v);

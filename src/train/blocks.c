@@ -36,7 +36,7 @@ static graft_status alloc_params(blocks *b, const graft_model *m, graft_err *e) 
                            v->name, graft_dtype_name(v->data.dtype));
         int64_t k = tensor_numel(&v->data);
         b->numel[i] = k;
-        b->data[i] = malloc(sizeof(float) * (size_t)k);
+        b->data[i] = train_exec_host_alloc(&b->run, sizeof(float) * (size_t)k); /* uploaded */
         b->grad[i] = calloc((size_t)k, sizeof(float));
         size_t len = strlen(v->name) + 8;
         b->names[i] = malloc(len);
@@ -96,11 +96,11 @@ static graft_status init_parts(blocks *b, graft_model *m, const char *from, int 
     if (b->tg.n_params == 0)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                        "fine-tuning from '%s': the part after it has no weights to train", from);
+    TRY(train_exec_init_device(&b->run, &b->tg, threads, m, e));
+    TRY(train_exec_init_device(&b->eval, &b->fwd, threads, m, e));
     TRY(alloc_params(b, m, e));
     TRY(frozen_part_create(m, &b->tg, &b->frozen, e));
-    TRY(bind_params(b, e));
-    TRY(train_exec_init_device(&b->run, &b->tg, threads, m, e));
-    return train_exec_init_device(&b->eval, &b->fwd, threads, m, e);
+    return bind_params(b, e);
 }
 
 graft_status blocks_init(blocks *b, graft_model *m, const char *from, int threads, graft_err *e) {
@@ -121,9 +121,12 @@ static void free_pieces(blocks *b) {
 void blocks_free(blocks *b) {
     if (!b) return;
     free_pieces(b);
+    for (int i = 0; i < b->n_params; i++) {
+        train_exec_host_free(&b->run, b->data[i]);
+        free(b->grad[i]), free(b->names[i]);
+    }
     train_exec_free(&b->run);
     train_exec_free(&b->eval);
-    for (int i = 0; i < b->n_params; i++) free(b->data[i]), free(b->grad[i]), free(b->names[i]);
     free(b->data), free(b->grad), free(b->numel), free(b->names);
     free(b->inputs), free(b->pieces);
     frozen_part_free(&b->frozen);
@@ -147,24 +150,39 @@ void blocks_zero_grad(blocks *b) {
 }
 
 /* The batch's pieces (from, side inputs) out of rows (n, row), and d_to's buffer. */
+/* The row is piece k as it is (one float piece, nothing beside it): the graph reads the rows. */
+static bool row_is_piece(const blocks *b, int k) {
+    const frozen_piece *p = &b->frozen.pieces[k];
+    return b->frozen.n_pieces == 1 && p->dtype == GRAFT_DTYPE_F32 && p->offset == 0 &&
+           p->numel == b->frozen.row;
+}
+
+/* The batch's pieces (from, side inputs) out of rows (n, row), and d_to's buffer. */
 static graft_status unpack_rows(blocks *b, const float *rows, int64_t n, graft_err *e) {
     if (n != b->batch) {
         free_pieces(b);
         for (int k = 0; k < b->frozen.n_pieces; k++) {
             const frozen_piece *p = &b->frozen.pieces[k];
-            int64_t dims[GRAFT_MAX_DIMS];
-            memcpy(dims, p->dims, sizeof dims);
-            dims[0] = n;
-            TRY(tensor_make(&b->pieces[k], p->dtype, p->ndim, dims, e));
+            tensor *t = &b->pieces[k];
+            memset(t, 0, sizeof *t);
+            t->dtype = p->dtype;
+            t->ndim = p->ndim;
+            memcpy(t->dims, p->dims, sizeof t->dims);
+            t->dims[0] = n;
+            if (!row_is_piece(b, k)) TRY(tensor_alloc(t, e));
         }
         b->d_to = malloc(sizeof(float) * (size_t)(n * b->feat));
         b->to_host = malloc(sizeof(float) * (size_t)(n * b->feat));
         if (!b->d_to || !b->to_host) return oom(e);
         b->batch = n;
     }
-    for (int k = 0; k < b->frozen.n_pieces; k++)
-        TRY(frozen_part_unpack(&b->frozen, k, rows, n, &b->pieces[k], e));
-    for (int k = 0; k < b->frozen.n_pieces; k++) b->inputs[k] = b->pieces[k];
+    for (int k = 0; k < b->frozen.n_pieces; k++) {
+        b->inputs[k] = b->pieces[k];
+        if (row_is_piece(b, k))
+            b->inputs[k].data = (void *)rows; /* read only */
+        else
+            TRY(frozen_part_unpack(&b->frozen, k, rows, n, &b->pieces[k], e));
+    }
     return GRAFT_OK;
 }
 
@@ -222,6 +240,7 @@ graft_status blocks_step(blocks *b, const float *rows, int64_t n, blocks_head_fn
             return err_set(e, GRAFT_E_INTERNAL, "blocks: gradient %d has the wrong size", i);
         const float *src = g->data;
         float *acc = b->grad[i];
+#pragma omp parallel for if (b->numel[i] >= ((int64_t)1 << 16)) schedule(static)
         for (int64_t k = 0; k < b->numel[i]; k++) acc[k] += src[k];
     }
     double t3 = now_seconds();
@@ -246,6 +265,14 @@ graft_status blocks_features(blocks *b, const float *rows, int64_t n, const floa
     *out = to->data;
     b->evals++;
     return GRAFT_OK;
+}
+
+float *blocks_rows_alloc(blocks *b, int64_t count) {
+    return train_exec_host_alloc(&b->run, sizeof(float) * (size_t)count);
+}
+
+void blocks_rows_free(blocks *b, float *rows) {
+    train_exec_host_free(&b->run, rows);
 }
 
 graft_status blocks_write_back(blocks *b, graft_model *m, graft_err *e) {

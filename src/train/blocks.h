@@ -53,6 +53,10 @@ graft_status blocks_step(blocks *b, const float *rows, int64_t n, blocks_head_fn
  * the executor (valid until the next call). */
 graft_status blocks_features(blocks *b, const float *rows, int64_t n, const float **out,
                              graft_err *e);
+/* A buffer for `count` floats of rows (pinned when the blocks run on a GPU: uploaded at full
+ * speed); NULL when out of memory. */
+float *blocks_rows_alloc(blocks *b, int64_t count);
+void blocks_rows_free(blocks *b, float *rows);
 /* Write the current weights into m's constants (m: the model blocks_init read). */
 graft_status blocks_write_back(blocks *b, graft_model *m, graft_err *e);
 

@@ -109,6 +109,10 @@ void optim_free(optim *opt) {
     free(opt);
 }
 
+/* Tensors this large update on all threads (the norms' sums stay serial: their order is the
+ * result's). */
+#define PARALLEL_MIN ((int64_t)1 << 16)
+
 static void sgd_param(optim *o, int i, float lr) {
     const optim_config *c = &o->cfg;
     const optim_param *p = &o->params[i];
@@ -116,6 +120,8 @@ static void sgd_param(optim *o, int i, float lr) {
     float *buf = o->bufs[BUF_MOMENTUM] ? o->bufs[BUF_MOMENTUM] + o->offsets[i] : NULL;
     float keep = 1.0f - c->dampening;
     bool first = o->steps == 0;
+    /* element by element: threads change no result (the same holds below) */
+#pragma omp parallel for if (p->numel >= PARALLEL_MIN) schedule(static)
     for (int64_t j = 0; j < p->numel; j++) {
         float d = p->grad[j];
         if (wd != 0.0f) d = d + wd * p->data[j];
@@ -146,6 +152,7 @@ static void adam_param(optim *o, int i, float lr, double t) {
     float decay_mul = (float)(1.0 - (double)lr * (double)wd);
     float step_size = (float)((double)lr / (1.0 - pow((double)c->beta1, t)));
     float bc2_sqrt = (float)sqrt(1.0 - pow((double)c->beta2, t));
+#pragma omp parallel for if (p->numel >= PARALLEL_MIN) schedule(static)
     for (int64_t j = 0; j < p->numel; j++) {
         float g = p->grad[j];
         if (wd != 0.0f) {
@@ -189,6 +196,7 @@ static void lamb_param(optim *o, int i, float lr, double t) {
     float ratio = 1.0f;
     if (wnorm2 > 0.0 && unorm2 > 0.0) ratio = (float)(sqrt(wnorm2) / sqrt(unorm2));
     float scale = lr * ratio;
+#pragma omp parallel for if (p->numel >= PARALLEL_MIN) schedule(static)
     for (int64_t j = 0; j < p->numel; j++) {
         float u = (m[j] / bc1) / (sqrtf(v[j] / bc2) + c->eps) + wd * p->data[j];
         p->data[j] = p->data[j] - scale * u;

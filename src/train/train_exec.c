@@ -1,6 +1,7 @@
 /* train_exec.c: running a training graph with graph/exec on a CPU backend of its own. */
 #include "train_exec.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "../cpu/cpu_backend.h"
@@ -23,6 +24,7 @@ static graft_status init_on(train_exec *t, train_graph *tg, bool reference_only,
     /* node by node: the runs with a pause could not replay a recording anyway, and the batch
      * size of the evaluation runs changes at an epoch's last batch */
     exec_disable_graphs(&t->x);
+    t->x.pin_outputs = t->have_device; /* the gradients: large, read after every run */
     return GRAFT_OK;
 }
 
@@ -38,6 +40,23 @@ graft_status train_exec_init_device(train_exec *t, train_graph *tg, int num_thre
 
 bool train_exec_on_device(const train_exec *t) {
     return t->have_device;
+}
+
+static bool pins(const train_exec *t) {
+    return t->have_device && t->device.host_alloc && t->device.host_free;
+}
+
+void *train_exec_host_alloc(train_exec *t, size_t bytes) {
+    void *p = NULL;
+    if (!pins(t)) return malloc(bytes ? bytes : 1);
+    return t->device.host_alloc(t->device.impl, bytes, &p, NULL) == GRAFT_OK ? p : NULL;
+}
+
+void train_exec_host_free(const train_exec *t, void *ptr) {
+    if (pins(t))
+        t->device.host_free(ptr);
+    else
+        free(ptr);
 }
 
 void train_exec_free(train_exec *t) {

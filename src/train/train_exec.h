@@ -26,8 +26,12 @@ graft_status train_exec_init(train_exec *t, train_graph *tg, bool reference_only
 graft_status train_exec_init_device(train_exec *t, train_graph *tg, int num_threads, graft_model *m,
                                     graft_err *e);
 void train_exec_free(train_exec *t);
-/* Where the graph's nodes run: "cpu" or the device model's name. */
+/* Whether the graph runs on a device backend. */
 bool train_exec_on_device(const train_exec *t);
+/* Host memory for the runs' inputs: pinned on a device (copied at full speed), else malloc's;
+ * NULL when out of memory. Free it with train_exec_host_free. */
+void *train_exec_host_alloc(train_exec *t, size_t bytes);
+void train_exec_host_free(const train_exec *t, void *ptr);
 /* One run. inputs follow tg's input order: from, side inputs, parameters, then d_<to> (absent
  * when forward-only); all borrowed host tensors. The parameters may change between runs: kernel
  * state (oneDNN's packed weights, checked only by a sampled fingerprint) is dropped first. On

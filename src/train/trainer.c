@@ -413,7 +413,9 @@ graft_status trainer_run(graft_trainer *t, const float *x, const void *y, int64_
 #endif
     epoch_state s = {0};
     s.order = malloc(sizeof(int64_t) * (size_t)n);
-    s.xb = malloc(sizeof(float) * (size_t)(t->options.batch_size * t->dim));
+    int64_t xb_count = t->options.batch_size * t->dim;
+    s.xb = t->blocks ? blocks_rows_alloc(t->blocks, xb_count)
+                     : malloc(sizeof(float) * (size_t)xb_count);
     s.yb = malloc(trainer_label_size(t) * (size_t)t->options.batch_size);
     graft_status st = GRAFT_OK;
     if (!s.order || !s.xb || !s.yb)
@@ -424,7 +426,12 @@ graft_status trainer_run(graft_trainer *t, const float *x, const void *y, int64_
         st = run_epoch(t, &s, x, y, n, &loss, &acc, &stop, e);
         if (st == GRAFT_OK && !stop) st = trainer_end_epoch(t, loss, acc, vx, vy, vn, &stop, e);
     }
-    free(s.order), free(s.xb), free(s.yb);
-    if (t->blocks) log_block_times(t);
+    free(s.order), free(s.yb);
+    if (t->blocks) {
+        blocks_rows_free(t->blocks, s.xb);
+        log_block_times(t);
+    } else {
+        free(s.xb);
+    }
     return st;
 }
