@@ -20,32 +20,20 @@ apart. Usage: tools/bench_blocks_gpu.py [--train 1280] [--val 256] [--epochs 3] 
 """
 import argparse
 import os
-import re
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_finetune  # noqa: E402
 from bench_finetune import export_resnet50, make_set  # noqa: E402
 
 
 def graft_run(a, model, cache, log):
-    cmd = [a.graft, "finetune", "--model", model, "--data", os.path.join(a.work, "train"),
-           "--val", os.path.join(a.work, "val"), "--out", os.path.join(a.work, "tuned.onnx"),
-           "--device", "cuda:0", "--precision", "fp32", "--cache", cache, "--unfreeze", "1",
-           "--epochs", str(a.epochs), "--batch", str(a.batch), "--optimizer", "sgd", "--lr",
-           str(a.lr), "--momentum", "0.9", "--threads", str(a.threads)]
-    t0 = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    with open(log, "w") as f:
-        f.write(" ".join(cmd) + "\n" + p.stdout + p.stderr)
-    if p.returncode != 0:
-        sys.exit(f"graft finetune failed ({p.returncode}); see {log}:\n{p.stderr[-3000:]}")
-    m = re.search(r"time\s+backbone ([0-9.]+)s.*head ([0-9.]+)s", p.stdout + p.stderr)
-    acc = re.search(r"val loss ([0-9.]+)", p.stdout + p.stderr)
-    return wall, float(m.group(1)), float(m.group(2)), acc.group(1) if acc else "?"
-
+    """bench_finetune's graft run with the blocks' options: (wall, backbone s, head s)."""
+    extra = ["--unfreeze", "1", "--optimizer", "sgd", "--lr", str(a.lr), "--momentum", "0.9"]
+    wall, (backbone, head) = bench_finetune.graft_run(a, model, cache, log, extra)
+    return wall, backbone, head
 
 def torch_runs(a):
     import torch
@@ -85,7 +73,6 @@ def torch_runs(a):
         g = torch.Generator(device=dev).manual_seed(0)
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        val = 0.0
         for _ in range(a.epochs):
             perm = torch.randperm(len(y_tr), device=dev, generator=g)
             for i in range(0, len(perm), a.batch):
@@ -94,14 +81,11 @@ def torch_runs(a):
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
-            val = 0.0
             with torch.no_grad():
                 for i in range(0, len(y_va), a.batch):
-                    s = slice(i, i + a.batch)
-                    val += torch.nn.functional.cross_entropy(body(source_va(s)), y_va[s],
-                                                             reduction="sum")
+                    body(source_va(slice(i, i + a.batch)))
         torch.cuda.synchronize()
-        return time.perf_counter() - t0, float(val) / len(y_va)
+        return time.perf_counter() - t0
 
     out = {}
     torch.backends.cudnn.benchmark = True
@@ -113,7 +97,7 @@ def torch_runs(a):
             return frozen(x)
 
     epochs(lambda j: frozen_of(x_tr[j]), lambda s: frozen_of(x_va[s]))  # warm-up (cudnn choice)
-    out["torch_frozen"], out["val_loss"] = epochs(lambda j: frozen_of(x_tr[j]), lambda s: frozen_of(x_va[s]))
+    out["torch_frozen"] = epochs(lambda j: frozen_of(x_tr[j]), lambda s: frozen_of(x_va[s]))
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     with torch.no_grad():
@@ -122,10 +106,10 @@ def torch_runs(a):
     torch.cuda.synchronize()
     out["torch_cache_pass"] = time.perf_counter() - t0
     del x_tr, x_va
-    out["torch_cached"], _ = epochs(lambda j: a_tr[j], lambda s: a_va[s])
+    out["torch_cached"] = epochs(lambda j: a_tr[j], lambda s: a_va[s])
     torch.backends.cudnn.allow_tf32 = True
     epochs(lambda j: a_tr[j], lambda s: a_va[s])
-    out["torch_cached_tf32"], _ = epochs(lambda j: a_tr[j], lambda s: a_va[s])
+    out["torch_cached_tf32"] = epochs(lambda j: a_tr[j], lambda s: a_va[s])
     return out
 
 
@@ -141,6 +125,7 @@ def main():
     ap.add_argument("--work", default="/tmp/bench_blocks")
     ap.add_argument("--no-torch", action="store_true")
     a = ap.parse_args()
+    a.precision, a.workers, a.device = "fp32", a.threads, "cuda:0"  # bench_finetune.graft_run's
     os.makedirs(a.work, exist_ok=True)
     make_set(os.path.join(a.work, "train"), a.train, 10, 1, a.threads)
     make_set(os.path.join(a.work, "val"), a.val, 10, 2, a.threads)
@@ -153,12 +138,11 @@ def main():
     imgs = a.train * a.epochs
     rows = [("graft_warm (blocks + head epochs)", warm[2])]
     print(f"ResNet-50 layer4 + head, {a.train} train / {a.val} val images, {a.epochs} epochs, "
-          f"batch {a.batch}, SGD lr {a.lr}, fp32; graft's best val loss {warm[3]}")
+          f"batch {a.batch}, SGD lr {a.lr}, fp32")
     print(f"frozen part's one pass: graft {cold[1]:.2f} s (cold run's backbone phase)", end="")
     if not a.no_torch:
         t = torch_runs(a)
-        print(f", PyTorch {t['torch_cache_pass']:.2f} s (images already on the GPU); PyTorch's "
-              f"last val loss {t['val_loss']:.4f}")
+        print(f", PyTorch {t['torch_cache_pass']:.2f} s (images already on the GPU)")
         rows += [("torch_frozen (frozen part every epoch)", t["torch_frozen"]),
                  ("torch_cached (activations on the GPU)", t["torch_cached"]),
                  ("torch_cached_tf32 (PyTorch's default convolutions)", t["torch_cached_tf32"])]

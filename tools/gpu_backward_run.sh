@@ -35,15 +35,7 @@ summary block_parity_cuda $? "$OUT/block_parity_cuda.log"
 grep -E '^  (sgd|adamw|lamb) ' "$OUT/block_parity_cuda.log" | cut -c1-250
 echo "backward checks done at $(since)"
 
-IMG=(--resize 0 --crop 8 --grayscale --mean 0.3053,0.3053,0.3053 --std 0.376,0.376,0.376)
-for d in cpu cuda:0; do
-    $B/graft finetune --model models/digits_cnn.onnx --data examples/digits/train \
-        --val examples/digits/val --out "$OUT/digits_$d.onnx" "${IMG[@]}" --lr 0.01 \
-        --weight-decay 1e-4 --epochs 200 --device $d \
-        --train-from /backbone/backbone.6/MaxPool_output_0 >"$OUT/finetune_$d.log" 2>&1
-    echo "finetune --train-from on $d: rc=$? $(grep -E '^  val accuracy' "$OUT/finetune_$d.log")"
-    grep -E '^  (device|time) |blocks after' "$OUT/finetune_$d.log"
-done
+digits_train_from_on_both
 echo "finetune done at $(since)"
 [ "${1:-}" = --no-bench ] && exit 0
 GRAFT_LOG=info python3 tools/bench_blocks_gpu.py --graft $B/graft >"$OUT/bench_blocks.log" 2>&1

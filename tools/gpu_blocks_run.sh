@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # tools/gpu_blocks_run.sh: the GPU checks of fine-tuning blocks (issue 15): build with CUDA, the
-# block tests, `graft finetune --train-from` with the frozen part on the GPU against the same run
-# on the CPU (the blocks and head train on the CPU either way), and the executor's recorded and
-# parity checks (the executor's pause must not disturb them). On the GPU machine from the
+# block tests, `graft finetune --train-from` on the GPU against the same run on the CPU, and the
+# executor's recorded and parity checks (the executor's pause must not disturb them). On the GPU machine from the
 # project root (carry .gpu): source .gpu/env.sh && bash tools/gpu_blocks_run.sh (logs in $OUT).
 . tools/gpu_run_common.sh
 
@@ -21,15 +20,7 @@ grep -E 'keep_bn_cuda' "$OUT/keep_bn.log"
 $B/tests/test_backward_fast >"$OUT/backward_fast.log" 2>&1
 summary backward_fast $? "$OUT/backward_fast.log"
 grep -E '^speed' "$OUT/backward_fast.log"
-IMG=(--resize 0 --crop 8 --grayscale --mean 0.3053,0.3053,0.3053 --std 0.376,0.376,0.376)
-for d in cpu cuda:0; do
-    $B/graft finetune --model models/digits_cnn.onnx --data examples/digits/train \
-        --val examples/digits/val --out "$OUT/digits_$d.onnx" "${IMG[@]}" --lr 0.01 \
-        --weight-decay 1e-4 --epochs 200 --device $d \
-        --train-from /backbone/backbone.6/MaxPool_output_0 >"$OUT/finetune_$d.log" 2>&1
-    echo "finetune --train-from on $d: rc=$? $(grep -E '^  val accuracy' "$OUT/finetune_$d.log")"
-    grep -E '^  (device|time) ' "$OUT/finetune_$d.log"
-done
+digits_train_from_on_both
 echo "finetune done at $(since)"
 
 $B/tests/test_exec_plans $G --device cuda:0 --recorded bert_tiny_decomposed resnet18 \
