@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tools/gpu_blocks_run.sh: the GPU checks of fine-tuning blocks (issue 15): build with CUDA, the
 # block tests, `graft finetune --train-from` on the GPU against the same run on the CPU, and the
-# executor's recorded and parity checks (the executor's pause must not disturb them). On the GPU machine from the
-# project root (carry .gpu): source .gpu/env.sh && bash tools/gpu_blocks_run.sh (logs in $OUT).
+# executor's recorded and parity checks (the executor's pause must not disturb them). On the GPU
+# machine from the project root (carry .gpu): source .gpu/env.sh && bash tools/gpu_blocks_run.sh
+# (logs in $OUT).
 . tools/gpu_run_common.sh
 
 gpu_setup
