@@ -1,7 +1,8 @@
 /* test_blocks.c: fine-tuning the last blocks with the head (train_from) on the digits CNN: one
  * step's gradients of block and head weights against central differences of the loss, the
  * frozen part run once per sample, the trained blocks written into the model by attach,
- * checkpoints of the blocks' weights, more capacity than the head alone, and bad use. */
+ * checkpoints of the blocks' weights, more capacity than the head alone, a fixed-batch model's
+ * chunks against whole batches, and bad use. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -366,6 +367,37 @@ static void keep_batchnorm(const char *path, data *d) {
     graft_ctx_free(ctx);
 }
 
+/* A model that runs one batch size trains in chunks of it (blocks_chunked.c): chunks of 3 (the
+ * last one padded) against whole batches of 16, step by step and in the weights after. */
+static void chunks_match(graft_model *m, data *d) {
+    graft_trainer *whole = make_trainer(m, FROM_TWO, NULL),
+                  *chunked = make_trainer(m, FROM_TWO, NULL);
+    float *rows = whole && chunked ? frozen_rows(whole, d) : NULL;
+    double worst = rows ? 0.0 : INFINITY, worst_w = 0.0;
+    graft_err e = {0};
+    if (rows) chunked->blocks->fixed = 3;
+    for (int s = 0; rows && s < 8; s++) {
+        const float *x = rows + (s % 4) * 16 * whole->dim;
+        const int64_t *y = d->y + (s % 4) * 16;
+        double la = NAN, lb = NAN;
+        int64_t ca, cb;
+        if (trainer_step(whole, x, y, 16, 0.05, &la, &ca, &e) != GRAFT_OK ||
+            trainer_step(chunked, x, y, 16, 0.05, &lb, &cb, &e) != GRAFT_OK)
+            break;
+        worst = fmax(worst, fabs(la - lb) / fabs(la));
+    }
+    for (int i = 0; rows && i < whole->blocks->n_params; i++)
+        for (int64_t k = 0; k < whole->blocks->numel[i]; k++)
+            worst_w = fmax(worst_w, fabs((double)whole->blocks->data[i][k] -
+                                         (double)chunked->blocks->data[i][k]));
+    CHECK("blocks_fixed_batch_chunks_match", rows && worst < 1e-5 && worst_w < 1e-5,
+          "%s; worst loss difference %.3g relative, weights %.3g", e.msg[0] ? e.msg : "ran", worst,
+          worst_w);
+    free(rows);
+    graft_trainer_free(whole);
+    graft_trainer_free(chunked);
+}
+
 int main(int argc, char **argv) {
     const char *path = argc > 1 ? argv[1] : "models/digits_cnn.onnx";
     const char *dir = argc > 2 ? argv[2] : "/tmp";
@@ -384,6 +416,7 @@ int main(int argc, char **argv) {
     make_data(&d, 11);
     gradients(m, &d, "blocks_gradients_match_differences");
     runs_once(m, &d);
+    chunks_match(m, &d);
     attach_writes_blocks(path, ctx, &d, "blocks_attach_writes_weights");
     keep_batchnorm(path, &d);
     checkpoints(m, &d, dir);

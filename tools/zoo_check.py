@@ -12,6 +12,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -28,6 +29,8 @@ ort.set_default_logger_severity(3)  # exporters declare batch-1 outputs that a b
 
 ROOT = Path(__file__).resolve().parent.parent
 STAGES = ["load", "parity", "finetune", "export", "prune"]
+# Not in the default run (slow on the CPU: the last block trains): --stages unfreeze.
+EXTRA_STAGES = ["unfreeze"]
 GPU_STAGES = ["gpu_fp32", "gpu_bf16"]
 TOL = 1e-4
 # On the GPU (--device): fp32 as tight as the CPU's parity allows for cuDNN's and cuBLASLt's
@@ -180,21 +183,44 @@ def family_tokenizer(model, root):
     return args
 
 
-def finetune(args, path, kind, work, model=""):
-    out = work / "grafted.onnx"
+def finetune_cmd(path, kind, work, model, out):
     # --cache: the feature cache needs the feature size known when the model loads (shape
     # inference through the whole backbone), as users' runs with a cache do.
     common = ["finetune", "--model", str(path), "--out", str(out), "--epochs", "2", "--seed", "0",
               "--cache", str(work / "cache")]
     if kind == "image":
-        cmd = common + ["--data", str(ROOT / "examples/digits/train"), "--val-split", "0.2",
-                        "--batch", "8"]
-    else:
-        cmd = common + ["--data", str(ROOT / "examples/reviews/train.csv"),
-                        *family_tokenizer(model, work.parent), "--max-len", "16",
-                        "--val-split", "0.2", "--batch", "8"]
-    rc, err = graft(args, cmd, timeout=600)
+        return common + ["--data", str(ROOT / "examples/digits/train"), "--val-split", "0.2",
+                         "--batch", "8"]
+    return common + ["--data", str(ROOT / "examples/reviews/train.csv"),
+                     *family_tokenizer(model, work.parent), "--max-len", "16",
+                     "--val-split", "0.2", "--batch", "8"]
+
+
+def finetune(args, path, kind, work, model=""):
+    out = work / "grafted.onnx"
+    rc, err = graft(args, finetune_cmd(path, kind, work, model, out), timeout=600)
     return (rc == 0 and out.exists()), (err if rc else "trained 2 epochs"), out
+
+
+def unfreeze(args, path, kind, work, model, batch):
+    """graft finetune --unfreeze 1 (the last stage or layer trains with the head; on --device
+    when one is given), then its export against ONNX Runtime. The note names the Backward nodes
+    that ran on the CPU instead of the GPU."""
+    out = work / "unfrozen.onnx"
+    cmd = finetune_cmd(path, kind, work, model, out) + ["--unfreeze", "1"]
+    if args.device:
+        cmd += ["--device", args.device]
+    t0 = time.perf_counter()
+    p = subprocess.run([args.graft] + cmd, capture_output=True, text=True, timeout=900)
+    secs = time.perf_counter() - t0
+    lines = p.stderr.strip().splitlines()
+    if p.returncode != 0 or not out.exists():
+        return False, (lines or [""])[-1][:300]
+    on_cpu = sorted({m.group(1) for m in (re.search(r"\(Backward of (\w+)\): no CUDA", x)
+                                            for x in lines) if m})
+    ok, note = run_and_compare(args, out, model_inputs(onnx.load(str(out)), kind, batch), work)
+    where = f"; Backward on the CPU: {', '.join(on_cpu)}" if on_cpu else ""
+    return ok, f"trained in {secs:.1f}s, export {note}{where}"
 
 
 def prune(args, path, kind, feeds, work):
@@ -237,15 +263,16 @@ def check_model(args, rec, tmp):
     res["parity"] = run_and_compare(args, path, feeds, work)
     if args.device:
         check_gpu(args, path, feeds, work, res)
-    if "finetune" not in args.stages:
-        return res
-    ok, note, out = finetune(args, path, rec["kind"], work, rec["model"])
-    res["finetune"] = (ok, note)
-    if ok:
+    if "finetune" in args.stages:
+        ok, note, out = finetune(args, path, rec["kind"], work, rec["model"])
+        res["finetune"] = (ok, note)
+    if "finetune" in args.stages and ok:
         grafted = onnx.load(str(out))
         res["export"] = run_and_compare(args, out, model_inputs(grafted, rec["kind"], batch), work)
     if "prune" in args.stages:
         res["prune"] = prune(args, path, rec["kind"], feeds, work)
+    if "unfreeze" in args.stages:
+        res["unfreeze"] = unfreeze(args, path, rec["kind"], work, rec["model"], batch)
     return res
 
 
@@ -357,7 +384,8 @@ def main():
     ap.add_argument("--gpu-results", default=str(ROOT / "docs/zoo-gpu.json"),
                     help="the GPU columns for --table (written by a --device --results run)")
     ap.add_argument("--stages", default=",".join(STAGES[2:]),
-                    help="stages after load and parity: finetune,export,prune (or none)")
+                    help="stages after load and parity: finetune,export,prune,unfreeze (or "
+                    "none; unfreeze: --unfreeze 1, on --device when given)")
     args = ap.parse_args()
     args.stages = [s for s in args.stages.split(",") if s]
     args.graft = os.path.abspath(args.graft)
@@ -381,7 +409,7 @@ def main():
             except Exception as e:  # noqa: BLE001 (a broken check is one failure, not a stop)
                 res = {"load": (False, f"check error: {type(e).__name__}: {e}"[:200])}
             stages = STAGES[:2] + (GPU_STAGES if args.device else []) + \
-                [s for s in STAGES[2:] if s in args.stages]
+                [s for s in STAGES[2:] + EXTRA_STAGES if s in args.stages]
             rows.append((rec, report(rec, res, known, stages)))
             sys.stdout.flush()
         if args.results:

@@ -125,11 +125,14 @@ static graft_status grow_state(cuda_backend *be, int node_index, graft_err *e) {
 static void warn_fallback(cuda_backend *be, int node_index, const ir_node *node) {
     if (be->warned[node_index] || !be->log) return;
     be->warned[node_index] = true;
-    char msg[512];
+    char msg[512], op[96];
+    snprintf(op, sizeof op, "%s", node->op_type);
+    if (!strcmp(node->op_type, "Backward")) /* the training graph's: name the forward op */
+        snprintf(op, sizeof op, "Backward of %s", attr_s(node, "op", "?"));
     snprintf(msg, sizeof msg,
              "node '%s' (%s): no CUDA kernel covers this case; it runs on the CPU (slow: its "
              "tensors are copied to the host and back)",
-             node->name ? node->name : "", node->op_type);
+             node->name ? node->name : "", op);
     be->log(be->log_user, GRAFT_LOG_WARN, msg);
 }
 

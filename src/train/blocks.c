@@ -83,12 +83,7 @@ static graft_status init_parts(blocks *b, graft_model *m, const char *from, int 
     if (g->n_outputs != 1)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT, "fine-tuning blocks needs a cut model");
     TRY(check_features(b, m, e));
-    if (m->batch.fixed > 0) /* the training graph would have to run in chunks of it: not yet */
-        return err_set(e, GRAFT_E_UNSUPPORTED,
-                       "fine-tuning blocks needs a model whose batch size is free; this one runs "
-                       "only batches of %lld (%s): export it with a dynamic batch axis "
-                       "(torch.onnx.export's dynamic_axes / dynamic_shapes)",
-                       (long long)m->batch.fixed, m->batch.why[0] ? m->batch.why : "its input");
+    b->fixed = m->batch.fixed; /* the training graph then runs in chunks (blocks_chunked.c) */
     const char *to = g->values[g->outputs[0]].name;
     train_graph_options fo = {true};
     TRY(train_graph_build(g, from, to, NULL, &b->tg, e));
@@ -121,6 +116,7 @@ static void free_pieces(blocks *b) {
 void blocks_free(blocks *b) {
     if (!b) return;
     free_pieces(b);
+    blocks_chunks_free(b);
     for (int i = 0; i < b->n_params; i++) {
         train_exec_host_free(&b->run, b->data[i]);
         free(b->grad[i]), free(b->names[i]);
@@ -217,6 +213,12 @@ static graft_status at_pause(void *user, executor *x, graft_err *e) {
 }
 graft_status blocks_step(blocks *b, const float *rows, int64_t n, blocks_head_fn head, void *user,
                          graft_err *e) {
+    if (b->fixed > 0) return blocks_step_chunked(b, rows, n, head, user, e);
+    return blocks_run_training(b, rows, n, head, user, NULL, e);
+}
+
+graft_status blocks_run_training(blocks *b, const float *rows, int64_t n, blocks_head_fn head,
+                                 void *user, const float *dto, graft_err *e) {
     double t0 = now_seconds();
     TRY(unpack_rows(b, rows, n, e));
     tensor *dt = &b->inputs[b->tg.g.n_inputs - 1];
@@ -227,9 +229,11 @@ graft_status blocks_step(blocks *b, const float *rows, int64_t n, blocks_head_fn
     pause_state ps = {b, n, head, user, 0, 0};
     executor *x = &b->run.x;
     x->pause_after = b->tg.n_forward_nodes - 1;
-    x->pause_fn = at_pause;
+    x->pause_fn = dto ? NULL : at_pause;
     x->pause_user = &ps;
+    if (dto) memcpy(b->d_to, dto, sizeof(float) * (size_t)(n * b->feat));
     double t1 = now_seconds();
+    ps.t_pause = ps.t_resume = t1;
     graft_status st = train_exec_run(&b->run, b->inputs, e);
     x->pause_fn = NULL;
     TRY(st);
@@ -255,6 +259,12 @@ graft_status blocks_step(blocks *b, const float *rows, int64_t n, blocks_head_fn
 
 graft_status blocks_features(blocks *b, const float *rows, int64_t n, const float **out,
                              graft_err *e) {
+    if (b->fixed > 0) return blocks_features_chunked(b, rows, n, out, e);
+    return blocks_run_features(b, rows, n, out, e);
+}
+
+graft_status blocks_run_features(blocks *b, const float *rows, int64_t n, const float **out,
+                                 graft_err *e) {
     double t0 = now_seconds();
     TRY(unpack_rows(b, rows, n, e));
     TRY(train_exec_run(&b->eval, b->inputs, e));

@@ -16,16 +16,23 @@ typedef struct blocks {
     frozen_part frozen;
     int64_t feat; /* the head's input size: `to` per sample */
     int n_params;
-    float **data;    /* per parameter: (numel) fp32 master weights, initially the model's */
-    float **grad;    /* per parameter: (numel) gradients accumulated over micro-batches */
-    int64_t *numel;  /* per parameter */
-    char **names;    /* per parameter: "blocks/<value>" (checkpoints, optimizer state) */
-    tensor *inputs;  /* per training-graph input: from, side inputs, parameters, d_to */
-    tensor *pieces;  /* per row piece (from, side inputs): the current batch's, n_pieces */
-    int64_t batch;   /* rows the piece buffers hold */
-    float *d_to;     /* (batch, feat): d(loss)/d(to), written in the pause */
-    float *to_host;  /* (batch, feat): `to` copied from the device for the head */
-    double lr_scale; /* the blocks' rate over the head's (0: the same) */
+    float **data;   /* per parameter: (numel) fp32 master weights, initially the model's */
+    float **grad;   /* per parameter: (numel) gradients accumulated over micro-batches */
+    int64_t *numel; /* per parameter */
+    char **names;   /* per parameter: "blocks/<value>" (checkpoints, optimizer state) */
+    tensor *inputs; /* per training-graph input: from, side inputs, parameters, d_to */
+    tensor *pieces; /* per row piece (from, side inputs): the current batch's, n_pieces */
+    int64_t batch;  /* rows the piece buffers hold */
+    /* A model that runs only batches of `fixed` (m->batch.fixed; 0: any) trains in chunks of it
+     * (blocks_chunked.c): per-chunk buffers, and the whole batch's features and gradient. */
+    int64_t fixed;
+    float *chunk;     /* (fixed, row), pinned as the rows are */
+    float *all_to;    /* (all_rows, feat) */
+    float *all_dto;   /* (all_rows, feat) */
+    int64_t all_rows; /* rows all_to and all_dto hold */
+    float *d_to;      /* (batch, feat): d(loss)/d(to), written in the pause */
+    float *to_host;   /* (batch, feat): `to` copied from the device for the head */
+    double lr_scale;  /* the blocks' rate over the head's (0: the same) */
     /* seconds spent in the training runs, by part (the log's "blocks:" line, trainer.c) */
     double sec_rows, sec_forward, sec_head, sec_backward, sec_grads, sec_eval;
     int64_t evals; /* forward-only runs (tests) */
@@ -57,6 +64,21 @@ graft_status blocks_features(blocks *b, const float *rows, int64_t n, const floa
  * speed); NULL when out of memory. */
 float *blocks_rows_alloc(blocks *b, int64_t count);
 void blocks_rows_free(blocks *b, float *rows);
+/* The unchunked runs (blocks.c): one training run on n rows, the head's step in the pause, or,
+ * with dto (n, feat) given, that gradient and no pause; one forward-only run. */
+graft_status blocks_run_training(blocks *b, const float *rows, int64_t n, blocks_head_fn head,
+                                 void *user, const float *dto, graft_err *e);
+graft_status blocks_run_features(blocks *b, const float *rows, int64_t n, const float **out,
+                                 graft_err *e);
+/* The same for a model of one batch size (blocks_chunked.c): forward-only runs over chunks of it
+ * give the batch's features, the head's step gives their gradient, then one training run per
+ * chunk (its forward again) adds up the weights' gradients. The last chunk repeats its last row
+ * with a zero gradient, which adds nothing. */
+graft_status blocks_step_chunked(blocks *b, const float *rows, int64_t n, blocks_head_fn head,
+                                 void *user, graft_err *e);
+graft_status blocks_features_chunked(blocks *b, const float *rows, int64_t n, const float **out,
+                                     graft_err *e);
+void blocks_chunks_free(blocks *b);
 /* Write the current weights into m's constants (m: the model blocks_init read). */
 graft_status blocks_write_back(blocks *b, graft_model *m, graft_err *e);
 
