@@ -261,7 +261,7 @@ def check_model(args, rec, tmp):
     batch = 1 if rec["kind"] == "image" else 2
     feeds = model_inputs(model, rec["kind"], batch)
     res["parity"] = run_and_compare(args, path, feeds, work)
-    if args.device:
+    if args.device and not args.no_gpu_run:
         check_gpu(args, path, feeds, work, res)
     if "finetune" in args.stages:
         ok, note, out = finetune(args, path, rec["kind"], work, rec["model"])
@@ -299,7 +299,8 @@ def report(rec, res, known, stages):
         if key in known:
             print(f"{'FIXED' if ok else 'KNOWN'} {tag}: {note if not ok else 'passes now'} ({known[key]})")
         else:
-            print(f"{'PASS' if ok else 'FAIL'} {tag}" + ("" if ok else f": {note}"))
+            said = not ok or stage in EXTRA_STAGES  # unfreeze's note: time, CPU fallbacks
+            print(f"{'PASS' if ok else 'FAIL'} {tag}" + (f": {note}" if said else ""))
         text = ("yes" if not note.startswith("refused") else f"refused: {note[9:]}") if ok \
             else f"no: {note}"
         cells[stage] = text.replace("|", "/")[:120]
@@ -380,6 +381,9 @@ def main():
     ap.add_argument("--table")
     ap.add_argument("--device", default="",
                     help="also run on this GPU (cuda:0) in fp32 and bf16 against ONNX Runtime")
+    ap.add_argument("--no-gpu-run", action="store_true",
+                    help="with --device: leave out the gpu_fp32 / gpu_bf16 runs (for --stages "
+                    "unfreeze on the GPU alone)")
     ap.add_argument("--results", help="write this run's GPU columns to this JSON file")
     ap.add_argument("--gpu-results", default=str(ROOT / "docs/zoo-gpu.json"),
                     help="the GPU columns for --table (written by a --device --results run)")
@@ -408,7 +412,7 @@ def main():
                 res = check_model(args, rec, tmp / "work")
             except Exception as e:  # noqa: BLE001 (a broken check is one failure, not a stop)
                 res = {"load": (False, f"check error: {type(e).__name__}: {e}"[:200])}
-            stages = STAGES[:2] + (GPU_STAGES if args.device else []) + \
+            stages = STAGES[:2] + (GPU_STAGES if args.device and not args.no_gpu_run else []) + \
                 [s for s in STAGES[2:] + EXTRA_STAGES if s in args.stages]
             rows.append((rec, report(rec, res, known, stages)))
             sys.stdout.flush()
