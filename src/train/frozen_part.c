@@ -117,10 +117,12 @@ static graft_status copy_needed(ir_graph *g, const ir_graph *m, const unsigned c
 static graft_status add_row(ir_graph *g, const frozen_part *fp, const int *gv, graft_err *e) {
     int flat[FROZEN_MAX_PIECES], row;
     for (int k = 0; k < fp->n_pieces; k++) {
-        int v = gv[k];
-        if (fp->pieces[k].dtype != GRAFT_DTYPE_F32)
+        int v = gv[k], cast;
+        if (fp->pieces[k].dtype != GRAFT_DTYPE_F32) { /* separate: the output is set first */
             TRY(graph_add_node(g, "Cast", FROZEN_OPSET, &v, 1, "frozen/cast", "to", GRAFT_DTYPE_F32,
-                               &v, e));
+                               &cast, e));
+            v = cast;
+        }
         TRY(graph_add_node(g, "Flatten", FROZEN_OPSET, &v, 1, "frozen/flat", "axis", 1, &flat[k],
                            e));
     }
