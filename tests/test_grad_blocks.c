@@ -457,6 +457,31 @@ static void test_slice(void) {
     }
 }
 
+static void test_pad(void) {
+    static const struct {
+        const char *name, *mode;
+        int64_t pads[6];
+        bool value; /* a constant_value input (its gradient: dY's padded elements) */
+    } cs[] = {
+        {"grad_pad_constant", "constant", {0, 1, 2, 0, 2, 1}, true},
+        {"grad_pad_constant_crop", "constant", {0, -1, 1, 0, 1, -2}, false},
+        {"grad_pad_reflect", "reflect", {0, 2, 1, 0, 1, 3}, false},
+        {"grad_pad_edge", "edge", {0, 1, 3, 0, 2, 1}, false},
+        {"grad_pad_wrap", "wrap", {0, 2, 1, 0, 3, 2}, false},
+    };
+    for (size_t t = 0; t < sizeof cs / sizeof cs[0]; t++) {
+        test_node tn;
+        node_init(&tn, "Pad", 19);
+        set_str(&tn, "mode", cs[t].mode);
+        tensor in[3] = {{0}};
+        int64_t x[3] = {2, 3, 4};
+        rand_tensor(&in[0], 3, x, 1.0);
+        int_tensor(&in[1], 6, cs[t].pads);
+        if (cs[t].value) scalar_tensor(&in[2], 0.5);
+        grad_check_case(cs[t].name, &tn, in, cs[t].value ? 3 : 2, 1, NULL, NULL, 0);
+    }
+}
+
 static void test_concat_gather(void) {
     static const struct {
         const char *name;
@@ -744,6 +769,7 @@ static void test_registry(void) {
                                 "Unsqueeze",
                                 "Transpose",
                                 "Slice",
+                                "Pad",
                                 "Concat",
                                 "Gather"};
     int missing = 0;
@@ -764,6 +790,7 @@ int main(void) {
     test_reshapes();
     test_transpose();
     test_slice();
+    test_pad();
     test_concat_gather();
     test_where_expand_split();
     test_maxpool_ties();

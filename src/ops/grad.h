@@ -98,6 +98,7 @@ graft_status grad_Squeeze(const grad_call *c);
 graft_status grad_Unsqueeze(const grad_call *c);
 graft_status grad_Transpose(const grad_call *c);
 graft_status grad_Slice(const grad_call *c);
+graft_status grad_Pad(const grad_call *c);
 graft_status grad_Concat(const grad_call *c);
 graft_status grad_Gather(const grad_call *c);
 graft_status grad_Expand(const grad_call *c);

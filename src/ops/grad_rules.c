@@ -408,6 +408,7 @@ static const grad_entry grad_table[] = {
     {"Unsqueeze", grad_Unsqueeze},
     {"Transpose", grad_Transpose},
     {"Slice", grad_Slice},
+    {"Pad", grad_Pad},
     {"Concat", grad_Concat},
     {"Gather", grad_Gather},
     {"Expand", grad_Expand},

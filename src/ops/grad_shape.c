@@ -1,6 +1,7 @@
 /* grad_shape.c: backward rules of the shape and data-movement ops (Identity, Flatten, Reshape,
- * Squeeze, Unsqueeze, Transpose, Slice, Concat, Split, Gather, Expand): gradients move as the
- * data moved, with the forward's plans; shape, axes, starts/ends and indices take no gradient. */
+ * Squeeze, Unsqueeze, Transpose, Slice, Concat, Split, Gather, Expand, Pad): gradients move as
+ * the data moved, with the forward's plans; shape, axes, starts/ends, pads and indices take no
+ * gradient. */
 #include <stdlib.h>
 
 #include "shape_plan.h"
@@ -174,5 +175,42 @@ graft_status grad_Split(const grad_call *c) {
                 gr_set(dx, o * row + first + j, dy ? gr_get(dy, o * len + j) : 0.0);
         first += len;
     }
+    return GRAFT_OK;
+}
+
+/* ---- Pad: each output element's gradient goes to the input element it copied ---------------- */
+
+graft_status grad_Pad(const grad_call *c) {
+    TRY(gr_check(c, 2, 1)); /* data and pads; constant_value and axes may be omitted */
+    tensor *dxt = gr_din(c, 0), *dct = c->n_in > 2 ? gr_din(c, 2) : NULL;
+    if (!dxt && !dct) return GRAFT_OK;
+    op_call oc = gr_op_call(c);
+    pad_plan p;
+    unsigned char cval[16];
+    TRY(pad_call_plan(&oc, &p, cval));
+    const tensor *x = c->in[0], *y = c->out[0], *dy = gr_dout(c, 0);
+    double *dx = gr_zeros(tensor_numel(x) + 1), dconst = 0.0;
+    if (!dx) return gr_oom(c);
+    int64_t strides[GRAFT_MAX_DIMS], idx[GRAFT_MAX_DIMS] = {0};
+    dims_strides(x->ndim, x->dims, strides);
+    for (int64_t i = 0; i < tensor_numel(y); i++) {
+        double g = dy ? gr_get(dy, i) : 0.0;
+        int64_t at = 0;
+        for (int d = 0; d < x->ndim && at >= 0; d++) {
+            int64_t s = pad_plan_source(p.mode, idx[d], p.begin[d], x->dims[d]);
+            at = s < 0 ? -1 : at + s * strides[d];
+        }
+        if (at >= 0)
+            dx[at] += g;
+        else
+            dconst += g;
+        for (int d = x->ndim - 1; d >= 0; d--) { /* odometer step over Y */
+            if (++idx[d] < y->dims[d]) break;
+            idx[d] = 0;
+        }
+    }
+    if (dxt) gr_store(dxt, dx);
+    if (dct && c->in[2]) gr_set(dct, 0, dconst);
+    free(dx);
     return GRAFT_OK;
 }

@@ -247,3 +247,25 @@ graft_status pad_plan_make(const ir_node *node, const value_info *in, int n_in, 
     p->pads_known = true;
     return GRAFT_OK;
 }
+
+/* The input index that output index o of an axis reads, or -1 for the constant. */
+int64_t pad_plan_source(pad_mode mode, int64_t o, int64_t begin, int64_t dim) {
+    int64_t i = o - begin;
+    if (i >= 0 && i < dim) return i;
+    if (dim == 0) return -1;
+    switch (mode) {
+    case PAD_CONSTANT:
+        return -1;
+    case PAD_EDGE:
+        return i < 0 ? 0 : dim - 1;
+    case PAD_WRAP:
+        return ((i % dim) + dim) % dim;
+    case PAD_REFLECT: {
+        if (dim == 1) return 0;
+        /* Reflection without repeating the edge is periodic with period 2 * (dim - 1). */
+        int64_t period = 2 * (dim - 1), k = ((i % period) + period) % period;
+        return k < dim ? k : period - k;
+    }
+    }
+    return -1;
+}

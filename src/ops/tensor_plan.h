@@ -63,5 +63,8 @@ typedef struct pad_plan {
 
 graft_status pad_plan_make(const ir_node *node, const value_info *in, int n_in, pad_plan *p,
                            graft_err *e);
+/* The input index that output index o of an axis (begin elements added in front of an input of
+ * dim elements) reads in this mode, or -1 where the constant is written. */
+int64_t pad_plan_source(pad_mode mode, int64_t o, int64_t begin, int64_t dim);
 
 #endif

@@ -6,28 +6,6 @@
 #include "../../ops/shape_plan.h"
 #include "tensor_copy.h"
 
-/* The input index that output index o of an axis reads, or -1 for the constant. */
-static int64_t pad_source(pad_mode mode, int64_t o, int64_t begin, int64_t dim) {
-    int64_t i = o - begin;
-    if (i >= 0 && i < dim) return i;
-    if (dim == 0) return -1;
-    switch (mode) {
-    case PAD_CONSTANT:
-        return -1;
-    case PAD_EDGE:
-        return i < 0 ? 0 : dim - 1;
-    case PAD_WRAP:
-        return ((i % dim) + dim) % dim;
-    case PAD_REFLECT: {
-        if (dim == 1) return 0;
-        /* Reflection without repeating the edge is periodic with period 2 * (dim - 1). */
-        int64_t period = 2 * (dim - 1), k = ((i % period) + period) % period;
-        return k < dim ? k : period - k;
-    }
-    }
-    return -1;
-}
-
 /* A run along the last axis: count output elements from dst on, read from src on (src -1: the
  * constant). Runs let the row loop use memcpy for the unpadded middle. */
 typedef struct pad_run {
@@ -110,7 +88,7 @@ static graft_status pad_run_rows(const op_call *c, const pad_plan *p, const unsi
     for (int k = 0; k < in->ndim; k++) {
         j.maps[k] = m;
         for (int64_t o = 0; o < out->dims[k]; o++)
-            m[o] = pad_source(p->mode, o, p->begin[k], in->dims[k]);
+            m[o] = pad_plan_source(p->mode, o, p->begin[k], in->dims[k]);
         m += out->dims[k];
     }
     j.n_runs = pad_runs(j.maps[in->ndim - 1], out->dims[in->ndim - 1], runs);
