@@ -52,6 +52,19 @@ else fail finetune_train_from "rc $rc, summary '$want', eval '$got': $(tail -2 "
 got2=$("$GRAFT" eval --model "$TMP/be.onnx" --data $VAL 2>/dev/null | sed -n 's/^accuracy *[0-9.]* (\(.*\))$/\1/p')
 if [ -n "$got2" ] && [ "$got2" = "$got" ]; then pass finetune_train_from_checkpoint_export
 else fail finetune_train_from_checkpoint_export "'$got2' vs '$got': $(tail -2 "$TMP/be.err")"; fi
+# --augment with --train-from: the frozen part runs once per sample on its one augmented view,
+# which the cache keeps: a rerun reads every row from it and trains the same blocks.
+for run in 1 2; do
+    "$GRAFT" finetune --model $M --data $TRAIN --val $VAL --out "$TMP/aug$run.onnx" "${IMG[@]}" \
+        --epochs 3 --lr 0.01 --seed 2 --train-from $FROM --augment --cache "$TMP/augcache" \
+        >"$TMP/aug$run.txt" 2>"$TMP/aug$run.err" || break
+done
+acc1=$(grep '^  val accuracy' "$TMP/aug1.txt")
+if [ -s "$TMP/aug2.onnx" ] && grep -q '319 samples run' "$TMP/aug1.txt" &&
+    grep -q '(0 samples run' "$TMP/aug2.txt" && [ -n "$acc1" ] &&
+    [ "$acc1" = "$(grep '^  val accuracy' "$TMP/aug2.txt")" ]; then
+    pass finetune_train_from_augment_cached
+else fail finetune_train_from_augment_cached "$(tail -2 "$TMP/aug1.err" "$TMP/aug2.err")"; fi
 "$GRAFT" finetune --model $M --data $TRAIN --out "$TMP/u.onnx" "${IMG[@]}" --unfreeze 1 \
     >/dev/null 2>"$TMP/u.err"
 rc=$?

@@ -483,10 +483,6 @@ static int check(const finetune_opts *o) {
         return bad("ridge", "",
                    "solves for a head on fixed features: not with --unfreeze or "
                    "--train-from, whose blocks train too");
-    if ((o->unfreeze || o->train.train_from) && o->image.augment)
-        return bad("augment", "",
-                   "not with --unfreeze or --train-from yet (the frozen part's output is cached "
-                   "once per sample)");
     if (!o->vocab && (o->text_column || o->label_column))
         return bad(o->text_column ? "text-column" : "label-column",
                    o->text_column ? o->text_column : o->label_column,
