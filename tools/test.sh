@@ -287,6 +287,8 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     run_suite asan_grad $A/tests/test_grad tests/data/loss_fixtures.json
     run_suite asan_grad_blocks $A/tests/test_grad_blocks
     run_suite asan_train_graph $A/tests/test_train_graph "$GEN" quick
+    [ -f "$GEN/backward/cases.txt" ] &&
+        run_suite asan_gpu_backward_harness $A/tests/test_gpu_backward "$GEN/backward" --device cpu-ref
     run_suite asan_cut $A/tests/test_cut "$GEN" "$LOGS/cut_models"
     run_suite asan_freeze_points $A/tests/test_freeze_points "$GEN"
     rm -rf build/test-logs/prune_masks-asan && mkdir -p build/test-logs/prune_masks-asan
