@@ -172,6 +172,63 @@ static void accumulation(const problem *p) {
     free_trainer(full), free_trainer(acc);
 }
 
+static graft_status fixed_dlogits(void *user, const float *logits, int64_t n, float *dlogits,
+                                  graft_err *e) {
+    (void)logits, (void)e;
+    memcpy(dlogits, user, sizeof(float) * (size_t)(n * 7));
+    return GRAFT_OK;
+}
+
+/* The head's graph (head_graph.c) against head.c's reference forward and backward, on an MLP
+ * head, after weight edits the packed-weights fingerprint does not sample (the products repack
+ * their weights every run): logits within 1e-5, weight gradients within 1e-4. */
+static void head_graph_matches_reference(void) {
+    enum { HN = 37, HIN = 300, HOUT = 7 };
+    graft_head_options ho = GRAFT_HEAD_OPTIONS_INIT;
+    ho.n_outputs = HOUT, ho.n_hidden = 1, ho.hidden[0] = 48, ho.activation = GRAFT_ACTIVATION_GELU;
+    head h;
+    head_graph hg;
+    graft_err e = {0};
+    static float x[HN * HIN], dl[HN * HOUT];
+    for (int i = 0; i < HN * HIN; i++) x[i] = (float)((i * 7919) % 200) / 100.0f - 1.0f;
+    for (int i = 0; i < HN * HOUT; i++) dl[i] = (float)((i * 31) % 13) / 13.0f - 0.5f;
+    bool ok = head_init(&h, HIN, &ho, GRAFT_PRECISION_FP32, &e) == GRAFT_OK &&
+              head_graph_init(&hg, &h, 0, &e) == GRAFT_OK;
+    double worst = 0, worst_g = 0;
+    for (int round = 0; ok && round < 3; round++) {
+        float *w = h.layers[0].w.data;
+        w[1 + 3 * round] += 0.25f; /* one element: the fingerprint samples others */
+        const float *got, *want;
+        ok = head_graph_logits(&hg, x, HN, &got, &e) == GRAFT_OK;
+        float *copy = malloc(sizeof(float) * HN * HOUT);
+        if (ok && copy) memcpy(copy, got, sizeof(float) * HN * HOUT);
+        ok = ok && copy && head_forward(&h, x, HN, false, &want, &e) == GRAFT_OK;
+        for (int i = 0; ok && i < HN * HOUT; i++)
+            worst = fmax(worst, fabs((double)copy[i] - want[i]) / (fabs(want[i]) + 1e-3));
+        free(copy);
+    }
+    /* gradients: the graph's step with a fixed d(logits) against head_backward's */
+    tensor ref_w = {0};
+    if (ok) {
+        head_zero_grad(&h);
+        const float *lg;
+        ok = head_forward(&h, x, HN, true, &lg, &e) == GRAFT_OK &&
+             head_backward(&h, dl, HN, &e) == GRAFT_OK &&
+             tensor_clone(&ref_w, &h.layers[0].dw, &e) == GRAFT_OK;
+        head_zero_grad(&h);
+    }
+    if (ok) ok = head_graph_step(&hg, x, HN, fixed_dlogits, dl, &e) == GRAFT_OK;
+    for (int64_t i = 0; ok && i < tensor_numel(&ref_w); i++) {
+        double a = ((float *)h.layers[0].dw.data)[i], b = ((float *)ref_w.data)[i];
+        worst_g = fmax(worst_g, fabs(a - b) / (fabs(b) + 1e-2));
+    }
+    CHECK("head_graph_matches_reference", ok && worst < 1e-5 && worst_g < 1e-4,
+          "%s; logits %.3g, weight gradients %.3g", ok ? "ran" : e.msg, worst, worst_g);
+    tensor_release(&ref_w);
+    head_graph_free(&hg);
+    head_free(&h);
+}
+
 int main(int argc, char **argv) {
     const char *path = argc > 1 ? argv[1] : "tests/data/trainer_fixtures.txt";
     fixture f;
@@ -179,6 +236,7 @@ int main(int argc, char **argv) {
         CHECK("trainer_fixture", 0, "cannot read %s", path);
         return 1;
     }
+    head_graph_matches_reference();
     problem p;
     const double *x = get(&f, "features", N * D), *y = get(&f, "labels", N);
     p.w0 = get(&f, "w0", C * D), p.b0 = get(&f, "b0", C), p.order = get(&f, "order", -1);

@@ -24,6 +24,9 @@ typedef struct cpu_backend {
     void *log_user;
     layout_state layout; /* channels-last values of the placement (cpu_layout.c) */
     bool nchw_only;      /* GRAFT_CPU_LAYOUT=nchw: no channels-last activations (diagnostic) */
+    /* MatMul's and Gemm's B may change in place between runs (a training graph's parameters):
+     * their packed copy is made again on every run (the primitives are kept). */
+    bool weights_vary;
 } cpu_backend;
 
 /* A fast kernel. It sets *handled = false (and returns GRAFT_OK) for cases it does not cover

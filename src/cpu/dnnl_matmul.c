@@ -84,10 +84,10 @@ static graft_status matmul_finish(cpu_backend *be, const op_call *c, matmul_stat
     return GRAFT_OK;
 }
 
-/* The packed B again when B moved or changed. */
+/* The packed B again when B moved or changed (always when the backend's weights vary). */
 static graft_status matmul_repack_b(cpu_backend *be, const op_call *c, matmul_state *s) {
     uint64_t fp = dnnl_weights_fingerprint(c->in[1]);
-    if (s->b_data == c->in[1]->data && s->b_fingerprint == fp) return GRAFT_OK;
+    if (!be->weights_vary && s->b_data == c->in[1]->data && s->b_fingerprint == fp) return GRAFT_OK;
     const dnnl_memory_desc_t *md = NULL;
     TRY(dnnl_check(dnnl_memory_get_memory_desc(s->b, &md), c, "query the packed layout"));
     dnnl_memory_desc_t packed = *md;

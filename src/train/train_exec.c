@@ -38,6 +38,12 @@ graft_status train_exec_init_device(train_exec *t, train_graph *tg, int num_thre
     return init_on(t, tg, false, num_threads, m, e);
 }
 
+void train_exec_weights_only_in_products(train_exec *t) {
+    if (t->have_device) return;
+    ((cpu_backend *)t->cpu.impl)->weights_vary = true;
+    t->keep_state = true;
+}
+
 bool train_exec_on_device(const train_exec *t) {
     return t->have_device;
 }
@@ -83,7 +89,7 @@ graft_status train_exec_run(train_exec *t, const tensor *inputs, graft_err *e) {
                 shape_str(got, sizeof got, inputs[i].ndim, inputs[i].dims));
         }
     }
-    if (t->cpu.release_state) t->cpu.release_state(t->cpu.impl);
+    if (!t->keep_state && t->cpu.release_state) t->cpu.release_state(t->cpu.impl);
     return exec_run(&t->x, inputs, e);
 }
 

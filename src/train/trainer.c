@@ -67,6 +67,17 @@ graft_status trainer_setup(graft_trainer *t, int64_t dim, graft_err *e) {
     }
     t->dim = dim;
     t->head_ready = true;
+    if (!t->blocks && head_graph_applies(&t->h)) {
+        graft_err why;
+        err_clear(&why);
+        graft_ctx *ctx = t->model ? t->model->ctx : NULL; /* none in some tests */
+        if (head_graph_init(&t->hg, &t->h, ctx ? ctx->options.num_threads : 0, &why) != GRAFT_OK) {
+            if (ctx)
+                ctx_log(ctx, GRAFT_LOG_WARN,
+                        "the head trains on the reference kernels: its graph failed: %s", why.msg);
+            head_graph_free(&t->hg);
+        }
+    }
     return GRAFT_OK;
 }
 
@@ -125,30 +136,54 @@ static int64_t count_correct(const graft_trainer *t, const float *logits, const 
     return correct;
 }
 
+/* The loss of logits (n, outputs) against y and d(loss)/d(logits) into dlogits, scaled for
+ * accumulation and fp16's loss scale; *correct the right answers. */
+static graft_status loss_and_grad(graft_trainer *t, const float *logits, const void *y, int64_t n,
+                                  double *loss, int64_t *correct, float *dlogits, graft_err *e) {
+    int64_t c = t->head_options.n_outputs;
+    TRY(loss_compute(loss, dlogits, &t->loss, logits, y, n, c, e));
+    /* A NaN or infinite loss stops before its gradients reach the weights (fp16 leaves an
+     * overflow to the loss scaler, which skips the step). */
+    if (!isfinite(*loss) && t->options.precision != GRAFT_PRECISION_FP16)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "the training loss is %s",
+                       isnan(*loss) ? "NaN" : "infinite");
+    *correct = count_correct(t, logits, y, n);
+    /* Accumulated micro-batches each contribute 1/k of the step's gradient (PyTorch's loss / k);
+     * fp16 scales the loss so small gradients survive the half backward. */
+    double scale = 1.0 / (double)t->options.accumulate;
+    if (t->options.precision == GRAFT_PRECISION_FP16) scale *= t->scaler.scale;
+    for (int64_t i = 0; i < n * c; i++) dlogits[i] = (float)(dlogits[i] * scale);
+    return GRAFT_OK;
+}
+
+typedef struct graph_loss_call {
+    graft_trainer *t;
+    const void *y;
+    double *loss;
+    int64_t *correct;
+} graph_loss_call;
+
+static graft_status graph_loss(void *user, const float *logits, int64_t n, float *dlogits,
+                               graft_err *e) {
+    graph_loss_call *c = user;
+    return loss_and_grad(c->t, logits, c->y, n, c->loss, c->correct, dlogits, e);
+}
+
 /* The head's forward, loss and backward on features (n, head input): *loss, *correct, the head's
  * gradients added, and d(loss)/d(features) into dx (n, head input) unless NULL. */
 static graft_status head_step(graft_trainer *t, const float *x, const void *y, int64_t n,
                               double *loss, int64_t *correct, float *dx, graft_err *e) {
+    if (t->hg.ready && !dx) {
+        graph_loss_call c = {t, y, loss, correct};
+        return head_graph_step(&t->hg, x, n, graph_loss, &c, e);
+    }
     int64_t c = t->head_options.n_outputs;
     const float *logits;
     TRY(head_forward(&t->h, x, n, true, &logits, e));
     float *dlogits = malloc(sizeof(float) * (size_t)(n * c));
     if (!dlogits) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory in a training step");
-    graft_status st = loss_compute(loss, dlogits, &t->loss, logits, y, n, c, e);
-    /* A NaN or infinite loss stops before its gradients reach the weights (fp16 leaves an
-     * overflow to the loss scaler, which skips the step). */
-    if (st == GRAFT_OK && !isfinite(*loss) && t->options.precision != GRAFT_PRECISION_FP16)
-        st = err_set(e, GRAFT_E_INVALID_ARGUMENT, "the training loss is %s",
-                     isnan(*loss) ? "NaN" : "infinite");
-    if (st == GRAFT_OK) {
-        *correct = count_correct(t, logits, y, n);
-        /* Accumulated micro-batches each contribute 1/k of the step's gradient (PyTorch's
-         * loss / k); fp16 scales the loss so small gradients survive the half backward. */
-        double scale = 1.0 / (double)t->options.accumulate;
-        if (t->options.precision == GRAFT_PRECISION_FP16) scale *= t->scaler.scale;
-        for (int64_t i = 0; i < n * c; i++) dlogits[i] = (float)(dlogits[i] * scale);
-        st = head_backward_input(&t->h, dlogits, n, dx, e);
-    }
+    graft_status st = loss_and_grad(t, logits, y, n, loss, correct, dlogits, e);
+    if (st == GRAFT_OK) st = head_backward_input(&t->h, dlogits, n, dx, e);
     free(dlogits);
     return st;
 }
@@ -187,6 +222,7 @@ graft_status trainer_step(graft_trainer *t, const float *x, const void *y, int64
 graft_status trainer_logits(graft_trainer *t, const float *x, int64_t m, const float **logits,
                             graft_err *e) {
     if (t->blocks) TRY(blocks_features(t->blocks, x, m, &x, e));
+    if (t->hg.ready) return head_graph_logits(&t->hg, x, m, logits, e);
     return head_forward(&t->h, x, m, false, logits, e);
 }
 

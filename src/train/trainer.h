@@ -6,6 +6,7 @@
 #include "../graph/model.h"
 #include "blocks.h"
 #include "head.h"
+#include "head_graph.h"
 #include "loss.h"
 #include "loss_scale.h"
 #include "optim.h"
@@ -36,6 +37,7 @@ struct graft_trainer {
     loss_spec loss;
     int64_t dim; /* feature size; 0 until known */
     head h;
+    head_graph hg; /* head-only fp32 training through the training graph (hg.ready) */
     bool head_ready;
     optim *opt;
     optim_param *params; /* the head's, then the trainable blocks' */
