@@ -25,7 +25,8 @@ typedef struct cpu_backend {
     layout_state layout; /* channels-last values of the placement (cpu_layout.c) */
     bool nchw_only;      /* GRAFT_CPU_LAYOUT=nchw: no channels-last activations (diagnostic) */
     /* MatMul's and Gemm's B may change in place between runs (a training graph's parameters):
-     * their packed copy is made again on every run (the primitives are kept). */
+     * their packed copy is made again on every run (the primitives are kept). Conv does not
+     * follow it (its weights are checked by address and a sampled fingerprint). */
     bool weights_vary;
 } cpu_backend;
 

@@ -112,9 +112,9 @@ graft_status head_graph_init(head_graph *hg, head *h, int threads, graft_err *e)
     if (st == GRAFT_OK) st = bind_params(hg, h, e);
     if (st == GRAFT_OK) st = train_exec_init(&hg->run, &hg->tg, false, threads, e);
     if (st == GRAFT_OK) st = train_exec_init(&hg->eval, &hg->fwd, false, threads, e);
-    if (st == GRAFT_OK) { /* Gemm reads the weights, nothing else: keep the primitives */
-        train_exec_weights_only_in_products(&hg->run);
-        train_exec_weights_only_in_products(&hg->eval);
+    if (st == GRAFT_OK) { /* the weights are read afresh: keep the primitives */
+        train_exec_keep_kernel_state(&hg->run);
+        train_exec_keep_kernel_state(&hg->eval);
     }
     hg->ready = st == GRAFT_OK;
     return st;

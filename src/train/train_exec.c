@@ -38,7 +38,7 @@ graft_status train_exec_init_device(train_exec *t, train_graph *tg, int num_thre
     return init_on(t, tg, false, num_threads, m, e);
 }
 
-void train_exec_weights_only_in_products(train_exec *t) {
+void train_exec_keep_kernel_state(train_exec *t) {
     if (t->have_device) return;
     ((cpu_backend *)t->cpu.impl)->weights_vary = true;
     t->keep_state = true;

@@ -13,7 +13,7 @@ typedef struct train_exec {
     bool have_device;
     executor x;
     bool have_x;
-    bool keep_state; /* train_exec_weights_only_in_products: no release before a run */
+    bool keep_state; /* train_exec_keep_kernel_state: no release before a run */
     const train_graph *tg;
 } train_exec;
 
@@ -27,10 +27,11 @@ graft_status train_exec_init(train_exec *t, train_graph *tg, bool reference_only
 graft_status train_exec_init_device(train_exec *t, train_graph *tg, int num_threads, graft_model *m,
                                     graft_err *e);
 void train_exec_free(train_exec *t);
-/* For a graph whose only weight-reading kernels are MatMul and Gemm (a head): those repack
- * their B on every run, so the kernels' state (oneDNN primitives) is kept from run to run
- * instead of being dropped before each (CPU backend only). */
-void train_exec_weights_only_in_products(train_exec *t);
+/* Keep the CPU backend's kernel state (oneDNN primitives) from run to run, for a graph whose
+ * only weight-keeping kernels are MatMul and Gemm (a head): those repack their B on every run
+ * (cpu_backend.weights_vary), so parameters updated in place are read afresh. Without it (the
+ * blocks: Conv keeps reordered weights), all kernel state is dropped before each run. */
+void train_exec_keep_kernel_state(train_exec *t);
 /* Whether the graph runs on a device backend. */
 bool train_exec_on_device(const train_exec *t);
 /* Host memory for the runs' inputs: pinned on a device (copied at full speed), else malloc's;
