@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../core/half.h"
+#include "../graph/build.h"
 #include "../core/rng.h"
 #include "../ops/op.h"
 #include "../ops/grad.h"
@@ -279,4 +280,27 @@ int head_params(head *h, optim_param *params) {
             (optim_param){l->b.data, l->db.data, tensor_numel(&l->b), false, l->b_name, 0.0};
     }
     return n;
+}
+
+graft_status head_append(const head *h, ir_graph *g, int in, const char *last_name, int *out,
+                         graft_err *e) {
+    int cur = in;
+    for (int i = 0; i < h->n_layers; i++) {
+        const head_layer *l = &h->layers[i];
+        tensor w, b;
+        int wv, bv;
+        TRY(tensor_clone(&w, &l->w, e));
+        TRY(graph_add_const(g, l->w_name, &w, &wv, e));
+        TRY(tensor_clone(&b, &l->b, e));
+        TRY(graph_add_const(g, l->b_name, &b, &bv, e));
+        const char *name = i == h->n_layers - 1 ? last_name : "head/gemm";
+        TRY(graph_add_node(g, "Gemm", 13, (int[]){cur, wv, bv}, 3, name, "transB", 1, &cur, e));
+        if (!l->has_act) continue;
+        const char *op = activation_op(h->activation);
+        int a = cur;
+        TRY(graph_add_node(g, op, strcmp(op, "Gelu") == 0 ? 20 : 13, &a, 1, "head/act", NULL, 0,
+                           &cur, e));
+    }
+    *out = cur;
+    return GRAFT_OK;
 }

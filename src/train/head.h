@@ -52,6 +52,11 @@ graft_status head_backward_input(head *h, const float *dlogits, int64_t n, float
 void head_zero_grad(head *h);
 /* The parameters for an optimizer: weights decay, biases do not. Returns the count (2/layer). */
 int head_params(head *h, optim_param *params);
+/* Append the head to g after value `in`, as graft_trainer_attach exports it: per layer a Gemm
+ * (transB; the weights copied into constants named head.<i>.weight / head.<i>.bias) and the
+ * activation; the last Gemm's value is named last_name. *out: the head's last value. */
+graft_status head_append(const head *h, ir_graph *g, int in, const char *last_name, int *out,
+                         graft_err *e);
 /* Round v to the compute precision (identity in fp32). */
 void head_round(graft_precision p, float *v, int64_t n);
 

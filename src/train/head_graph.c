@@ -17,10 +17,6 @@ bool head_graph_applies(const head *h) {
     return h->precision == GRAFT_PRECISION_FP32 && h->dropout == 0.0f && h->n_layers > 0;
 }
 
-static const char *act_op(graft_activation a) {
-    return a == GRAFT_ACTIVATION_GELU ? "Gelu" : a == GRAFT_ACTIVATION_TANH ? "Tanh" : "Relu";
-}
-
 /* g's one input, "features" (batch, in) float32. */
 static graft_status add_features(ir_graph *g, int64_t in, int *out, graft_err *e) {
     TRY(graph_add_value(g, "features", out, e));
@@ -44,22 +40,7 @@ static graft_status build_ir(ir_graph *g, const head *h, graft_err *e) {
     g->ir_version = 8;
     int cur;
     TRY(add_features(g, h->layers[0].in, &cur, e));
-    for (int i = 0; i < h->n_layers; i++) {
-        const head_layer *l = &h->layers[i];
-        tensor w, b;
-        int wv, bv;
-        TRY(tensor_clone(&w, &l->w, e));
-        TRY(graph_add_const(g, l->w_name, &w, &wv, e));
-        TRY(tensor_clone(&b, &l->b, e));
-        TRY(graph_add_const(g, l->b_name, &b, &bv, e));
-        const char *name = i == h->n_layers - 1 ? "logits" : "head/gemm";
-        TRY(graph_add_node(g, "Gemm", 13, (int[]){cur, wv, bv}, 3, name, "transB", 1, &cur, e));
-        if (!l->has_act) continue;
-        const char *op = act_op(h->activation);
-        int in = cur;
-        TRY(graph_add_node(g, op, strcmp(op, "Gelu") == 0 ? 20 : 13, &in, 1, "head/act", NULL, 0,
-                           &cur, e));
-    }
+    TRY(head_append(h, g, cur, "logits", &cur, e));
     g->outputs = malloc(sizeof(int));
     if (!g->outputs) return oom(e);
     g->outputs[g->n_outputs++] = cur;

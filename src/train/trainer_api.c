@@ -265,10 +265,6 @@ graft_status graft_trainer_evaluate(graft_trainer *t, const graft_named_tensor *
     return st;
 }
 
-static const char *act_op(graft_activation a) {
-    return a == GRAFT_ACTIVATION_GELU ? "Gelu" : a == GRAFT_ACTIVATION_TANH ? "Tanh" : "Relu";
-}
-
 graft_status graft_trainer_attach(graft_trainer *t, int softmax) {
     if (!t) return GRAFT_E_INVALID_ARGUMENT;
     graft_model *m = t->model;
@@ -279,24 +275,8 @@ graft_status graft_trainer_attach(graft_trainer *t, int softmax) {
     if (t->blocks) TRY(blocks_write_back(t->blocks, m, e));
     if (m->keep_batchnorm) TRY(model_fold_batchnorm(m, e)); /* exported folded */
     ir_graph *g = &m->g;
-    int cur = g->outputs[0];
-    for (int i = 0; i < t->h.n_layers; i++) {
-        head_layer *l = &t->h.layers[i];
-        tensor w, b;
-        int wv, bv;
-        TRY(tensor_clone(&w, &l->w, e));
-        TRY(graph_add_const(g, l->w_name, &w, &wv, e));
-        TRY(tensor_clone(&b, &l->b, e));
-        TRY(graph_add_const(g, l->b_name, &b, &bv, e));
-        bool last = i == t->h.n_layers - 1;
-        const char *name = last && !softmax ? "logits" : "head/gemm";
-        TRY(graph_add_node(g, "Gemm", 13, (int[]){cur, wv, bv}, 3, name, "transB", 1, &cur, e));
-        if (!l->has_act) continue;
-        const char *op = act_op(t->h.activation);
-        int in = cur;
-        TRY(graph_add_node(g, op, strcmp(op, "Gelu") == 0 ? 20 : 13, &in, 1, "head/act", NULL, 0,
-                           &cur, e));
-    }
+    int cur;
+    TRY(head_append(&t->h, g, g->outputs[0], softmax ? "head/gemm" : "logits", &cur, e));
     int logits = cur;
     if (softmax)
         TRY(graph_add_node(g, "Softmax", 13, &logits, 1, "probabilities", "axis", -1, &cur, e));
