@@ -77,7 +77,7 @@ static int side_open(side *s, const char *device, const bwd_case *c, const char 
                  s->ctx ? graft_last_error(s->ctx) : "");
         return -1;
     }
-    train_graph_options fo = {true};
+    train_graph_options fo = {.forward_only = true};
     if (!src) src = &s->m->g;
     graft_status st = train_graph_build(src, c->from, c->to, NULL, &s->tg, &e);
     s->have_tg = st == GRAFT_OK;

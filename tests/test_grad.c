@@ -209,6 +209,44 @@ static void test_dropout(void) {
     run_and_free("grad_dropout_inference", &tn, in, 1, 2, NULL);
 }
 
+/* Cast: float to float passes the gradient back in the input's dtype, so a bf16/fp16 input's
+ * gradient is the output's rounded there (what mixed precision's round trips rely on); f64 to
+ * f64 is checked by finite differences. */
+static void test_cast(void) {
+    test_node tn;
+    node_init(&tn, "Cast", 13);
+    set_int(&tn, "to", GRAFT_DTYPE_F64);
+    tensor in[1] = {{0}};
+    int64_t d[2] = {3, 5};
+    rand_tensor(&in[0], 2, d, 1.0);
+    run_and_free("grad_cast_f64", &tn, in, 1, 1, NULL);
+    static const graft_dtype halves[] = {GRAFT_DTYPE_BF16, GRAFT_DTYPE_F16};
+    for (int h = 0; h < 2; h++) {
+        node_init(&tn, "Cast", 13);
+        set_int(&tn, "to", GRAFT_DTYPE_F32);
+        tensor x = {0}, y = {0}, dy = {0}, dx = {0};
+        int64_t n[1] = {64};
+        tensor_make(&x, halves[h], 1, n, NULL);
+        tensor_make(&dx, halves[h], 1, n, NULL);
+        tensor_make(&y, GRAFT_DTYPE_F32, 1, n, NULL);
+        tensor_make(&dy, GRAFT_DTYPE_F32, 1, n, NULL);
+        for (int i = 0; i < 64; i++) ((float *)dy.data)[i] = 1.0f + (float)i / 300.0f + 1e-4f;
+        const tensor *ins[1] = {&x}, *outs[1] = {&y}, *douts[1] = {&dy};
+        tensor *dins[1] = {&dx};
+        graft_err e = {0};
+        grad_call gc = {&tn.node, ins, 1, outs, 1, douts, dins, &e};
+        bool ok = grad_find("Cast")(&gc) == GRAFT_OK, rounded = false;
+        for (int i = 0; ok && i < 64; i++) {
+            double got = tensor_get_f64(&dx, i), want = ((float *)dy.data)[i];
+            ok = fabs(got - want) <= (h ? 1e-3 : 8e-3) * want; /* within half a unit */
+            rounded = rounded || got != want;
+        }
+        CHECK(h ? "grad_cast_f16_rounds" : "grad_cast_bf16_rounds", ok && rounded, "%s",
+              e.msg[0] ? e.msg : "the gradient is not the output's, rounded");
+        tensor_release(&x), tensor_release(&y), tensor_release(&dy), tensor_release(&dx);
+    }
+}
+
 static void test_layernorm(void) {
     static const struct {
         const char *name;
@@ -452,6 +490,7 @@ int main(int argc, char **argv) {
     test_exporter_activations();
     test_prelu();
     test_dropout();
+    test_cast();
     test_layernorm();
     test_softmax();
     CHECK("grad_find_unknown", grad_find("LSTM") == NULL && grad_find("Gemm") == grad_Gemm,

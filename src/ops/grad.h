@@ -72,6 +72,8 @@ graft_status grad_Elu(const grad_call *c);
 graft_status grad_Softplus(const grad_call *c);
 graft_status grad_PRelu(const grad_call *c);
 graft_status grad_Dropout(const grad_call *c);
+/* Float to float only: dX = dY converted to X's dtype (any float dtype). */
+graft_status grad_Cast(const grad_call *c);
 graft_status grad_LayerNormalization(const grad_call *c);
 graft_status grad_Softmax(const grad_call *c);
 graft_status grad_Conv(const grad_call *c);

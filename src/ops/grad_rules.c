@@ -1,6 +1,6 @@
 /* grad_rules.c: the backward-rule registry, the helpers the rules share, and the elementwise
  * rules (Add with broadcasting, Relu, Gelu, Tanh, Sigmoid, HardSigmoid, HardSwish, Elu,
- * Softplus, PRelu, Dropout). */
+ * Softplus, PRelu, Dropout, Cast). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -361,6 +361,32 @@ graft_status grad_Dropout(const grad_call *c) {
     return GRAFT_OK;
 }
 
+/* ---- Cast ----------------------------------------------------------------------------------- */
+
+/* The gradient goes back converted to the input's dtype: between float dtypes a Cast is the
+ * identity up to rounding, so dX = dY rounded to X's dtype (a bf16/fp16 round trip rounds the
+ * gradient the way mixed precision does). Any float dtype, not only f32/f64. */
+graft_status grad_Cast(const grad_call *c) {
+    if (c->n_in < 1 || !c->in[0] || c->n_out < 1 || !c->out || !c->out[0])
+        return op_error(c->node, c->err, GRAFT_E_INVALID_ARGUMENT,
+                        "backward: Cast needs its input and output");
+    tensor *dx = gr_din(c, 0);
+    const tensor *x = c->in[0], *dy = gr_dout(c, 0);
+    if (!dx) return GRAFT_OK;
+    int64_t n = tensor_numel(x);
+    if (!dtype_is_float(dx->dtype) || (dy && !dtype_is_float(dy->dtype)))
+        return op_error(c->node, c->err, GRAFT_E_DTYPE,
+                        "backward: a Cast's gradient needs float dtypes (got %s to %s)",
+                        graft_dtype_name(x->dtype), graft_dtype_name(c->out[0]->dtype));
+    if (tensor_numel(dx) != n || (dy && tensor_numel(dy) != n) || (!dx->data && n > 0) ||
+        (dy && !dy->data && n > 0))
+        return op_error(c->node, c->err, GRAFT_E_SHAPE,
+                        "backward: a Cast's gradients need the input's %lld elements",
+                        (long long)n);
+    for (int64_t i = 0; i < n; i++) tensor_set_f64(dx, i, dy ? tensor_get_f64(dy, i) : 0.0);
+    return GRAFT_OK;
+}
+
 /* ---- registry ------------------------------------------------------------------------------- */
 
 typedef struct grad_entry {
@@ -382,6 +408,7 @@ static const grad_entry grad_table[] = {
     {"Softplus", grad_Softplus},
     {"PRelu", grad_PRelu},
     {"Dropout", grad_Dropout},
+    {"Cast", grad_Cast},
     {"LayerNormalization", grad_LayerNormalization},
     {"Softmax", grad_Softmax},
     {"Conv", grad_Conv},

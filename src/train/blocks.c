@@ -85,7 +85,7 @@ static graft_status init_parts(blocks *b, graft_model *m, const char *from, int 
     TRY(check_features(b, m, e));
     b->fixed = m->batch.fixed; /* the training graph then runs in chunks (blocks_chunked.c) */
     const char *to = g->values[g->outputs[0]].name;
-    train_graph_options fo = {true};
+    train_graph_options fo = {.forward_only = true};
     TRY(train_graph_build(g, from, to, NULL, &b->tg, e));
     TRY(train_graph_build(g, from, to, &fo, &b->fwd, e));
     if (b->tg.n_params == 0)

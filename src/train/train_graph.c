@@ -19,6 +19,7 @@ typedef struct tg_build {
     const char *from_name, *to_name;
     unsigned char *dep;       /* per model value: computed from `from` */
     unsigned char *need;      /* per model value: `to` is computed from it */
+    unsigned char *konst;     /* per model value: a constant or computed from constants alone */
     unsigned char *trainable; /* per model node */
     unsigned char *param;     /* per model value: becomes a parameter */
     int *map;                 /* per model value: its index in g, -1 before it is copied */
@@ -29,6 +30,8 @@ typedef struct tg_build {
     int *partial;             /* the partial gradients' values, grouped by value */
     int *final;               /* per g value: its summed gradient (-1 none, -2 not yet summed) */
     unsigned char *backward;  /* per g node: gets a Backward node */
+    bool want_from;           /* options.grad_from */
+    bool scalar_params;       /* options.scalar_params */
 } tg_build;
 
 static graft_status find_tensor(const ir_graph *m, const char *name, const char *what, int *v,
@@ -41,7 +44,22 @@ static graft_status find_tensor(const ir_graph *m, const char *name, const char 
     return GRAFT_OK;
 }
 
-/* The trainable nodes: computed from `from` (dep) and needed for `to` (need). */
+/* konst: the constants, and the values nodes compute from constants alone (a graph built
+ * without constant folding: a head's weights rounded by Casts). */
+static void mark_const_derived(tg_build *b) {
+    const ir_graph *m = b->m;
+    for (int v = 0; v < m->n_values; v++) b->konst[v] = m->values[v].is_const;
+    for (int i = 0; i < m->n_nodes; i++) {
+        const ir_node *n = &m->nodes[i];
+        bool all = n->n_in > 0;
+        for (int k = 0; k < n->n_in; k++) all = all && n->inputs[k] >= 0 && b->konst[n->inputs[k]];
+        for (int k = 0; all && k < n->n_out; k++)
+            if (n->outputs[k] >= 0) b->konst[n->outputs[k]] = 1;
+    }
+}
+
+/* The trainable nodes: needed for `to` (need) and computed from `from` (dep), or from constants
+ * alone for a trainable node (so a parameter behind them is trained). */
 static graft_status mark_trainable(tg_build *b, int from, int to, graft_err *e) {
     const ir_graph *m = b->m;
     if (m->values[from].is_const)
@@ -61,6 +79,7 @@ static graft_status mark_trainable(tg_build *b, int from, int to, graft_err *e) 
                        "training graph: '%s' is not computed from '%s' (the tensor to train from "
                        "must be upstream of the output)",
                        b->to_name, b->from_name);
+    mark_const_derived(b);
     b->need[to] = 1;
     for (int i = m->n_nodes - 1; i >= 0; i--) {
         const ir_node *n = &m->nodes[i];
@@ -69,7 +88,8 @@ static graft_status mark_trainable(tg_build *b, int from, int to, graft_err *e) 
             needed = needed || (n->outputs[k] >= 0 && b->need[n->outputs[k]]);
         bool d = false;
         for (int k = 0; k < n->n_in; k++) d = d || (n->inputs[k] >= 0 && b->dep[n->inputs[k]]);
-        if (!needed || !d) continue;
+        bool of_consts = n->n_out > 0 && n->outputs[0] >= 0 && b->konst[n->outputs[0]];
+        if (!needed || !(d || of_consts)) continue;
         b->trainable[i] = 1;
         b->tg->n_forward_nodes++;
         for (int k = 0; k < n->n_in; k++)
@@ -112,7 +132,8 @@ static graft_status classify_inputs(tg_build *b, int from, graft_err *e) {
             const ir_value *val = &m->values[v];
             if (!val->is_const) {
                 TRY(append(&tg->model_side, &tg->n_side, v, e));
-            } else if (dtype_is_float(val->dtype) && tensor_numel(&val->data) > 1 &&
+            } else if (dtype_is_float(val->dtype) &&
+                       tensor_numel(&val->data) > (b->scalar_params ? 0 : 1) &&
                        !takes_no_grad(n->op_type, k)) {
                 b->param[v] = 1;
                 TRY(append(&tg->model_params, &tg->n_params, v, e));
@@ -202,6 +223,7 @@ static bool wants_grad(const tg_build *b, const ir_node *n, int k) {
 static void mark_requires(tg_build *b) {
     const ir_graph *g = b->g;
     for (int i = 0; i < b->tg->n_params; i++) b->requires[b->tg->params[i]] = 1;
+    if (b->want_from) b->requires[b->tg->from] = 1;
     for (int i = 0; i < g->n_nodes; i++) {
         const ir_node *n = &g->nodes[i];
         bool any = false;
@@ -377,6 +399,13 @@ static graft_status emit_backward(tg_build *b, graft_err *e) {
         TRY(summed(b, tg->params[i], &tg->grads[i], e));
         if (tg->grads[i] < 0) TRY(zero_grad(b, tg->params[i], &tg->grads[i], e));
     }
+    if (b->want_from) {
+        TRY(summed(b, tg->from, &tg->grad_from, e));
+        if (tg->grad_from < 0)
+            return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                           "training graph: no gradient reaches '%s' from '%s'", b->from_name,
+                           b->to_name);
+    }
     return GRAFT_OK;
 }
 
@@ -385,9 +414,10 @@ static graft_status scratch_alloc(tg_build *b, graft_err *e) {
     b->dep = calloc(nv, 1);
     b->need = calloc(nv, 1);
     b->param = calloc(nv, 1);
+    b->konst = calloc(nv, 1);
     b->trainable = calloc(nn, 1);
     b->map = malloc(sizeof(int) * nv);
-    if (!b->dep || !b->need || !b->param || !b->trainable || !b->map)
+    if (!b->dep || !b->need || !b->param || !b->konst || !b->trainable || !b->map)
         return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory building the training graph");
     for (size_t v = 0; v < nv; v++) b->map[v] = -1;
     return GRAFT_OK;
@@ -409,7 +439,7 @@ static graft_status scratch_alloc_backward(tg_build *b, graft_err *e) {
 }
 
 static void scratch_free(tg_build *b) {
-    free(b->dep), free(b->need), free(b->param), free(b->trainable), free(b->map);
+    free(b->dep), free(b->need), free(b->param), free(b->konst), free(b->trainable), free(b->map);
     free(b->requires), free(b->count), free(b->start), free(b->fill), free(b->partial);
     free(b->final), free(b->backward);
 }
@@ -418,12 +448,13 @@ static void scratch_free(tg_build *b) {
 static graft_status finish(tg_build *b, graft_err *e) {
     train_graph *tg = b->tg;
     ir_graph *g = b->g;
-    int n_out = tg->d_to >= 0 ? 1 + tg->n_params : 1;
+    int n_out = tg->d_to >= 0 ? 2 + tg->n_params : 1;
     g->outputs = malloc(sizeof(int) * (size_t)n_out);
     if (!g->outputs) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
     g->outputs[g->n_outputs++] = tg->to;
     for (int i = 0; i < tg->n_params && tg->d_to >= 0; i++)
         g->outputs[g->n_outputs++] = tg->grads[i];
+    if (tg->grad_from >= 0) g->outputs[g->n_outputs++] = tg->grad_from;
     for (int i = 0; i < g->n_outputs; i++) g->values[g->outputs[i]].is_graph_output = true;
     ir_link_producers(g);
     return graph_infer_shapes(g, e);
@@ -431,6 +462,7 @@ static graft_status finish(tg_build *b, graft_err *e) {
 
 static graft_status build(tg_build *b, const train_graph_options *o, graft_err *e) {
     int from, to;
+    b->scalar_params = o && o->scalar_params;
     TRY(find_tensor(b->m, b->from_name, "tensor to train from", &from, e));
     TRY(find_tensor(b->m, b->to_name, "output", &to, e));
     TRY(scratch_alloc(b, e));
@@ -438,6 +470,7 @@ static graft_status build(tg_build *b, const train_graph_options *o, graft_err *
     TRY(classify_inputs(b, from, e));
     TRY(copy_forward(b, from, e));
     b->tg->to = b->map[to];
+    b->want_from = o && o->grad_from && !o->forward_only;
     if (!(o && o->forward_only)) {
         TRY(scratch_alloc_backward(b, e));
         TRY(emit_backward(b, e));
@@ -449,7 +482,7 @@ graft_status train_graph_build(const ir_graph *model, const char *from, const ch
                                const train_graph_options *o, train_graph *tg, graft_err *e) {
     memset(tg, 0, sizeof *tg);
     ir_graph_init(&tg->g);
-    tg->d_to = -1;
+    tg->d_to = -1, tg->grad_from = -1;
     tg_build b;
     memset(&b, 0, sizeof b);
     b.m = model;
@@ -469,5 +502,5 @@ void train_graph_free(train_graph *tg) {
     free(tg->side), free(tg->params), free(tg->grads);
     free(tg->model_side), free(tg->model_params);
     memset(tg, 0, sizeof *tg);
-    tg->d_to = -1;
+    tg->d_to = -1, tg->grad_from = -1;
 }

@@ -12,20 +12,26 @@
  *
  * Graph inputs, in order: `from`, the side inputs, the parameters, then d_<to> (d(loss)/d(to),
  * `to`'s shape). Outputs: `to`, then d(loss)/d(parameter) for each parameter, in the parameters'
- * order, named grad/<parameter>. Values keep the model's names. Without a backward pass
- * (train_graph_options.forward_only) there is no d_<to> input and `to` is the only output. */
+ * order, named grad/<parameter>, then grad/<from> when asked (options.grad_from: the gradient a
+ * model part before `from` would need; a head's training graph gives it to the blocks). Values keep
+ * the model's names. Without a backward pass (train_graph_options.forward_only) there is no d_<to>
+ * input and `to` is the only output. */
 #ifndef GRAFT_TRAIN_TRAIN_GRAPH_H
 #define GRAFT_TRAIN_TRAIN_GRAPH_H
 
 #include "../graph/ir.h"
 
 typedef struct train_graph_options {
-    bool forward_only; /* the trainable part alone: for evaluation and finite differences */
+    bool forward_only;  /* the trainable part alone: for evaluation and finite differences */
+    bool grad_from;     /* also output d(loss)/d(from), after the parameters' gradients */
+    bool scalar_params; /* one-element float constants are parameters too (a head's bias of one
+                           output); by default they stay constants (epsilons, GELU's factors) */
 } train_graph_options;
 
 typedef struct train_graph {
     ir_graph g;
     int from, to, d_to; /* value indices in g (d_to -1 when forward_only) */
+    int grad_from;      /* d(loss)/d(from) (options.grad_from; else -1) */
     int n_side, n_params;
     int *side;         /* (n_side) value indices in g, in input order */
     int *params;       /* (n_params) value indices in g, in input order */

@@ -51,10 +51,13 @@ graft_status trainer_setup(graft_trainer *t, int64_t dim, graft_err *e) {
     }
     TRY(head_init(&t->h, t->blocks ? t->blocks->feat : dim, &t->head_options, t->options.precision,
                   e));
+    graft_ctx *ctx = t->model ? t->model->ctx : NULL; /* none in some tests */
+    graft_status st =
+        head_graph_init(&t->hg, &t->h, t->blocks != NULL, ctx ? ctx->options.num_threads : 0, e);
     int most = 2 * HEAD_MAX_LAYERS + (t->blocks ? t->blocks->n_params : 0);
     free(t->params);
-    t->params = malloc(sizeof *t->params * (size_t)most);
-    graft_status st = t->params ? GRAFT_OK : err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    t->params = st == GRAFT_OK ? malloc(sizeof *t->params * (size_t)most) : NULL;
+    if (st == GRAFT_OK && !t->params) st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
     if (st == GRAFT_OK) {
         t->n_params = head_params(&t->h, t->params);
         if (t->blocks) t->n_params += blocks_params(t->blocks, t->params + t->n_params);
@@ -62,22 +65,12 @@ graft_status trainer_setup(graft_trainer *t, int64_t dim, graft_err *e) {
         st = optim_create(&t->opt, &oc, t->params, t->n_params, e);
     }
     if (st != GRAFT_OK) {
+        head_graph_free(&t->hg);
         head_free(&t->h);
         return st;
     }
     t->dim = dim;
     t->head_ready = true;
-    if (!t->blocks && head_graph_applies(&t->h)) {
-        graft_err why;
-        err_clear(&why);
-        graft_ctx *ctx = t->model ? t->model->ctx : NULL; /* none in some tests */
-        if (head_graph_init(&t->hg, &t->h, ctx ? ctx->options.num_threads : 0, &why) != GRAFT_OK) {
-            if (ctx)
-                ctx_log(ctx, GRAFT_LOG_WARN,
-                        "the head trains on the reference kernels: its graph failed: %s", why.msg);
-            head_graph_free(&t->hg);
-        }
-    }
     return GRAFT_OK;
 }
 
@@ -173,19 +166,8 @@ static graft_status graph_loss(void *user, const float *logits, int64_t n, float
  * gradients added, and d(loss)/d(features) into dx (n, head input) unless NULL. */
 static graft_status head_step(graft_trainer *t, const float *x, const void *y, int64_t n,
                               double *loss, int64_t *correct, float *dx, graft_err *e) {
-    if (t->hg.ready && !dx) {
-        graph_loss_call c = {t, y, loss, correct};
-        return head_graph_step(&t->hg, x, n, graph_loss, &c, e);
-    }
-    int64_t c = t->head_options.n_outputs;
-    const float *logits;
-    TRY(head_forward(&t->h, x, n, true, &logits, e));
-    float *dlogits = malloc(sizeof(float) * (size_t)(n * c));
-    if (!dlogits) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory in a training step");
-    graft_status st = loss_and_grad(t, logits, y, n, loss, correct, dlogits, e);
-    if (st == GRAFT_OK) st = head_backward_input(&t->h, dlogits, n, dx, e);
-    free(dlogits);
-    return st;
+    graph_loss_call c = {t, y, loss, correct};
+    return head_graph_step(&t->hg, x, n, graph_loss, &c, dx, e);
 }
 
 typedef struct block_head_call {
@@ -222,8 +204,7 @@ graft_status trainer_step(graft_trainer *t, const float *x, const void *y, int64
 graft_status trainer_logits(graft_trainer *t, const float *x, int64_t m, const float **logits,
                             graft_err *e) {
     if (t->blocks) TRY(blocks_features(t->blocks, x, m, &x, e));
-    if (t->hg.ready) return head_graph_logits(&t->hg, x, m, logits, e);
-    return head_forward(&t->h, x, m, false, logits, e);
+    return head_graph_logits(&t->hg, x, m, logits, e);
 }
 
 graft_status trainer_eval_features(graft_trainer *t, const float *x, const void *y, int64_t n,
