@@ -1,47 +1,32 @@
-/* devices.c: the public view of the GPUs graft can use (none in a build without CUDA). */
+/* devices.c: the public view of the GPUs graft can use (the device registry's first kind; none
+ * in a build without a device backend). */
 #include <stdio.h>
 #include <string.h>
 
-#include "graft_config.h"
+#include "device_kind.h"
 #include "error.h"
-#if GRAFT_HAVE_CUDA
-#include "../cuda/cuda_backend.h"
-#endif
+
+/* The GPU kind: the registry's first. */
+static const device_kind *gpu_kind(void) {
+    int n;
+    const device_kind *const *k = device_kinds(&n);
+    return n > 0 ? k[0] : NULL;
+}
 
 int graft_cuda_built(void) {
-    return GRAFT_HAVE_CUDA;
+    return device_kind_of("cuda") != NULL;
 }
 
 int graft_gpu_count(char *why, size_t why_size) {
-#if GRAFT_HAVE_CUDA
-    return cuda_device_count(why, why_size);
-#else
+    const device_kind *k = gpu_kind();
+    if (k) return k->count(why, why_size);
     if (why && why_size) snprintf(why, why_size, "this graft was built without CUDA");
     return 0;
-#endif
 }
 
 graft_status graft_gpu_info_get(int index, graft_gpu_info *out) {
     if (!out) return GRAFT_E_INVALID_ARGUMENT;
     memset(out, 0, sizeof *out);
-#if GRAFT_HAVE_CUDA
-    cuda_device_info d;
-    graft_status st = cuda_device_query(index, &d, NULL);
-    if (st != GRAFT_OK) return st;
-    out->index = d.index;
-    snprintf(out->name, sizeof out->name, "%s", d.name);
-    out->cc_major = d.cc_major;
-    out->cc_minor = d.cc_minor;
-    out->multiprocessors = d.multiprocessors;
-    out->total_bytes = d.total_bytes;
-    out->free_bytes = d.free_bytes;
-    out->driver_version = d.driver_version;
-    out->runtime_version = d.runtime_version;
-    out->cudnn_version = d.cudnn_version;
-    out->cublaslt_version = d.cublaslt_version;
-    return GRAFT_OK;
-#else
-    (void)index;
-    return GRAFT_E_UNSUPPORTED;
-#endif
+    const device_kind *k = gpu_kind();
+    return k ? k->query(index, out, NULL) : GRAFT_E_UNSUPPORTED;
 }

@@ -18,7 +18,8 @@ struct graft_model {
     bool have_backend;
     graft_backend device; /* a GPU, when the context asks for one and it is usable */
     bool have_device;
-    int device_index; /* the CUDA ordinal when have_device */
+    int device_index;                      /* the device's index in its kind when have_device */
+    const struct device_kind *device_kind; /* the registry's kind of that device */
     char device_name[300];
     graft_dtype precision; /* what float tensors compute in (UNDEFINED: fp32, as loaded) */
     executor exec;

@@ -4,35 +4,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graft_config.h"
+#include "../core/device_kind.h"
 #include "model.h"
-#if GRAFT_HAVE_CUDA
-#include "../cuda/cuda_backend.h"
-#endif
 
-/* "auto" -> -1, "cuda" -> 0, "cuda:N" -> N; -2 for anything else. */
-static int parse_device(const char *d) {
-    if (strcmp(d, "auto") == 0) return -1;
-    if (strcmp(d, "cuda") == 0) return 0;
-    if (strncmp(d, "cuda:", 5) != 0 || !d[5]) return -2;
+/* "<kind>" -> 0, "<kind>:N" -> N; -2 for anything else. */
+static int parse_index(const char *d) {
+    const char *colon = strchr(d, ':');
+    if (!colon) return 0;
+    if (!colon[1]) return -2;
     char *end = NULL;
-    long n = strtol(d + 5, &end, 10);
+    long n = strtol(colon + 1, &end, 10);
     if (*end || n < 0 || n > 1024) return -2;
     return (int)n;
 }
 
-#if GRAFT_HAVE_CUDA
 static void log_from_backend(void *user, int level, const char *msg) {
     ctx_log(user, (graft_log_level)level, "%s", msg);
 }
-static cuda_backend_options backend_options(graft_model *m, int index) {
-    return (cuda_backend_options){.device = index,
-                                  .allow_tf32 = m->ctx->options.allow_tf32 != 0,
-                                  .log = log_from_backend,
-                                  .log_user = m->ctx,
-                                  .num_threads = m->ctx->options.num_threads};
+
+static device_backend_options backend_options(graft_model *m, int index) {
+    return (device_backend_options){.device = index,
+                                    .allow_tf32 = m->ctx->options.allow_tf32 != 0,
+                                    .log = log_from_backend,
+                                    .log_user = m->ctx,
+                                    .num_threads = m->ctx->options.num_threads};
 }
-#endif
 
 /* "auto" without a usable GPU: one warning per context, then the CPU. */
 static graft_status fall_back(graft_model *m, const char *why) {
@@ -42,61 +38,72 @@ static graft_status fall_back(graft_model *m, const char *why) {
     return GRAFT_OK;
 }
 
+/* "auto": the first kind with a usable device; *kind NULL (and why says so) when none. */
+static const device_kind *auto_kind(char *why, size_t why_size) {
+    int n;
+    const device_kind *const *kinds = device_kinds(&n);
+    snprintf(why, why_size, "this graft was built without CUDA");
+    for (int i = 0; i < n; i++) {
+        char w[256] = "";
+        if (kinds[i]->count(w, sizeof w) > 0) return kinds[i];
+        snprintf(why, why_size, "no usable GPU (%s)", w);
+    }
+    return NULL;
+}
+
+/* Open device index of kind k for m: the backend, its name, the log line. */
+static graft_status open_on(graft_model *m, const device_kind *k, int index, const char *d,
+                            bool automatic, graft_err *e) {
+    device_backend_options o = backend_options(m, index);
+    graft_err be_err;
+    err_clear(&be_err);
+    graft_status st = k->create(&o, &m->device, &be_err);
+    if (st != GRAFT_OK) {
+        if (automatic) return fall_back(m, be_err.msg);
+        return err_set(e, st, "device '%s': %s", d, be_err.msg);
+    }
+    m->have_device = true;
+    m->device_kind = k;
+    m->device_index = index;
+    graft_gpu_info info;
+    if (k->query(index, &info, NULL) == GRAFT_OK)
+        snprintf(m->device_name, sizeof m->device_name, "%s:%d (%s)", k->name, index, info.name);
+    else
+        snprintf(m->device_name, sizeof m->device_name, "%s:%d", k->name, index);
+    ctx_log(m->ctx, GRAFT_LOG_INFO, "running on %s", m->device_name);
+    return GRAFT_OK;
+}
+
 graft_status model_open_device(graft_model *m, graft_err *e) {
     const char *d = m->ctx->options.device ? m->ctx->options.device : "cpu";
     snprintf(m->device_name, sizeof m->device_name, "cpu");
     if (strcmp(d, "cpu") == 0) return GRAFT_OK;
-    int index = parse_device(d);
+    char why[300] = "";
+    if (strcmp(d, "auto") == 0) {
+        const device_kind *k = auto_kind(why, sizeof why);
+        return k ? open_on(m, k, 0, d, true, e) : fall_back(m, why);
+    }
+    int index = device_kind_known(d) ? parse_index(d) : -2;
     if (index == -2)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                        "device '%s': expected cpu, auto, cuda or cuda:N", d);
-#if !GRAFT_HAVE_CUDA
-    if (index == -1) return fall_back(m, "this graft was built without CUDA");
-    return err_set(e, GRAFT_E_UNSUPPORTED, "device '%s': this graft was built without CUDA", d);
-#else
-    char why[256] = "";
-    int n = cuda_device_count(why, sizeof why);
-    if (n == 0) {
-        if (index == -1) {
-            char msg[300];
-            snprintf(msg, sizeof msg, "no usable GPU (%s)", why);
-            return fall_back(m, msg);
-        }
+    const device_kind *k = device_kind_of(d);
+    if (!k)
+        return err_set(e, GRAFT_E_UNSUPPORTED, "device '%s': this graft was built without CUDA", d);
+    if (k->count(why, sizeof why) == 0)
         return err_set(e, GRAFT_E_BACKEND, "device '%s': no usable GPU (%s)", d, why);
-    }
-    cuda_backend_options o = backend_options(m, index < 0 ? 0 : index);
-    graft_err be_err;
-    err_clear(&be_err);
-    graft_status st = cuda_backend_create(&o, &m->device, &be_err);
-    if (st != GRAFT_OK) {
-        if (index == -1) return fall_back(m, be_err.msg);
-        return err_set(e, st, "device '%s': %s", d, be_err.msg);
-    }
-    m->have_device = true;
-    m->device_index = o.device;
-    cuda_device_info info;
-    if (cuda_device_query(o.device, &info, NULL) == GRAFT_OK)
-        snprintf(m->device_name, sizeof m->device_name, "cuda:%d (%s)", o.device, info.name);
-    else
-        snprintf(m->device_name, sizeof m->device_name, "cuda:%d", o.device);
-    ctx_log(m->ctx, GRAFT_LOG_INFO, "running on %s", m->device_name);
-    return GRAFT_OK;
-#endif
+    return open_on(m, k, index, d, false, e);
 }
 
 graft_status model_device_open_another(graft_model *m, graft_backend *out, bool *have,
                                        graft_err *e) {
     *have = false;
     if (!m->have_device) return GRAFT_OK;
-#if GRAFT_HAVE_CUDA
-    cuda_backend_options o = backend_options(m, m->device_index);
-    TRY(cuda_backend_create(&o, out, e));
+    if (!m->device_kind) return err_set(e, GRAFT_E_INTERNAL, "a device model without its kind");
+    device_backend_options o = backend_options(m, m->device_index);
+    TRY(m->device_kind->create(&o, out, e));
     *have = true;
     return GRAFT_OK;
-#else
-    (void)out;
-    return err_set(e, GRAFT_E_INTERNAL, "a device model in a build without CUDA");
-#endif
 }
 
 graft_backend *model_device(graft_model *m) {

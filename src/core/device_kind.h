@@ -1,0 +1,40 @@
+/* device_kind.h: the registry of device backends (GPUs): each kind of device graft can run on
+ * names itself, counts and describes its devices and creates a backend (backend.h) on one. The
+ * core and the graph reach devices only through it, so a new backend is a folder that defines
+ * one device_kind and one line in device_registry.c. */
+#ifndef GRAFT_CORE_DEVICE_KIND_H
+#define GRAFT_CORE_DEVICE_KIND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "backend.h"
+#include "graft.h"
+
+typedef void (*device_log_fn)(void *user, int level, const char *msg);
+
+typedef struct device_backend_options {
+    int device;        /* the kind's device index */
+    bool allow_tf32;   /* fp32 matrix products and convolutions may use TF32 (or the like) */
+    device_log_fn log; /* warnings (a node falling back to the CPU); NULL: none */
+    void *log_user;
+    int num_threads; /* for the CPU reference the backend falls back to */
+} device_backend_options;
+
+typedef struct device_kind {
+    const char *name; /* device strings are "<name>" (device 0) or "<name>:N" */
+    /* Usable devices (0 when there is no driver or no device; `why` then says which). */
+    int (*count)(char *why, size_t why_size);
+    /* The device's description, memory and library versions. */
+    graft_status (*query)(int index, graft_gpu_info *out, graft_err *e);
+    graft_status (*create)(const device_backend_options *o, graft_backend *out, graft_err *e);
+} device_kind;
+
+/* The kinds this build has, in the order "auto" tries them; n_out their count. */
+const device_kind *const *device_kinds(int *n_out);
+/* The kind of a device string ("cuda", "cuda:1"): NULL when this build has none of that name. */
+const device_kind *device_kind_of(const char *device);
+/* Whether `device` names a kind graft knows, built here or not ("cuda" in a CPU build). */
+bool device_kind_known(const char *device);
+
+#endif
