@@ -1,9 +1,11 @@
 /* test_block_parity.c: fine-tuning ResNet-18's layer4 + a new head against PyTorch
- * (tests/data/block_parity_fixture.txt, tools/record_block_parity.py): frozen features, first
- * logits and 100 steps' losses for SGD, AdamW and LAMB, within 1e-4 for the steps the recorded
- * chaos leaves stable, looser after. argv: gen folder, fixture, [steps]; BLOCK_PARITY_VERBOSE=1
- * prints every step; BLOCK_PARITY_DEVICE=cuda:0 runs the frozen part and the blocks there (fp32,
- * no TF32: the same bounds hold). */
+ * (tests/data/block_parity_fixture.txt, tools/record_block_parity.py), or a 4-layer BERT's last
+ * 2 layers and pooler + a new head against transformers' BertModel (the fixture names its model:
+ * tests/data/block_parity_bert_fixture.txt, tools/record_block_parity_bert.py): frozen features,
+ * first logits and 100 steps' losses for SGD, AdamW and LAMB, within 1e-4 for the steps the
+ * recorded chaos leaves stable, looser after. argv: gen folder, fixture, [steps];
+ * BLOCK_PARITY_VERBOSE=1 prints every step; BLOCK_PARITY_DEVICE=cuda:0 runs the frozen part and the
+ * blocks there (fp32, no TF32: the same bounds hold). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,9 +18,12 @@
 #include "test_fixture.h"
 #include "test_util.h"
 
-#define MODEL "block_parity_resnet18"
+#define IMAGE_MODEL "block_parity_resnet18"
 
-enum { N = 64, HALF = 32, CLASSES = 10, FEAT = 512, B = 16, STEPS = 100 };
+enum { N = 64, HALF = 32, CLASSES = 10, B = 16, STEPS = 100, TEXT_INPUTS = 3 };
+
+static const char *const text_inputs[TEXT_INPUTS] = {"input_ids", "attention_mask",
+                                                     "token_type_ids"};
 
 /* Past the stable steps the training is chaotic (docs/training.md "Fine-tuning blocks"): PyTorch's
  * own losses move by up to 4.9% at a step, and its last epoch's mean loss by up to 2.1e-3, when
@@ -43,9 +48,12 @@ static const char *get_str(const fixture *f, const char *key) {
 
 typedef struct problem {
     const fixture *f;
-    const char *from;
+    const char *from, *model_name;
+    bool text;    /* a BERT: three int64 inputs per sample, the cut at pooler_output */
+    int64_t feat; /* the head's input */
     graft_model *model;
-    graft_tensor images; /* the model's 32 recorded images; sample i + 32 is image i */
+    graft_tensor images;             /* the model's 32 recorded images; sample i + 32 is image i */
+    graft_tensor texts[TEXT_INPUTS]; /* or its 32 texts' token ids, mask and types (32, seq) */
     int64_t labels[N];
     const double *order, *w0, *b0;
     float *rows; /* (N, dim): graft's frozen part's output */
@@ -69,7 +77,10 @@ static graft_train_options recipe(const fixture *f, const char *kind, const char
     return o;
 }
 
-/* A trainer with the fixture's recipe and head; NULL (and a failure) when it cannot be made. */
+static graft_status run_frozen(problem *p, graft_trainer *t, const graft_tensor **out);
+
+/* A trainer with the fixture's recipe and head; NULL (and a failure) when it cannot be made. A
+ * text model's row size is known once its frozen part has run (the sequence length). */
 static graft_trainer *make_trainer(problem *p, const char *kind) {
     graft_head_options ho = GRAFT_HEAD_OPTIONS_INIT;
     ho.n_outputs = CLASSES;
@@ -77,9 +88,14 @@ static graft_trainer *make_trainer(problem *p, const char *kind) {
     graft_trainer *t = NULL;
     graft_status st = graft_trainer_create(p->model, &ho, &o, &t);
     graft_err e = {0};
+    const graft_tensor *rows;
+    if (st == GRAFT_OK && t->blocks && !t->blocks->frozen.resolved) {
+        st = run_frozen(p, t, &rows);
+        if (st == GRAFT_OK) st = frozen_part_resolve(&t->blocks->frozen, &e);
+    }
     if (st == GRAFT_OK && !t->head_ready) st = trainer_setup(t, t->blocks->frozen.row, &e);
     bool ok = st == GRAFT_OK && t->blocks && t->h.n_layers == 1 &&
-              tensor_numel(&t->h.layers[0].w) == CLASSES * FEAT;
+              tensor_numel(&t->h.layers[0].w) == CLASSES * p->feat;
     if (!ok) {
         CHECK("block_parity_trainer", 0, "%s: status %d (%s %s)", kind, st, e.msg,
               graft_last_error(p->model->ctx));
@@ -87,23 +103,50 @@ static graft_trainer *make_trainer(problem *p, const char *kind) {
         return NULL;
     }
     float *w = t->h.layers[0].w.data, *b = t->h.layers[0].b.data;
-    for (int i = 0; i < CLASSES * FEAT; i++) w[i] = (float)p->w0[i];
+    for (int64_t i = 0; i < CLASSES * p->feat; i++) w[i] = (float)p->w0[i];
     for (int i = 0; i < CLASSES; i++) b[i] = (float)p->b0[i];
     return t;
 }
 
-/* graft's frozen part on the 64 samples: rows (N, dim), compared with PyTorch's for image 0. */
+/* Tensor t (32, ...) twice: the 64 samples. */
+static void *doubled(const graft_tensor *t, size_t elem) {
+    size_t half = (size_t)graft_tensor_numel(t) * elem;
+    char *x = malloc(2 * half);
+    if (x) memcpy(x, t->data, half), memcpy(x + half, t->data, half);
+    return x;
+}
+
+/* The frozen part's inputs for the 64 samples (in[i].tensor.data malloc'd); their count. */
+static int frozen_inputs(const problem *p, graft_named_tensor *in) {
+    if (!p->text) {
+        in[0] = (graft_named_tensor){"x", {GRAFT_DTYPE_F32, 4, {N, 3, 64, 64}, NULL}};
+        in[0].tensor.data = doubled(&p->images, sizeof(float));
+        return 1;
+    }
+    for (int k = 0; k < TEXT_INPUTS; k++) {
+        in[k] = (graft_named_tensor){text_inputs[k], p->texts[k]};
+        in[k].tensor.dims[0] = N;
+        in[k].tensor.data = doubled(&p->texts[k], sizeof(int64_t));
+    }
+    return TEXT_INPUTS;
+}
+
+/* The frozen part's output on the 64 samples (*out valid until its next run). */
+static graft_status run_frozen(problem *p, graft_trainer *t, const graft_tensor **out) {
+    graft_named_tensor in[TEXT_INPUTS];
+    int n_in = frozen_inputs(p, in);
+    bool have = true;
+    for (int k = 0; k < n_in; k++) have = have && in[k].tensor.data;
+    graft_status st = have ? graft_model_run(t->backbone, in, n_in) : GRAFT_E_OUT_OF_MEMORY;
+    if (st == GRAFT_OK) st = graft_model_output(t->backbone, 0, out);
+    for (int k = 0; k < n_in; k++) free(in[k].tensor.data);
+    return st;
+}
+
+/* graft's frozen part on the 64 samples: rows (N, dim), compared with PyTorch's for sample 0. */
 static int frozen_rows(problem *p, graft_trainer *t) {
-    int64_t per = graft_tensor_numel(&p->images) / HALF;
-    float *x = malloc(sizeof(float) * (size_t)(N * per));
-    if (!x) return -1;
-    memcpy(x, p->images.data, sizeof(float) * (size_t)(HALF * per));
-    memcpy(x + HALF * per, p->images.data, sizeof(float) * (size_t)(HALF * per));
-    graft_named_tensor in = {"x", {GRAFT_DTYPE_F32, 4, {N, 3, 64, 64}, x}};
     const graft_tensor *out = NULL;
-    graft_status st = graft_model_run(t->backbone, &in, 1);
-    if (st == GRAFT_OK) st = graft_model_output(t->backbone, 0, &out);
-    free(x);
+    graft_status st = run_frozen(p, t, &out);
     if (st != GRAFT_OK || out->dims[0] != N) {
         CHECK("block_parity_frozen", 0, "frozen part: status %d (%s)", st,
               graft_last_error(t->backbone->ctx));
@@ -206,33 +249,50 @@ static void run_kind(problem *p, const char *kind, int steps) {
     graft_trainer_free(t);
 }
 
-/* The model, its recorded images, the fixture's problem; 0 when all are there. */
+/* The model's recorded inputs: 32 images, or 32 texts; 0 when they are there. */
+static int read_inputs(problem *p, const char *gen) {
+    char path[1024], err[256];
+    for (int k = 0; k < (p->text ? TEXT_INPUTS : 1); k++) {
+        graft_tensor *t = p->text ? &p->texts[k] : &p->images;
+        snprintf(path, sizeof path, "%s/%s.in.%s.npy", gen, p->model_name,
+                 p->text ? text_inputs[k] : "x");
+        if (access(path, R_OK) != 0 || npy_read(path, t, err, sizeof err) != 0 ||
+            t->ndim != (p->text ? 2 : 4) || t->dims[0] != HALF ||
+            t->dtype != (p->text ? GRAFT_DTYPE_I64 : GRAFT_DTYPE_F32)) {
+            MISSING("block_parity_inputs", path);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The model, its recorded inputs, the fixture's problem; 0 when all are there. */
 static int open_problem(problem *p, const fixture *f, const char *gen, graft_ctx *ctx) {
     memset(p, 0, sizeof *p);
     p->f = f;
     p->from = get_str(f, "from");
-    const double *labels = get(f, "labels", N);
-    p->order = get(f, "order", 25 * N), p->w0 = get(f, "head.weight", CLASSES * FEAT);
-    p->b0 = get(f, "head.bias", CLASSES);
-    if (!p->from || !labels || !p->order || !p->w0 || !p->b0) {
+    p->model_name = get_str(f, "model") ? get_str(f, "model") : IMAGE_MODEL;
+    p->text = strcmp(p->model_name, IMAGE_MODEL) != 0;
+    const double *labels = get(f, "labels", N), *b0 = get(f, "head.bias", CLASSES);
+    for (int i = 0; i < f->n; i++)
+        if (!strcmp(f->keys[i], "head.weight")) p->feat = f->counts[i] / CLASSES;
+    p->order = get(f, "order", 25 * N), p->w0 = get(f, "head.weight", CLASSES * p->feat);
+    p->b0 = b0;
+    if (!p->from || !labels || !p->order || !p->w0 || !p->b0 || p->feat < 1) {
         CHECK("block_parity_fixture", 0, "the fixture lacks the problem");
         return -1;
     }
     for (int i = 0; i < N; i++) p->labels[i] = (int64_t)labels[i];
-    char path[1024], err[256];
-    snprintf(path, sizeof path, "%s/%s.in.x.npy", gen, MODEL);
-    if (access(path, R_OK) != 0 || npy_read(path, &p->images, err, sizeof err) != 0 ||
-        p->images.ndim != 4 || p->images.dims[0] != HALF) {
-        MISSING("block_parity_images", path);
-        return -1;
-    }
-    snprintf(path, sizeof path, "%s/%s.onnx", gen, MODEL);
+    if (read_inputs(p, gen) != 0) return -1;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.onnx", gen, p->model_name);
     if (access(path, R_OK) != 0 || graft_model_load(ctx, path, &p->model) != GRAFT_OK) {
         MISSING("block_parity_model", path);
         return -1;
     }
-    graft_status st = graft_model_cut(p->model, "auto", GRAFT_POOLING_AUTO);
-    CHECK("block_parity_cut", st == GRAFT_OK, "auto cut: %s", graft_last_error(ctx));
+    graft_status st = p->text ? graft_model_cut(p->model, "auto", GRAFT_POOLING_POOLER)
+                              : graft_model_cut(p->model, "auto", GRAFT_POOLING_AUTO);
+    CHECK("block_parity_cut", st == GRAFT_OK, "cut: %s", graft_last_error(ctx));
     return st == GRAFT_OK ? 0 : -1;
 }
 
@@ -266,6 +326,7 @@ int main(int argc, char **argv) {
         graft_trainer_free(t);
     }
     free(p.rows), free(p.images.data);
+    for (int k = 0; k < TEXT_INPUTS; k++) free(p.texts[k].data);
     graft_model_free(p.model);
     graft_ctx_free(ctx);
     free_fixture(&f);

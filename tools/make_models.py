@@ -14,6 +14,9 @@ Models (into --out, default tests/data/gen/ under the repository root):
                            statistics from 8 calibration images; its recorded input is the 32
                            images of the block-parity test (tools/record_block_parity.py,
                            tests/test_block_parity.c): N(0, 1), seed 1516.
+  block_parity_bert4       the BERT graph with 4 layers (64 hidden, 4 heads), opset 17; its
+                           recorded inputs are the 32 texts of the block-parity test
+                           (tools/record_block_parity_bert.py): lengths 4..16, seed 2004.
   bert_base                HF BertModel-shaped encoder (768 hidden, 12 layers, 12 heads),
                            opset 17, LayerNormalization op, weights in bert_base.onnx.data.
   bert_tiny_decomposed     the same graph, small (64 hidden, 2 layers), opset 13, IR 7,
@@ -489,7 +492,7 @@ class BertGraph:
         self.pooler("last_hidden_state")
 
 
-def build_bert(cfg, seed):
+def build_bert(cfg, seed, feeds=None):
     bert = BertGraph(cfg, np.random.default_rng(seed))
     bert.build()
     H = cfg["hidden"]
@@ -505,7 +508,25 @@ def build_bert(cfg, seed):
                          doc=f"HF BertModel layout ({H} hidden, {cfg['layers']} layers, "
                              f"{cfg['heads']} heads), random weights (seed {seed})")
     model = with_value_info(model)
+    if feeds is not None:
+        return model, feeds(seed + 1, cfg)
     return model, bert_inputs(seed + 1, batch=2, seq=cfg["seq"], vocab=cfg["vocab"])
+
+
+def parity_text_inputs(seed, cfg, batch=32):
+    """The block-parity problem's 32 texts: [CLS]-like first token, lengths 4..seq (padded with
+    zeros after), token types 0 then 1 from the middle of each text."""
+    rng = np.random.default_rng(seed)
+    seq = cfg["seq"]
+    ids = rng.integers(2, cfg["vocab"], size=(batch, seq), dtype=np.int64)
+    ids[:, 0] = 1
+    mask = np.zeros((batch, seq), dtype=np.int64)
+    types = np.zeros((batch, seq), dtype=np.int64)
+    for b, n in enumerate(rng.integers(4, seq + 1, batch)):
+        mask[b, :n] = 1
+        types[b, n // 2:n] = 1
+        ids[b, n:] = 0
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
 
 
 def bert_inputs(seed, batch, seq, vocab):
@@ -531,6 +552,13 @@ BERT_BASE = dict(hidden=768, layers=12, heads=12, ffn=3072, vocab=30522, max_pos
 BERT_TINY = dict(hidden=64, layers=2, heads=4, ffn=128, vocab=1000, max_pos=512,
                  type_vocab=2, std=0.1, decomposed_ln=True, opset=13, ir_version=7,
                  naming="numeric", mask_fill=-10000.0, seq=12)
+
+
+# The block-parity BERT (tests/test_block_parity.c, tools/record_block_parity_bert.py): 4 layers,
+# HF BertModel's eager attention, its finfo.min mask fill and 1e-12 LayerNorm epsilon.
+BERT_PARITY = dict(hidden=64, layers=4, heads=4, ffn=128, vocab=1000, max_pos=64,
+                   type_vocab=2, std=0.1, decomposed_ln=False, opset=17, ir_version=8,
+                   naming="scoped", mask_fill=float(np.finfo(np.float32).min), seq=16)
 
 
 # ----------------------------------------------------------------------------------------
@@ -711,6 +739,9 @@ MODELS = {
     "block_parity_resnet18": dict(build=lambda: build_resnet(18, seed=1515, hw=64, input_name="x",
                                                              n_calib=8, n_feed=32),
                                   external=False),
+    "block_parity_bert4": dict(build=lambda: build_bert(BERT_PARITY, seed=2003,
+                                                        feeds=parity_text_inputs),
+                               external=False),
     "bert_base": dict(build=lambda: build_bert(BERT_BASE, seed=2001), external=True),
     "bert_tiny_decomposed": dict(build=lambda: build_bert(BERT_TINY, seed=2002), external=False),
     "mobilenet_tiny": dict(build=lambda: build_mobilenet_tiny(seed=3001), external=False),

@@ -157,6 +157,9 @@ if setup_build build/release --buildtype=release; then
     run_suite blocks $R/tests/test_blocks models/digits_cnn.onnx "$LOGS" "$GEN"
     # ResNet-18's layer4 + head against PyTorch's recorded losses (SGD, AdamW, LAMB; ~3 minutes)
     run_suite block_parity $R/tests/test_block_parity "$GEN" tests/data/block_parity_fixture.txt
+    # a 4-layer BERT's last 2 layers + pooler + head against transformers' BertModel (~40 s)
+    run_suite block_parity_bert $R/tests/test_block_parity "$GEN" \
+        tests/data/block_parity_bert_fixture.txt
     run_suite checkpoint $R/tests/test_checkpoint models/digits_cnn.onnx
     run_suite digits_data python3 tools/export_digits.py build/test-logs/digits
     rm -rf build/test-logs/images
