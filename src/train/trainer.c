@@ -417,7 +417,8 @@ static graft_status run_epoch(graft_trainer *t, epoch_state *s, const float *x, 
 graft_status trainer_end_epoch(graft_trainer *t, double loss, double acc, const float *vx,
                                const void *vy, int64_t vn, bool *stop, graft_err *e) {
     double vloss = -1.0, vacc = -1.0;
-    if (vn > 0) TRY(dist_eval_features(t, vx, vy, vn, &vloss, &vacc, e)); /* sharded when data-parallel */
+    /* data-parallel: each rank evaluates its slice, the sums reduced */
+    if (vn > 0) TRY(dist_eval_features(t, vx, vy, vn, &vloss, &vacc, e));
     double metric = vn > 0 ? vloss : loss;
     if (t->options.scheduler == GRAFT_SCHEDULER_PLATEAU) plateau_step(&t->plat, metric);
     if (t->options.early_stop > 0 && vn > 0) {
