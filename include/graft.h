@@ -150,6 +150,11 @@ GRAFT_API graft_status graft_ctx_distribute(graft_ctx *ctx);
 /* This process's rank and the number of ranks (0 and 1 when not distributed). */
 GRAFT_API int graft_ctx_rank(const graft_ctx *ctx);
 GRAFT_API int graft_ctx_world_size(const graft_ctx *ctx);
+/* Leave the process group now. failed == 0: together with the other ranks (MPI_Finalize, which
+ * waits for them all). failed != 0: at once, without waiting, so a rank that failed alone does
+ * not hang; the application should then exit non-zero, and mpirun ends the other ranks. A
+ * collective that failed or timed out already leaves this way. Not distributed: nothing. */
+GRAFT_API void graft_ctx_leave(graft_ctx *ctx, int failed);
 /* The message of the last failure on this context ("" when none). Valid until the next call. */
 GRAFT_API const char *graft_last_error(const graft_ctx *ctx);
 /* Record an error on ctx (what graft_last_error then says) and return status: for code graft

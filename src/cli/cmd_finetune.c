@@ -411,6 +411,8 @@ int cmd_finetune(int argc, char **argv) {
             fprintf(stderr, "graft finetune: %s\n", err);
     }
     run_record_free(&r.record);
+    /* data-parallel: a rank that failed leaves at once (mpirun then ends the others) */
+    graft_ctx_leave(s.ctx, rc != 0 && rc != 130);
     session_free(&s);
     free(o);
     return rc;

@@ -100,9 +100,16 @@ graft_status dist_create(dist **out, graft_err *e) {
     return GRAFT_OK;
 }
 
+void dist_leave(dist *d, bool failed) {
+    if (!d || d->left) return;
+    if (failed) d->broken = true;
+    dist_transport_stop(d);
+    d->left = true;
+}
+
 void dist_free(dist *d) {
     if (!d) return;
-    dist_transport_stop(d);
+    dist_leave(d, false);
     free(d);
 }
 
@@ -122,9 +129,19 @@ double dist_timeout(const dist *d) {
     return d ? d->timeout_s : 0.0;
 }
 
+/* A group that was left, or broken by a failed collective, runs no more collectives. */
+static graft_status usable(const dist *d, graft_err *e) {
+    if (d->left || d->broken)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "rank %d of %d: the process group was %s",
+                       d->env.rank, d->env.world_size,
+                       d->left ? "left" : "broken by an earlier failure");
+    return GRAFT_OK;
+}
+
 static graft_status allreduce(dist *d, void *buf, size_t elem, int64_t n, dist_op op,
                               graft_err *e) {
     if (!d || n <= 0) return GRAFT_OK;
+    TRY(usable(d, e));
     for (int64_t at = 0; at < n; at += DIST_CHUNK) {
         int64_t m = n - at < DIST_CHUNK ? n - at : DIST_CHUNK;
         TRY(dist_transport_allreduce(d, (char *)buf + (size_t)at * elem, (int)m, op, e));
@@ -142,6 +159,7 @@ graft_status dist_allreduce_f64(dist *d, double *buf, int64_t n, graft_err *e) {
 
 graft_status dist_broadcast(dist *d, void *buf, size_t bytes, int root, graft_err *e) {
     if (!d) return GRAFT_OK;
+    TRY(usable(d, e));
     if (root < 0 || root >= d->env.world_size)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT, "broadcast from rank %d of %d", root,
                        d->env.world_size);
@@ -153,7 +171,9 @@ graft_status dist_broadcast(dist *d, void *buf, size_t bytes, int root, graft_er
 }
 
 graft_status dist_barrier(dist *d, graft_err *e) {
-    return d ? dist_transport_barrier(d, e) : GRAFT_OK;
+    if (!d) return GRAFT_OK;
+    TRY(usable(d, e));
+    return dist_transport_barrier(d, e);
 }
 
 graft_status dist_allgather_i64(dist *d, int64_t mine, int64_t *all, graft_err *e) {

@@ -3,6 +3,7 @@
 #ifndef GRAFT_DIST_DIST_H
 #define GRAFT_DIST_DIST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,6 +31,9 @@ graft_status dist_env_detect(dist_env *env, graft_err *e);
 graft_status dist_create(dist **out, graft_err *e);
 /* Leave the group (MPI_Finalize when dist_create started MPI). NULL: nothing. */
 void dist_free(dist *d);
+/* Leave the group now (dist_free then only frees): failed, without MPI_Finalize (which would
+ * wait for ranks that may never come); else with it. */
+void dist_leave(dist *d, bool failed);
 
 int dist_rank(const dist *d);       /* 0 when NULL */
 int dist_world_size(const dist *d); /* 1 when NULL */

@@ -9,6 +9,11 @@ graft_status graft_ctx_distribute(graft_ctx *ctx) {
     return dist_create(&ctx->dist, &ctx->err);
 }
 
+void graft_ctx_leave(graft_ctx *ctx, int failed) {
+    if (!ctx || !ctx->dist) return;
+    dist_leave(ctx->dist, failed != 0);
+}
+
 int graft_ctx_rank(const graft_ctx *ctx) {
     return ctx ? dist_rank(ctx->dist) : 0;
 }

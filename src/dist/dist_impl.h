@@ -13,11 +13,14 @@ struct dist {
     dist_env env;
     double timeout_s;
     bool started_mpi; /* MPI_Finalize at dist_free */
+    bool broken;      /* a collective failed: leave without waiting for the others */
+    bool left;        /* dist_leave ran */
     void *comm;       /* the transport's communicator */
 };
 
 /* Start the transport for d->env (sets comm, started_mpi). */
 graft_status dist_transport_start(dist *d, graft_err *e);
+/* Finalize (after a clean run) or just let go (d->broken). */
 void dist_transport_stop(dist *d);
 /* Sum n values in place (DIST_SUM_*); n fits an int. */
 graft_status dist_transport_allreduce(dist *d, void *buf, int n, dist_op op, graft_err *e);

@@ -13,6 +13,7 @@ static double now_s(void) {
 }
 
 static graft_status mpi_fail(dist *d, int rc, const char *what, graft_err *e) {
+    d->broken = true;
     char text[MPI_MAX_ERROR_STRING];
     int len = 0;
     if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) len = 0;
@@ -60,6 +61,12 @@ graft_status dist_transport_start(dist *d, graft_err *e) {
 }
 
 void dist_transport_stop(dist *d) {
+    if (d->broken) { /* the others may never arrive: MPI_Finalize would wait for them */
+        free(d->comm);
+        d->comm = NULL;
+        d->started_mpi = false;
+        return;
+    }
     if (d->comm) {
         MPI_Comm_free((MPI_Comm *)d->comm);
         free(d->comm);
@@ -79,11 +86,13 @@ static graft_status wait_request(dist *d, MPI_Request *req, const char *what, gr
         if (rc != MPI_SUCCESS) return mpi_fail(d, rc, what, e);
         if (done) return GRAFT_OK;
         if (polls < 20000) continue;
-        if (now_s() - start > d->timeout_s)
+        if (now_s() - start > d->timeout_s) {
+            d->broken = true;
             return err_set(e, GRAFT_E_INTERNAL,
                            "rank %d of %d: %s: the other ranks did not arrive within %.0f s "
                            "(GRAFT_DIST_TIMEOUT): a rank died, hangs or is far slower; stopping",
                            d->env.rank, d->env.world_size, what, d->timeout_s);
+        }
         struct timespec pause = {0, polls < 40000 ? 20000 : 1000000};
         nanosleep(&pause, NULL);
     }
