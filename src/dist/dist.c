@@ -31,16 +31,17 @@ static graft_status env_int(const char *name, int lo, int hi, int *out, bool *fo
 static graft_status env_triple(const char *const names[3], dist_env *env, bool *found,
                                graft_err *e) {
     bool have[3];
-    int world = 1;
-    TRY(env_int(names[1], 1, 1 << 20, &world, &have[1], e));
-    TRY(env_int(names[0], 0, world - 1, &env->rank, &have[0], e));
-    TRY(env_int(names[2], 0, world - 1, &env->local_rank, &have[2], e));
+    for (int i = 0; i < 3; i++) have[i] = getenv(names[i]) && *getenv(names[i]);
     *found = have[0] || have[1];
     if (!*found) return GRAFT_OK;
     if (!have[0] || !have[1])
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                        "distributed launch: %s is set but %s is not (both or neither)",
                        have[0] ? names[0] : names[1], have[0] ? names[1] : names[0]);
+    int world = 1;
+    TRY(env_int(names[1], 1, 1 << 20, &world, &have[1], e));
+    TRY(env_int(names[0], 0, world - 1, &env->rank, &have[0], e));
+    TRY(env_int(names[2], 0, world - 1, &env->local_rank, &have[2], e));
     env->world_size = world;
     if (!have[2]) env->local_rank = env->rank;
     return GRAFT_OK;
