@@ -79,7 +79,8 @@ timeout 120 "${MPIRUN[@]}" -np 2 "$GRAFT" finetune "${R[@]}" --epochs 4 --checkp
     --out "$TMP/two.onnx" >"$TMP/two.txt" 2>&1
 rc=$?
 d=$(same_head "$TMP/one/last.safetensors" "$TMP/two/last.safetensors" 2>&1)
-if [ $rc = 0 ] && [ $? = 0 ] && [ -s "$TMP/two.onnx" ] &&
+same=$?
+if [ $rc = 0 ] && [ $same = 0 ] && [ -s "$TMP/two.onnx" ] &&
     [ "$(grep -c '^summary' "$TMP/two.txt")" = 1 ]; then
     pass "two_ranks_equal_one ($d)"
 else fail two_ranks_equal_one "rc $rc, $d: $(tail -3 "$TMP/two.txt")"; fi
@@ -88,11 +89,12 @@ timeout 120 "$GRAFT" finetune "${R[@]}" --epochs 4 --nproc 2 --checkpoint "$TMP/
     --out "$TMP/np.onnx" >"$TMP/np.txt" 2>&1
 rc=$?
 d=$(same_head "$TMP/one/last.safetensors" "$TMP/np/last.safetensors" 2>&1)
-if [ $rc = 0 ] && [ $? = 0 ] && [ -s "$TMP/np.onnx" ]; then pass "nproc_2_equal_one ($d)"
+same=$?
+if [ $rc = 0 ] && [ $same = 0 ] && [ -s "$TMP/np.onnx" ]; then pass "nproc_2_equal_one ($d)"
 else fail nproc_2_equal_one "rc $rc, $d: $(tail -3 "$TMP/np.txt")"; fi
 
-# Batches of 7 (the last of one sample: a rank with no rows), accumulation, clipping, SGD, class
-# weights through label smoothing's mean: still the one-process head.
+# Batches of 7 (the last of one sample: a rank with no rows), accumulation, clipping, SGD and
+# label smoothing: still the one-process head.
 S=("${R[@]}" --epochs 3 --batch 7 --accumulate 2 --clip 0.5 --optimizer sgd --lr 0.05
     --label-smoothing 0.1)
 "$GRAFT" finetune "${S[@]}" --checkpoint "$TMP/s1" --out "$TMP/s1.onnx" >"$TMP/s1.txt" 2>&1
@@ -100,8 +102,35 @@ timeout 120 "${MPIRUN[@]}" -np 2 "$GRAFT" finetune "${S[@]}" --checkpoint "$TMP/
     --out "$TMP/s2.onnx" >"$TMP/s2.txt" 2>&1
 rc=$?
 d=$(same_head "$TMP/s1/last.safetensors" "$TMP/s2/last.safetensors" 2>&1)
-if [ $rc = 0 ] && [ $? = 0 ]; then pass "short_batches_equal_one ($d)"
+same=$?
+if [ $rc = 0 ] && [ $same = 0 ]; then pass "short_batches_equal_one ($d)"
 else fail short_batches_equal_one "rc $rc, $d: $(tail -3 "$TMP/s2.txt")"; fi
+
+# Fine-tuned blocks (--train-from) with the head: the blocks' weights too.
+B=("${R[@]}" --epochs 2 --batch 16 --lr 0.01 --device cpu
+    --train-from /backbone/backbone.6/MaxPool_output_0)
+"$GRAFT" finetune "${B[@]}" --checkpoint "$TMP/b1" --out "$TMP/b1.onnx" >"$TMP/b1.txt" 2>&1
+timeout 120 "${MPIRUN[@]}" -np 2 "$GRAFT" finetune "${B[@]}" --checkpoint "$TMP/b2" \
+    --out "$TMP/b2.onnx" >"$TMP/b2.txt" 2>&1
+rc=$?
+d=$(same_head "$TMP/b1/last.safetensors" "$TMP/b2/last.safetensors" 2>&1)
+same=$?
+if [ $rc = 0 ] && [ $same = 0 ]; then pass "train_from_blocks_equal_one ($d)"
+else fail train_from_blocks_equal_one "rc $rc, $d: $(tail -3 "$TMP/b2.txt")"; fi
+
+# Each rank caches its share's features in its own file; a second run reads them all back.
+C=(--model $M --data $TRAIN --val $VAL "${IMG[@]}" --seed 1 --head mlp:64 --epochs 2
+    --cache "$TMP/cache")
+for k in 1 2; do
+    timeout 120 "${MPIRUN[@]}" -np 2 "$GRAFT" finetune "${C[@]}" --checkpoint "$TMP/c$k" \
+        --out "$TMP/c$k.onnx" >"$TMP/c$k.txt" 2>&1 || fail "cache_run_$k" "$(tail -3 "$TMP/c$k.txt")"
+done
+n=$(find "$TMP/cache" -name '*.cache*' | wc -l)
+d=$(same_head "$TMP/c1/last.safetensors" "$TMP/c2/last.safetensors" 2>&1)
+same=$?
+if [ "$n" -ge 4 ] && grep -q '; 0 through the backbone' "$TMP/c2.txt" && [ $same = 0 ]; then
+    pass "feature_cache_per_rank ($n files)"
+else fail feature_cache_per_rank "$n files, $d: $(grep '^backbone:' "$TMP/c2.txt")"; fi
 
 # The rank with OMPI_COMM_WORLD_RANK=$2 among mpirun $1's children.
 rank_pid() {
@@ -152,7 +181,8 @@ for n in 1 3; do
         --out "$TMP/r2_$n.onnx" >"$TMP/r2_$n.txt" 2>&1
     rc=$?
     d=$(same_head "$TMP/one/last.safetensors" "$TMP/r2_$n/last.safetensors" 2>&1)
-    if [ $rc = 0 ] && [ $? = 0 ] && grep -q "resuming from" "$TMP/r2_$n.txt"; then
+    same=$?
+    if [ $rc = 0 ] && [ $same = 0 ] && grep -q "resuming from" "$TMP/r2_$n.txt"; then
         pass "resume_2_ranks_with_$n ($d)"
     else fail "resume_2_ranks_with_$n" "rc $rc, $d: $(tail -3 "$TMP/r2_$n.txt")"; fi
 done
