@@ -34,8 +34,9 @@ if [ $rc = 2 ] && grep -q "needs mpirun on the PATH" "$TMP/n.txt"; then pass npr
 else fail nproc_without_mpirun "rc $rc: $(tail -2 "$TMP/n.txt")"; fi
 
 if ! command -v mpirun >/dev/null; then
-    for t in two_ranks_equal_one nproc_2_equal_one short_batches_equal_one killed_rank_fails \
-        hung_rank_times_out resume_2_ranks_with_1 resume_2_ranks_with_3; do
+    for t in dist_3_ranks two_ranks_equal_one nproc_2_equal_one short_batches_equal_one \
+        train_from_blocks_equal_one feature_cache_per_rank killed_rank_fails hung_rank_times_out \
+        nproc_ctrl_c_writes_checkpoint resume_2_ranks_with_1 resume_2_ranks_with_3; do
         echo "SKIP $t: no mpirun (apt-get install openmpi-bin libopenmpi-dev)"
     done
     exit 0
@@ -170,6 +171,26 @@ if [ -n "$pid" ] && [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$took" -lt 30 ] &&
     pass "hung_rank_times_out (exit $rc after ${took}s)"
 else fail hung_rank_times_out "pid '$pid', rc $rc after ${took}s: $(tail -4 "$TMP/hung.txt")"; fi
 [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
+
+# Ctrl-C on `graft finetune --nproc 2` (SIGINT to graft, which mpirun's ranks get as SIGUSR1):
+# the ranks stop together at one step, rank 0 writes the checkpoint, the exit status is 130.
+"$GRAFT" finetune "${R[@]}" --nproc 2 --epochs 1000000 --checkpoint "$TMP/int" \
+    --out "$TMP/int.onnx" >"$TMP/int.txt" 2>&1 &
+job=$!
+for i in $(seq 100); do
+    grep -q '^epoch 2/' "$TMP/int.txt" 2>/dev/null && break
+    sleep 0.2
+done
+kill -INT $job
+t0=$SECONDS
+timeout 60 tail --pid=$job -f /dev/null
+wait $job
+rc=$?
+if [ $rc = 130 ] && [ $((SECONDS - t0)) -lt 30 ] &&
+    grep -q "checkpoint written to $TMP/int/last.safetensors" "$TMP/int.txt" &&
+    [ "$(grep -c 'checkpoint written' "$TMP/int.txt")" = 1 ]; then
+    pass nproc_ctrl_c_writes_checkpoint
+else fail nproc_ctrl_c_writes_checkpoint "rc $rc: $(tail -3 "$TMP/int.txt")"; fi
 
 # A 2-rank checkpoint after 2 epochs resumes with 1 and with 3 ranks to the 4-epoch head.
 timeout 120 "${MPIRUN[@]}" -np 2 "$GRAFT" finetune "${R[@]}" --epochs 2 --checkpoint "$TMP/r2" \

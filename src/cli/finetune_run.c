@@ -19,6 +19,9 @@ static void on_sigint(int sig) {
 
 void finetune_catch_sigint(void) {
     signal(SIGINT, on_sigint);
+    /* data-parallel ranks: mpirun forwards SIGUSR1 (graft --nproc sends it on Ctrl-C; a user of
+     * mpirun can send it to mpirun): the ranks stop together, as on Ctrl-C */
+    signal(SIGUSR1, on_sigint);
 }
 
 bool finetune_save(run *r, const char *path, const char *which, double val_loss) {

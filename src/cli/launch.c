@@ -53,6 +53,8 @@ static char **mpirun_argv(const char *mpirun, const char *self, int nproc, int a
     /* Ranks share the host's cores (OMP_NUM_THREADS each); Open MPI would pin each to one core
      * and refuse more ranks than cores. */
     a[k++] = "--bind-to", a[k++] = "none";
+    /* finetune reads no input; mpirun, in a process group of its own, must not read the tty */
+    a[k++] = "--stdin", a[k++] = "none";
     if (nproc > sysconf(_SC_NPROCESSORS_ONLN)) a[k++] = "--oversubscribe";
     a[k++] = (char *)self;
     for (int i = 0; i < argc; i++) {
@@ -66,6 +68,16 @@ static char **mpirun_argv(const char *mpirun, const char *self, int nproc, int a
     return a;
 }
 
+static volatile sig_atomic_t mpirun_pid, interrupts;
+
+/* Ctrl-C reaches only this process (mpirun runs in a process group of its own): the first is
+ * passed on as SIGUSR1, which mpirun forwards to every rank, and the ranks stop together as one
+ * process stops on Ctrl-C (the checkpoint written); a second ends the job (SIGINT to mpirun). */
+static void forward_interrupt(int sig) {
+    (void)sig;
+    if (mpirun_pid > 0) kill((pid_t)mpirun_pid, interrupts++ ? SIGINT : SIGUSR1);
+}
+
 static int run_and_wait(char **a, const char *cmd, int nproc) {
     pid_t pid = fork();
     if (pid < 0) {
@@ -74,12 +86,14 @@ static int run_and_wait(char **a, const char *cmd, int nproc) {
         return 1;
     }
     if (pid == 0) {
+        setpgid(0, 0);
         execv(a[0], a);
         fprintf(stderr, "graft: cannot run %s: %s\n", a[0], strerror(errno));
         _exit(127);
     }
-    /* Ctrl-C reaches mpirun and the ranks (one process group): the ranks save and stop. */
-    signal(SIGINT, SIG_IGN);
+    setpgid(pid, pid);
+    mpirun_pid = pid;
+    signal(SIGINT, forward_interrupt);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
