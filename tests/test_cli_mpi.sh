@@ -35,7 +35,7 @@ else fail nproc_without_mpirun "rc $rc: $(tail -2 "$TMP/n.txt")"; fi
 
 if ! command -v mpirun >/dev/null; then
     for t in dist_3_ranks two_ranks_equal_one nproc_2_equal_one short_batches_equal_one \
-        train_from_blocks_equal_one feature_cache_per_rank killed_rank_fails hung_rank_times_out \
+        dropout_equals_one train_from_blocks_equal_one feature_cache_per_rank killed_rank_fails hung_rank_times_out \
         nproc_ctrl_c_writes_checkpoint resume_2_ranks_with_1 resume_2_ranks_with_3; do
         echo "SKIP $t: no mpirun (apt-get install openmpi-bin libopenmpi-dev)"
     done
@@ -106,6 +106,17 @@ d=$(same_head "$TMP/s1/last.safetensors" "$TMP/s2/last.safetensors" 2>&1)
 same=$?
 if [ $rc = 0 ] && [ $same = 0 ]; then pass "short_batches_equal_one ($d)"
 else fail short_batches_equal_one "rc $rc, $d: $(tail -3 "$TMP/s2.txt")"; fi
+
+# Dropout after one hidden layer: each rank draws the one-process run's masks for its rows.
+D=("${R[@]}" --epochs 3 --batch 16 --dropout 0.3)
+"$GRAFT" finetune "${D[@]}" --checkpoint "$TMP/d1" --out "$TMP/d1.onnx" >"$TMP/d1.txt" 2>&1
+timeout 120 "${MPIRUN[@]}" -np 2 "$GRAFT" finetune "${D[@]}" --checkpoint "$TMP/d2" \
+    --out "$TMP/d2.onnx" >"$TMP/d2.txt" 2>&1
+rc=$?
+d=$(same_head "$TMP/d1/last.safetensors" "$TMP/d2/last.safetensors" 2>&1)
+same=$?
+if [ $rc = 0 ] && [ $same = 0 ]; then pass "dropout_equals_one ($d)"
+else fail dropout_equals_one "rc $rc, $d: $(tail -3 "$TMP/d2.txt")"; fi
 
 # Fine-tuned blocks (--train-from) with the head: the blocks' weights too.
 B=("${R[@]}" --epochs 2 --batch 16 --lr 0.01 --device cpu

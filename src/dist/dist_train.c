@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../core/context.h"
+#include "../core/rng.h"
 
 dist *trainer_dist(const graft_trainer *t) {
     return t && t->model && t->model->ctx ? t->model->ctx->dist : NULL;
@@ -35,6 +36,20 @@ double dist_grad_share(const loss_spec *s, const void *y, size_t label_size, con
     }
     /* A zero total is the loss's own error (named there); the share is then irrelevant. */
     return all != 0.0 ? mine / all : 0.0;
+}
+
+void dist_dropout_before(graft_trainer *t, int64_t lo, uint64_t *start) {
+    *start = t->h.rng;
+    if (t->h.dropout > 0.0f && t->h.n_layers > 1)
+        rng_skip(&t->h.rng, (uint64_t)(lo * t->h.layers[0].out));
+}
+
+void dist_dropout_after(graft_trainer *t, int64_t m, uint64_t start) {
+    if (!(t->h.dropout > 0.0f && t->h.n_layers > 1)) return;
+    int64_t per_row = 0;
+    for (int i = 0; i + 1 < t->h.n_layers; i++) per_row += t->h.layers[i].out;
+    t->h.rng = start;
+    rng_skip(&t->h.rng, (uint64_t)(m * per_row));
 }
 
 graft_status dist_allreduce_grads(dist *d, float **grads, const int64_t *numels, int n,

@@ -394,8 +394,11 @@ static graft_status run_epoch(graft_trainer *t, epoch_state *s, const float *x, 
         if (d) t->loss.grad_scale = share;
         double loss = 0.0, lr = trainer_current_lr(t);
         int64_t correct = 0;
+        uint64_t masks;
+        if (d) dist_dropout_before(t, lo, &masks);
         graft_status st = hi > lo ? trainer_step(t, s->xb, s->yb, hi - lo, lr, &loss, &correct, e)
                                   : step_without_rows(t, lr, e);
+        if (d) dist_dropout_after(t, m, masks);
         if (st != GRAFT_OK && !isfinite(loss))
             return non_finite_loss(t, loss, s->order + at + lo, hi - lo, e);
         TRY(st);
