@@ -301,6 +301,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     # After a failed set-up (no generated models) the model tests fail cleanly, never crash.
     run_suite asan_missing_fixtures tests/test_missing_fixtures.sh $A
     run_suite asan_trainer $A/tests/test_trainer tests/data/trainer_fixtures.txt
+    run_suite asan_dist $A/tests/test_dist
     run_suite asan_fit $A/tests/test_fit "$GEN"
     run_suite asan_blocks $A/tests/test_blocks models/digits_cnn.onnx "$LOGS" "$GEN"
     run_suite asan_checkpoint $A/tests/test_checkpoint models/digits_cnn.onnx
