@@ -33,6 +33,18 @@ rc=$?
 if [ $rc = 2 ] && grep -q "needs mpirun on the PATH" "$TMP/n.txt"; then pass nproc_without_mpirun
 else fail nproc_without_mpirun "rc $rc: $(tail -2 "$TMP/n.txt")"; fi
 
+# --nproc with an mpirun that is not Open MPI's (here one that starts a lone process): refused,
+# never N independent runs.
+mkdir -p "$TMP/fake"
+printf '#!/bin/sh\nwhile [ $# -gt 0 ] && ! [ -f "$1" ]; do shift; done\nexec "$@"\n' >"$TMP/fake/mpirun"
+chmod +x "$TMP/fake/mpirun"
+PATH="$TMP/fake:$PATH" "$GRAFT" finetune --model $M --data $TRAIN "${IMG[@]}" --nproc 2 \
+    --epochs 1 --no-cache --out "$TMP/f.onnx" >"$TMP/f.txt" 2>&1
+rc=$?
+if [ $rc != 0 ] && grep -q "is the mpirun on the PATH Open MPI's" "$TMP/f.txt" &&
+    [ ! -e "$TMP/f.onnx" ]; then pass nproc_foreign_mpirun_refused
+else fail nproc_foreign_mpirun_refused "rc $rc: $(tail -2 "$TMP/f.txt")"; fi
+
 if ! command -v mpirun >/dev/null; then
     for t in dist_3_ranks two_ranks_equal_one nproc_2_equal_one short_batches_equal_one \
         dropout_equals_one train_from_blocks_equal_one feature_cache_per_rank killed_rank_fails hung_rank_times_out \

@@ -109,6 +109,16 @@ static int run_and_wait(char **a, const char *cmd, int nproc) {
 
 int launch_relaunch(int nproc, int argc, char **argv, int *rc) {
     int world = launched_world();
+    /* Set by the re-launching graft: an mpirun that is not Open MPI's starts N lone processes. */
+    const char *asked = getenv("GRAFT_NPROC_LAUNCHED");
+    if (asked && atoi(asked) != world) {
+        fprintf(stderr,
+                "graft %s: started by `graft --nproc %s` under mpirun, but this process sees "
+                "%d ranks (OMPI_COMM_WORLD_SIZE): is the mpirun on the PATH Open MPI's?\n",
+                argv[0], asked, world);
+        *rc = 2;
+        return 1;
+    }
     if (world > 0) { /* already a rank: --nproc is what the launcher did */
         if (nproc > 1 && nproc != world) {
             fprintf(stderr, "graft %s: --nproc %d, but the launcher started %d ranks\n", argv[0],
@@ -136,6 +146,9 @@ int launch_relaunch(int nproc, int argc, char **argv, int *rc) {
     }
     self[n] = 0;
     share_cores(nproc);
+    char n_text[16];
+    snprintf(n_text, sizeof n_text, "%d", nproc);
+    setenv("GRAFT_NPROC_LAUNCHED", n_text, 1);
     char **a = mpirun_argv(mpirun, self, nproc, argc, argv);
     if (!a) {
         fprintf(stderr, "graft %s: out of memory\n", argv[0]);
