@@ -139,6 +139,22 @@ GRAFT_API size_t graft_dtype_size(graft_dtype dtype);
 
 GRAFT_API graft_status graft_ctx_create(const graft_ctx_options *options, graft_ctx **out);
 GRAFT_API void graft_ctx_free(graft_ctx *ctx);
+/* Data-parallel runs (docs/distributed.md): join the process group the launcher set up (mpirun's
+ * OMPI_COMM_WORLD_* variables; alone, nothing happens). Every trainer of this context then runs
+ * its share: each rank extracts the features of its share of the samples and gathers all of
+ * them, computes its slice of every global batch, and the gradients are summed across ranks
+ * before each optimizer step, so every rank holds the same weights as a one-process run would.
+ * Call once per process, before creating trainers; graft_ctx_free leaves the group (MPI_Finalize).
+ * A launch this build cannot serve (MPI not built in; torchrun's variables) is an error. */
+GRAFT_API graft_status graft_ctx_distribute(graft_ctx *ctx);
+/* This process's rank and the number of ranks (0 and 1 when not distributed). */
+GRAFT_API int graft_ctx_rank(const graft_ctx *ctx);
+GRAFT_API int graft_ctx_world_size(const graft_ctx *ctx);
+/* Leave the process group now. failed == 0: together with the other ranks (MPI_Finalize, which
+ * waits for them all). failed != 0: at once, without waiting, so a rank that failed alone does
+ * not hang; the application should then exit non-zero, and mpirun ends the other ranks. A
+ * collective that failed or timed out already leaves this way. Not distributed: nothing. */
+GRAFT_API void graft_ctx_leave(graft_ctx *ctx, int failed);
 /* The message of the last failure on this context ("" when none). Valid until the next call. */
 GRAFT_API const char *graft_last_error(const graft_ctx *ctx);
 /* Record an error on ctx (what graft_last_error then says) and return status: for code graft

@@ -37,6 +37,8 @@ extract() {
         { cont = "" }' "$ROOT/README.md"
 }
 
+# Data-parallel examples run mpirun, which refuses root (CI) without these.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 n=0
 passed=0
 while IFS= read -r cmd; do
@@ -45,6 +47,11 @@ while IFS= read -r cmd; do
     case $cmd in
     *"# benchmark"*) echo "SKIP $name: a benchmark (minutes; docs/benchmarks.md has its runs): $cmd"
         continue ;;
+    *"--nproc "*)
+        if ! command -v mpirun >/dev/null; then
+            echo "SKIP $name: no mpirun (apt-get install openmpi-bin): $cmd"
+            continue
+        fi ;;
     esac
     (
         cd "$WORK" || exit 1

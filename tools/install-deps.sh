@@ -12,7 +12,9 @@ $SUDO apt-get install -y -qq --no-install-recommends \
     build-essential meson ninja-build pkg-config git clang libclang-rt-14-dev \
     libprotobuf-c-dev protobuf-c-compiler libdnnl-dev libonnx-testdata \
     libjpeg62-turbo-dev libpng-dev libjansson-dev libicu-dev chromium fortunes \
-    python3 python3-venv >/dev/null
+    libopenmpi-dev openmpi-bin python3 python3-venv >/dev/null
+# libopenmpi-dev and openmpi-bin: data-parallel runs over MPI (meson -Dmpi=auto finds them;
+# tests/test_cli_mpi.sh runs mpirun -np 2 on loopback).
 # Python packages go into .venv: Debian's own Python is externally managed (PEP 668) and refuses
 # pip installs, and nothing here should change a machine's system Python either way. The venv is
 # made from the first python3 on the PATH (Debian's, or another one such as pyenv's).

@@ -153,6 +153,7 @@ if setup_build build/release --buildtype=release; then
         --out-dir $LOGS/bench_prune >$LOGS/bench_prune_smoke.txt 2>&1 \
         && echo 'PASS bench_prune_smoke' || { tail -5 $LOGS/bench_prune_smoke.txt; echo 'FAIL bench_prune_smoke'; }"
     run_suite trainer $R/tests/test_trainer tests/data/trainer_fixtures.txt
+    run_suite dist $R/tests/test_dist
     run_suite fit $R/tests/test_fit "$GEN"
     run_suite blocks $R/tests/test_blocks models/digits_cnn.onnx "$LOGS" "$GEN"
     # ResNet-18's layer4 + head against PyTorch's recorded losses (SGD, AdamW, LAMB; ~3 minutes)
@@ -189,6 +190,7 @@ if setup_build build/release --buildtype=release; then
     run_suite cli tests/test_cli.sh $R/graft "$GEN" "$LOGS/cut_models"
     run_suite cli_finetune tests/test_cli_finetune.sh $R/graft "$GEN"
     run_suite cli_checkpoint tests/test_cli_checkpoint.sh $R/graft "$GEN"
+    run_suite cli_mpi tests/test_cli_mpi.sh $R/graft
     run_suite cli_kill tests/test_cli_kill.sh $R/graft
     run_suite cli_text tests/test_cli_text.sh $R/graft "$GEN"
     # tokenizer.json files (tools/make_hf_tokenizers.py, made afresh by the first suite that
@@ -302,6 +304,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     # After a failed set-up (no generated models) the model tests fail cleanly, never crash.
     run_suite asan_missing_fixtures tests/test_missing_fixtures.sh $A
     run_suite asan_trainer $A/tests/test_trainer tests/data/trainer_fixtures.txt
+    run_suite asan_dist $A/tests/test_dist
     run_suite asan_fit $A/tests/test_fit "$GEN"
     run_suite asan_blocks $A/tests/test_blocks models/digits_cnn.onnx "$LOGS" "$GEN"
     run_suite asan_checkpoint $A/tests/test_checkpoint models/digits_cnn.onnx

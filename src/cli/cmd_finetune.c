@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "finetune.h"
 #include "finetune_run.h"
+#include "launch.h"
 #include "progress.h"
 #include "run_log.h"
 #include "session.h"
@@ -196,6 +197,9 @@ static int prepare(session *s, finetune_opts *o, run *r, int argc, char **argv) 
     if (rc) return rc;
     if (!(s->ctx = cli_ctx("finetune", 0, o->device))) return 1;
     r->ctx = s->ctx;
+    /* data-parallel ranks (mpirun, --nproc): rank 0 alone prints and writes the run's files */
+    if (launch_join("finetune", s->ctx)) return 1;
+    if (!launch_writes(s->ctx)) o->report_dir = NULL, r->tty = false;
     session_make_dirs(o->out, false);
     if (o->report_dir) session_make_dirs(o->report_dir, true);
     if (o->checkpoint_dir) session_make_dirs(o->checkpoint_dir, true);
@@ -267,7 +271,7 @@ static int finish(session *s, const finetune_opts *o, run *r) {
     r->t_checked = progress_now();
     if (!rc) print_summary(s, r, counts, n);
     if (!rc && s->log) run_log_confusion(s->log, n, names, counts);
-    if (!rc) rc = session_export(s, o);
+    if (!rc && launch_writes(s->ctx)) rc = session_export(s, o);
     r->t_exported = progress_now();
     if (!rc) printf("  exported          %s\n", o->out);
     if (!rc) print_phases(r);
@@ -372,6 +376,10 @@ int cmd_finetune(int argc, char **argv) {
     int rc;
     finetune_opts *o = parse_options(argc, argv, &rc);
     if (!o) return rc;
+    if (launch_relaunch(o->nproc, argc, argv, &rc)) { /* --nproc N: the ranks ran under mpirun */
+        free(o);
+        return rc;
+    }
     session s = {.cmd = "finetune", .allow_uint8 = true};
     run r = {.o = o,
              .tty = isatty(1) != 0,
@@ -403,6 +411,8 @@ int cmd_finetune(int argc, char **argv) {
             fprintf(stderr, "graft finetune: %s\n", err);
     }
     run_record_free(&r.record);
+    /* data-parallel: a rank that failed leaves at once (mpirun then ends the others) */
+    graft_ctx_leave(s.ctx, rc != 0 && rc != 130);
     session_free(&s);
     free(o);
     return rc;

@@ -78,6 +78,10 @@ static const cli_option options[] = {
      "(the hardware decoder where there is one; PNG, CMYK, rotated or damaged files fall back to "
      "the CPU), features cached apart from the CPU decoder's"},
     {"threads", "N", "0", NULL, NULL, "decoding threads (0: all cores)"},
+    {"nproc", "N", "1", NULL, NULL,
+     "data-parallel over N processes on this host: graft re-launches itself under `mpirun -np "
+     "N` (each rank extracts the features of its share and trains on its slice of every batch; "
+     "the result equals one process's; docs/distributed.md)"},
     {"resize", "N", "model, else 256", NULL, "images",
      "resize the shorter side to N (0: no resize); an image option not given comes from the "
      "model's metadata, else its input's fixed size (as timm does), else ImageNet's: graft "
@@ -300,6 +304,7 @@ static int apply_value(finetune_opts *o, const char *n, const char *v, int c) {
                                                 : NULL;
     if (!strcmp(n, "train-from")) s = &o->train.train_from;
     if (!strcmp(n, "unfreeze")) return parse_int(n, v, 0, 1000, &o->unfreeze);
+    if (!strcmp(n, "nproc")) return parse_int(n, v, 1, 4096, &o->nproc);
     if (!strcmp(n, "text-column")) s = &o->text_column;
     if (!strcmp(n, "label-column")) s = &o->label_column;
     if (s) return (*s = v, 0);

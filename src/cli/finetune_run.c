@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "launch.h"
 #include "progress.h"
 
 volatile sig_atomic_t finetune_interrupted;
@@ -18,9 +19,13 @@ static void on_sigint(int sig) {
 
 void finetune_catch_sigint(void) {
     signal(SIGINT, on_sigint);
+    /* data-parallel ranks: mpirun forwards SIGUSR1 (graft --nproc sends it on Ctrl-C; a user of
+     * mpirun can send it to mpirun): the ranks stop together, as on Ctrl-C */
+    signal(SIGUSR1, on_sigint);
 }
 
 bool finetune_save(run *r, const char *path, const char *which, double val_loss) {
+    if (!launch_writes(r->ctx)) return true; /* data-parallel: rank 0 writes the replicated state */
     char round[16], loss[64] = "none";
     snprintf(round, sizeof round, "%d", r->round);
     if (val_loss >= 0) snprintf(loss, sizeof loss, "%.17g", val_loss);

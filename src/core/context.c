@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../dist/dist.h"
 #include "graft_config.h"
 
 const char *graft_version(void) {
@@ -36,6 +37,7 @@ graft_status graft_ctx_create(const graft_ctx_options *options, graft_ctx **out)
 }
 
 void graft_ctx_free(graft_ctx *ctx) {
+    if (ctx) dist_free(ctx->dist);
     free(ctx);
 }
 

@@ -11,6 +11,7 @@ struct graft_ctx {
     graft_err err;
     char device[32];   /* options.device, copied */
     bool device_noted; /* the CPU fallback of "auto" was reported */
+    struct dist *dist; /* graft_ctx_distribute's process group; NULL alone (src/dist/) */
 };
 
 /* Record e as the context's last error and return its status. */

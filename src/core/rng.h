@@ -12,6 +12,11 @@ static inline uint64_t rng_next(uint64_t *state) {
     return z ^ (z >> 31);
 }
 
+/* The state k draws later (splitmix64's state moves by a constant per draw). */
+static inline void rng_skip(uint64_t *state, uint64_t k) {
+    *state += k * 0x9e3779b97f4a7c15ull;
+}
+
 /* Uniform in [0, 1) with 53 random bits. */
 static inline double rng_uniform(uint64_t *state) {
     return (double)(rng_next(state) >> 11) * (1.0 / 9007199254740992.0);

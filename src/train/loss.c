@@ -104,19 +104,27 @@ graft_status loss_compute_f64(double *loss, double *dlogits, const loss_spec *sp
     if (n < 1 || c < 1)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT, "loss: batch %lld x %lld classes is empty",
                        (long long)n, (long long)c);
+    graft_status st;
     switch (spec->kind) {
     case LOSS_SOFTMAX_CE:
         if (!(spec->label_smoothing >= 0.0 && spec->label_smoothing <= 1.0))
             return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                            "cross-entropy: label_smoothing %g is outside [0, 1]",
                            spec->label_smoothing);
-        return ce_loss(loss, dlogits, spec, logits, targets, n, c, e);
+        st = ce_loss(loss, dlogits, spec, logits, targets, n, c, e);
+        break;
     case LOSS_BCE_LOGITS:
-        return bce_loss(loss, dlogits, spec, logits, targets, n, c, e);
+        st = bce_loss(loss, dlogits, spec, logits, targets, n, c, e);
+        break;
     case LOSS_MSE:
-        return mse_loss(loss, dlogits, logits, targets, n, c);
+        st = mse_loss(loss, dlogits, logits, targets, n, c);
+        break;
+    default:
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "loss: unknown kind %d", (int)spec->kind);
     }
-    return err_set(e, GRAFT_E_INVALID_ARGUMENT, "loss: unknown kind %d", (int)spec->kind);
+    if (st == GRAFT_OK && dlogits && spec->grad_scale != 0.0 && spec->grad_scale != 1.0)
+        for (int64_t i = 0; i < n * c; i++) dlogits[i] *= spec->grad_scale;
+    return st;
 }
 
 graft_status loss_compute(double *loss, float *dlogits, const loss_spec *spec, const float *logits,

@@ -19,6 +19,9 @@ typedef struct loss_spec {
     double label_smoothing;    /* CE: eps in [0, 1]; the target puts eps/C on every class */
     const float *class_weight; /* CE: (C) or NULL; the mean divides by the targets' weights */
     const float *pos_weight;   /* BCE: (C) or NULL; weight of the positive term per class */
+    /* dlogits are multiplied by it (0: by 1): a data-parallel rank's share of the global batch's
+     * mean (src/dist/dist_train.h), so the ranks' summed gradients are the whole batch's. */
+    double grad_scale;
 } loss_spec;
 
 /* *loss = the mean loss over the batch; dlogits (N, C), when not NULL, = d(loss)/d(logits).

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "../core/rng.h"
+#include "../dist/dist_train.h"
 #include "graft_config.h"
 
 static double now_seconds(void) {
@@ -97,6 +98,9 @@ static graft_status apply_step(graft_trainer *t, double lr, graft_err *e) {
 
 static graft_status apply_grads(graft_trainer *t, double lr, float **grads, const int64_t *numels,
                                 graft_err *e) {
+    /* Data-parallel: every rank's gradients summed (each was scaled by its share of the batch),
+     * before unscale/clip/step, so every rank applies the same update. */
+    TRY(dist_allreduce_grads(trainer_dist(t), grads, numels, t->n_params, e));
     bool skip = false;
     if (t->options.precision == GRAFT_PRECISION_FP16) {
         TRY(loss_scale_unscale(&skip, grads, numels, t->n_params, &t->scaler, e));
@@ -342,32 +346,50 @@ static graft_status non_finite_loss(graft_trainer *t, double loss, const int64_t
                    (long long)t->step + 1, list, m > 8 ? ", ..." : "");
 }
 
-/* One epoch; *stop set when the callback asks. */
+/* A data-parallel rank with no rows in a (short) batch: no forward or backward, but its part in
+ * the optimizer step (zero gradients into the all-reduce). */
+static graft_status step_without_rows(graft_trainer *t, double lr, graft_err *e) {
+    if (++t->micro % t->options.accumulate == 0) TRY(apply_step(t, lr, e));
+    return GRAFT_OK;
+}
+
+/* One epoch; *stop set when the callback asks. Data-parallel (dist_train.h), every rank draws
+ * the same order and steps on its slice [lo, hi) of each global batch, its gradient scaled by its
+ * share of the batch; the step's loss and correct count are then summed across ranks. */
 static graft_status run_epoch(graft_trainer *t, epoch_state *s, const float *x, const void *y,
                               int64_t n, double *mean_loss, double *acc, bool *stop, graft_err *e) {
     size_t ls = trainer_label_size(t);
     int64_t b = t->options.batch_size;
+    dist *d = trainer_dist(t);
     /* Each epoch's order depends on the RNG state alone, so a resumed run draws the same. */
     trainer_epoch_order(t, s->order, n);
     for (int64_t at = t->epoch_at; at < n && !*stop; at += b) {
-        int64_t m = n - at < b ? n - at : b;
-        for (int64_t i = 0; i < m; i++) {
+        int64_t m = n - at < b ? n - at : b, lo, hi;
+        dist_batch_slice(d, m, &lo, &hi);
+        for (int64_t i = lo; i < hi; i++) {
             int64_t k = s->order[at + i];
-            memcpy(s->xb + i * t->dim, x + k * t->dim, sizeof(float) * (size_t)t->dim);
-            memcpy(s->yb + (size_t)i * ls, (const char *)y + (size_t)k * ls, ls);
+            memcpy(s->xb + (i - lo) * t->dim, x + k * t->dim, sizeof(float) * (size_t)t->dim);
+            memcpy(s->yb + (size_t)(i - lo) * ls, (const char *)y + (size_t)k * ls, ls);
         }
-        double loss;
-        int64_t correct;
-        loss = 0.0;
-        graft_status st =
-            trainer_step(t, s->xb, s->yb, m, trainer_current_lr(t), &loss, &correct, e);
-        if (st != GRAFT_OK && !isfinite(loss)) return non_finite_loss(t, loss, s->order + at, m, e);
+        double share = d ? dist_grad_share(&t->loss, y, ls, s->order + at, m, lo, hi) : 1.0;
+        if (d) t->loss.grad_scale = share;
+        double loss = 0.0, lr = trainer_current_lr(t);
+        int64_t correct = 0;
+        uint64_t masks;
+        if (d) dist_dropout_before(t, lo, &masks);
+        graft_status st = hi > lo ? trainer_step(t, s->xb, s->yb, hi - lo, lr, &loss, &correct, e)
+                                  : step_without_rows(t, lr, e);
+        if (d) dist_dropout_after(t, m, masks);
+        if (st != GRAFT_OK && !isfinite(loss))
+            return non_finite_loss(t, loss, s->order + at + lo, hi - lo, e);
         TRY(st);
+        if (d) TRY(dist_reduce_step(d, &loss, share, &correct, e));
         t->epoch_loss += loss * (double)m;
         t->epoch_correct += correct;
         t->epoch_at = at + m;
-        *stop = trainer_should_stop(
-            t, trainer_report(t, 0, loss, (double)correct / (double)m, -1.0, -1.0));
+        bool asked = trainer_report(t, 0, loss, (double)correct / (double)m, -1.0, -1.0) != 0;
+        if (d) TRY(dist_any(d, &asked, e)); /* a stop on any rank stops them all, together */
+        *stop = trainer_should_stop(t, asked);
     }
     *mean_loss = t->epoch_loss / (double)n;
     *acc =
@@ -379,7 +401,8 @@ static graft_status run_epoch(graft_trainer *t, epoch_state *s, const float *x, 
 graft_status trainer_end_epoch(graft_trainer *t, double loss, double acc, const float *vx,
                                const void *vy, int64_t vn, bool *stop, graft_err *e) {
     double vloss = -1.0, vacc = -1.0;
-    if (vn > 0) TRY(trainer_eval_features(t, vx, vy, vn, &vloss, &vacc, e));
+    /* data-parallel: each rank evaluates its slice, the sums reduced */
+    if (vn > 0) TRY(dist_eval_features(t, vx, vy, vn, &vloss, &vacc, e));
     double metric = vn > 0 ? vloss : loss;
     if (t->options.scheduler == GRAFT_SCHEDULER_PLATEAU) plateau_step(&t->plat, metric);
     if (t->options.early_stop > 0 && vn > 0) {
@@ -396,7 +419,7 @@ graft_status trainer_end_epoch(graft_trainer *t, double loss, double acc, const 
     t->epoch++;
     t->epoch_at = 0, t->epoch_loss = 0.0, t->epoch_correct = 0;
     if (trainer_report(t, 1, loss, acc, vloss, vacc) || t->stop_requested) *stop = true;
-    return GRAFT_OK;
+    return dist_any(trainer_dist(t), stop, e);
 }
 
 /* Where the blocks' training time went (GRAFT_LOG=info shows it). */
@@ -425,7 +448,10 @@ graft_status trainer_run(graft_trainer *t, const float *x, const void *y, int64_
         ctx_log(t->model->ctx, GRAFT_LOG_INFO,
                 "the blocks after '%s' train on %s (fp32), the head on the CPU",
                 t->options.train_from, t->backbone->device_name);
-    graft_status gst = t->blocks ? GRAFT_OK : trainer_run_gpu(t, x, y, n, vx, vy, vn, &on_gpu, e);
+    /* Data-parallel runs train on the CPU path (its all-reduce); NCCL's GPU path comes later. */
+    graft_status gst = t->blocks || trainer_dist(t)
+                           ? GRAFT_OK
+                           : trainer_run_gpu(t, x, y, n, vx, vy, vn, &on_gpu, e);
     if (on_gpu || gst != GRAFT_OK) return gst;
 #endif
     epoch_state s = {0};

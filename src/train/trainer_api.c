@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../dist/dist_train.h"
 #include "../graph/build.h"
 #include "ridge.h"
 #include "trainer.h"
@@ -225,9 +226,14 @@ graft_status graft_trainer_fit_source(graft_trainer *t, const graft_batch_source
     float *x = NULL, *vx = NULL;
     void *y = NULL, *vy = NULL;
     int64_t n = 0, vn = 0;
-    graft_status st = trainer_extract_reported(t, train, cache, 0, &x, &y, &n, e);
+    /* Data-parallel: each rank extracts its share into its own cache; all then hold all rows. */
+    bool shard = trainer_dist(t) != NULL;
+    graft_status st = shard ? dist_extract(t, train, 0, &x, &y, &n, e)
+                            : trainer_extract_reported(t, train, cache, 0, &x, &y, &n, e);
     if (st == GRAFT_OK && val && !t->extract_stopped)
-        st = trainer_extract_reported(t, val, cache ? val_cache : NULL, 1, &vx, &vy, &vn, e);
+        st = shard
+                 ? dist_extract(t, val, 1, &vx, &vy, &vn, e)
+                 : trainer_extract_reported(t, val, cache ? val_cache : NULL, 1, &vx, &vy, &vn, e);
     bool go = st == GRAFT_OK && !t->extract_stopped; /* a stopped backbone phase trains nothing */
     if (go && t->options.ridge_warm_start && t->step == 0) st = ridge_warm_start(t, x, y, n, e);
     if (go && st == GRAFT_OK) st = trainer_run(t, x, y, n, vx, vy, vn, e);
