@@ -106,41 +106,33 @@ same=$?
 if [ $rc = 0 ] && [ $same = 0 ] && [ -s "$TMP/np.onnx" ]; then pass "nproc_2_equal_one ($d)"
 else fail nproc_2_equal_one "rc $rc, $d: $(tail -3 "$TMP/np.txt")"; fi
 
+# NAME TAG ARGS...: finetune ARGS in one process and under mpirun -np 2 (checkpoints TAG1, TAG2):
+# the same trained weights.
+one_vs_two() {
+    local name=$1 tag=$2
+    shift 2
+    "$GRAFT" finetune "$@" --checkpoint "$TMP/${tag}1" --out "$TMP/${tag}1.onnx" \
+        >"$TMP/${tag}1.txt" 2>&1
+    timeout 120 "${MPIRUN[@]}" -np 2 "$GRAFT" finetune "$@" --checkpoint "$TMP/${tag}2" \
+        --out "$TMP/${tag}2.onnx" >"$TMP/${tag}2.txt" 2>&1
+    local rc=$? d same
+    d=$(same_head "$TMP/${tag}1/last.safetensors" "$TMP/${tag}2/last.safetensors" 2>&1)
+    same=$?
+    if [ $rc = 0 ] && [ $same = 0 ]; then pass "$name ($d)"
+    else fail "$name" "rc $rc, $d: $(tail -3 "$TMP/${tag}2.txt")"; fi
+}
+
 # Batches of 7 (the last of one sample: a rank with no rows), accumulation, clipping, SGD and
 # label smoothing: still the one-process head.
-S=("${R[@]}" --epochs 3 --batch 7 --accumulate 2 --clip 0.5 --optimizer sgd --lr 0.05
-    --label-smoothing 0.1)
-"$GRAFT" finetune "${S[@]}" --checkpoint "$TMP/s1" --out "$TMP/s1.onnx" >"$TMP/s1.txt" 2>&1
-timeout 120 "${MPIRUN[@]}" -np 2 "$GRAFT" finetune "${S[@]}" --checkpoint "$TMP/s2" \
-    --out "$TMP/s2.onnx" >"$TMP/s2.txt" 2>&1
-rc=$?
-d=$(same_head "$TMP/s1/last.safetensors" "$TMP/s2/last.safetensors" 2>&1)
-same=$?
-if [ $rc = 0 ] && [ $same = 0 ]; then pass "short_batches_equal_one ($d)"
-else fail short_batches_equal_one "rc $rc, $d: $(tail -3 "$TMP/s2.txt")"; fi
+one_vs_two short_batches_equal_one s "${R[@]}" --epochs 3 --batch 7 --accumulate 2 --clip 0.5 \
+    --optimizer sgd --lr 0.05 --label-smoothing 0.1
 
 # Dropout after one hidden layer: each rank draws the one-process run's masks for its rows.
-D=("${R[@]}" --epochs 3 --batch 16 --dropout 0.3)
-"$GRAFT" finetune "${D[@]}" --checkpoint "$TMP/d1" --out "$TMP/d1.onnx" >"$TMP/d1.txt" 2>&1
-timeout 120 "${MPIRUN[@]}" -np 2 "$GRAFT" finetune "${D[@]}" --checkpoint "$TMP/d2" \
-    --out "$TMP/d2.onnx" >"$TMP/d2.txt" 2>&1
-rc=$?
-d=$(same_head "$TMP/d1/last.safetensors" "$TMP/d2/last.safetensors" 2>&1)
-same=$?
-if [ $rc = 0 ] && [ $same = 0 ]; then pass "dropout_equals_one ($d)"
-else fail dropout_equals_one "rc $rc, $d: $(tail -3 "$TMP/d2.txt")"; fi
+one_vs_two dropout_equals_one d "${R[@]}" --epochs 3 --batch 16 --dropout 0.3
 
 # Fine-tuned blocks (--train-from) with the head: the blocks' weights too.
-B=("${R[@]}" --epochs 2 --batch 16 --lr 0.01 --device cpu
-    --train-from /backbone/backbone.6/MaxPool_output_0)
-"$GRAFT" finetune "${B[@]}" --checkpoint "$TMP/b1" --out "$TMP/b1.onnx" >"$TMP/b1.txt" 2>&1
-timeout 120 "${MPIRUN[@]}" -np 2 "$GRAFT" finetune "${B[@]}" --checkpoint "$TMP/b2" \
-    --out "$TMP/b2.onnx" >"$TMP/b2.txt" 2>&1
-rc=$?
-d=$(same_head "$TMP/b1/last.safetensors" "$TMP/b2/last.safetensors" 2>&1)
-same=$?
-if [ $rc = 0 ] && [ $same = 0 ]; then pass "train_from_blocks_equal_one ($d)"
-else fail train_from_blocks_equal_one "rc $rc, $d: $(tail -3 "$TMP/b2.txt")"; fi
+one_vs_two train_from_blocks_equal_one b "${R[@]}" --epochs 2 --batch 16 --lr 0.01 --device cpu \
+    --train-from /backbone/backbone.6/MaxPool_output_0
 
 # Each rank caches its share's features in its own file; a second run reads them all back.
 C=(--model $M --data $TRAIN --val $VAL "${IMG[@]}" --seed 1 --head mlp:64 --epochs 2

@@ -274,12 +274,17 @@ def make_optimizer(kind, model):
 
 
 def train(kind, net, frozen, labels, w0, b0, order):
-    model = Trainable(net, w0, b0)
+    return train_model(kind, Trainable(net, w0, b0), lambda m, idx: m(frozen[idx]), labels,
+                       order)
+
+
+def train_model(kind, model, forward, labels, order):
+    """STEPS steps of the recipe on model; forward(model, idx) gives a batch's logits."""
     opt = make_optimizer(kind, model)
     losses, logits0 = [], None
     for s in range(STEPS):
         idx = batch_indices(order, s)
-        logits = model(frozen[idx])
+        logits = forward(model, idx)
         if s == 0:
             logits0 = logits.detach().clone()
         loss = F.cross_entropy(logits, labels[idx])

@@ -34,7 +34,6 @@ import sys
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -160,20 +159,8 @@ def make_problem():
 
 
 def train(kind, net, frozen, ext, labels, w0, b0, order):
-    model = Trainable(net, w0, b0)
-    opt = rbp.make_optimizer(kind, model)
-    losses, logits0 = [], None
-    for s in range(rbp.STEPS):
-        idx = rbp.batch_indices(order, s)
-        logits = model(frozen[idx], ext[idx])
-        if s == 0:
-            logits0 = logits.detach().clone()
-        loss = F.cross_entropy(logits, labels[idx])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(float(loss.detach()))
-    return np.array(losses, dtype=np.float32), logits0
+    return rbp.train_model(kind, Trainable(net, w0, b0), lambda m, idx: m(frozen[idx], ext[idx]),
+                           labels, order)
 
 
 def record(gen, out):
