@@ -127,8 +127,8 @@ one_vs_two() {
 one_vs_two short_batches_equal_one s "${R[@]}" --epochs 3 --batch 7 --accumulate 2 --clip 0.5 \
     --optimizer sgd --lr 0.05 --label-smoothing 0.1
 
-# Dropout after one hidden layer: each rank draws the one-process run's masks for its rows.
-one_vs_two dropout_equals_one d "${R[@]}" --epochs 3 --batch 16 --dropout 0.3
+# Dropout after two hidden layers: each rank draws the one-process run's masks for its rows.
+one_vs_two dropout_equals_one d "${R[@]}" --epochs 3 --batch 16 --head mlp:64,32 --dropout 0.3
 
 # Fine-tuned blocks (--train-from) with the head: the blocks' weights too.
 one_vs_two train_from_blocks_equal_one b "${R[@]}" --epochs 2 --batch 16 --lr 0.01 --device cpu \

@@ -38,17 +38,17 @@ double dist_grad_share(const loss_spec *s, const void *y, size_t label_size, con
     return all != 0.0 ? mine / all : 0.0;
 }
 
-void dist_dropout_before(graft_trainer *t, int64_t lo, uint64_t *start) {
+void dist_dropout_before(graft_trainer *t, int64_t lo, int64_t hi, int64_t m, uint64_t *start) {
     *start = t->h.rng;
-    if (t->h.dropout > 0.0f && t->h.n_layers > 1)
-        rng_skip(&t->h.rng, (uint64_t)(lo * t->h.layers[0].out));
+    t->h.rows_before = lo, t->h.rows_after = m - hi;
 }
 
 void dist_dropout_after(graft_trainer *t, int64_t m, uint64_t start) {
+    t->h.rows_before = 0, t->h.rows_after = 0;
     if (!(t->h.dropout > 0.0f && t->h.n_layers > 1)) return;
     int64_t per_row = 0;
     for (int i = 0; i + 1 < t->h.n_layers; i++) per_row += t->h.layers[i].out;
-    t->h.rng = start;
+    t->h.rng = start; /* a rank without rows drew nothing: every rank ends where one process does */
     rng_skip(&t->h.rng, (uint64_t)(m * per_row));
 }
 

@@ -22,12 +22,12 @@ void dist_batch_slice(const dist *d, int64_t m, int64_t *lo, int64_t *hi);
 double dist_grad_share(const loss_spec *s, const void *y, size_t label_size, const int64_t *order,
                        int64_t m, int64_t lo, int64_t hi);
 /* The head's dropout masks as one process draws them: that run draws each hidden layer's masks
- * for the batch's m rows in turn (m * width values per layer). Before a step on rows [lo, hi)
- * the head's generator skips to row lo of the first hidden layer (so with one hidden layer the
- * rank's masks are exactly the one-process run's); after it, every rank's generator is moved to
- * where the one-process run's is (checkpoints then hold the same state on any rank count).
- * *start carries the state from before to after. Nothing without dropout. */
-void dist_dropout_before(graft_trainer *t, int64_t lo, uint64_t *start);
+ * for the batch's m rows in turn (m * width values per layer). During a step on rows [lo, hi)
+ * each layer's draws skip the rows before lo and after hi (head.rows_before / rows_after), so the
+ * rank's masks are exactly the one-process run's; after it, every rank's generator is moved to
+ * where the one-process run's is (checkpoints then hold the same state on any rank count; a rank
+ * without rows drew nothing). *start carries the state from before to after. */
+void dist_dropout_before(graft_trainer *t, int64_t lo, int64_t hi, int64_t m, uint64_t *start);
 void dist_dropout_after(graft_trainer *t, int64_t m, uint64_t start);
 /* Sum the ranks' gradients (n buffers, numels[i] floats each) in one all-reduce. */
 graft_status dist_allreduce_grads(dist *d, float **grads, const int64_t *numels, int n,

@@ -150,10 +150,12 @@ static void dropout_forward(head *h, head_layer *l, int64_t n) {
     float *a = l->d.data;
     uint8_t *mask = l->mask.data;
     float scale = 1.0f / (1.0f - h->dropout);
+    rng_skip(&h->rng, (uint64_t)(h->rows_before * l->out));
     for (int64_t i = 0; i < n * l->out; i++) {
         mask[i] = rng_uniform(&h->rng) >= (double)h->dropout;
         a[i] = mask[i] ? z[i] * scale : 0.0f;
     }
+    rng_skip(&h->rng, (uint64_t)(h->rows_after * l->out));
 }
 
 graft_status head_forward(head *h, const float *x, int64_t n, bool training, const float **logits,

@@ -33,7 +33,11 @@ typedef struct head {
     graft_precision precision;
     int64_t batch; /* rows the activation buffers hold */
     uint64_t rng;  /* dropout masks */
-    bool dropped;  /* the last forward drew dropout masks */
+    /* A data-parallel rank's rows of the global batch: before it and after it. Each layer's
+     * masks skip their draws (rows_before and rows_after rows), so every rank draws the
+     * one-process run's masks for its rows; 0 and 0 in one process. */
+    int64_t rows_before, rows_after;
+    bool dropped; /* the last forward drew dropout masks */
 } head;
 
 graft_status head_init(head *h, int64_t in_dim, const graft_head_options *o,

@@ -171,7 +171,7 @@ static graft_status ensure_batch(head_graph *hg, int64_t n, graft_err *e) {
 }
 
 /* The masks of one training step, drawn layer by layer as head.c's dropout_forward draws them
- * (the same RNG stream: the same masks). */
+ * (the same RNG stream: the same masks; a data-parallel rank skips the other ranks' rows). */
 static void draw_masks(head_graph *hg, int64_t n) {
     head *h = hg->h;
     float scale = 1.0f / (1.0f - h->dropout);
@@ -179,8 +179,11 @@ static void draw_masks(head_graph *hg, int64_t n) {
         for (int i = 0; i < hg->tg.n_side; i++) {
             if (hg->mask_layer[i] != j) continue;
             float *m = hg->masks[i];
-            for (int64_t k = 0; k < n * h->layers[j].out; k++)
+            int64_t out = h->layers[j].out;
+            rng_skip(&h->rng, (uint64_t)(h->rows_before * out));
+            for (int64_t k = 0; k < n * out; k++)
                 m[k] = rng_uniform(&h->rng) >= (double)h->dropout ? scale : 0.0f;
+            rng_skip(&h->rng, (uint64_t)(h->rows_after * out));
         }
 }
 

@@ -376,7 +376,7 @@ static graft_status run_epoch(graft_trainer *t, epoch_state *s, const float *x, 
         double loss = 0.0, lr = trainer_current_lr(t);
         int64_t correct = 0;
         uint64_t masks;
-        if (d) dist_dropout_before(t, lo, &masks);
+        if (d) dist_dropout_before(t, lo, hi, m, &masks);
         graft_status st = hi > lo ? trainer_step(t, s->xb, s->yb, hi - lo, lr, &loss, &correct, e)
                                   : step_without_rows(t, lr, e);
         if (d) dist_dropout_after(t, m, masks);
