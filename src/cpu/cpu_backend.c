@@ -22,7 +22,7 @@ static const cpu_fast_kernel fast_kernels[] = {
     {"Log", dnnl_run_Eltwise, dnnl_free_state},
     {"Sqrt", dnnl_run_Eltwise, dnnl_free_state},
     {"Gelu", dnnl_run_Eltwise, dnnl_free_state},
-    {"Backward", dnnl_run_Backward, NULL}, /* f32 Gemm, MatMul and Conv gradients */
+    {"Backward", dnnl_run_Backward, NULL}, /* f32 Gemm, MatMul, Conv; half Casts */
 #endif
     {NULL, NULL, NULL},
 };

@@ -1,6 +1,7 @@
-/* dnnl_backward.c: the Backward node's f32 fast kernel on the CPU: Gemm, MatMul and (in
- * dnnl_backward_conv.c) Conv gradients through oneDNN's sgemm, accumulating in float; every
- * other forward op, and anything not f32, goes to the reference kernel (the f64 rules). */
+/* dnnl_backward.c: the Backward node's fast kernel on the CPU: f32 Gemm, MatMul and (in
+ * dnnl_backward_conv.c) Conv gradients through oneDNN's sgemm, accumulating in float, and the
+ * f32 <-> bf16/f16 Casts of mixed-precision round trips; every other forward op, and anything
+ * else, goes to the reference kernel (the f64 rules). */
 #include "graft_config.h"
 
 #include <string.h>
@@ -10,6 +11,7 @@
 #include <omp.h>
 #endif
 
+#include "../core/half.h"
 #include "../ops/backward.h"
 #include "dnnl_backward.h"
 
@@ -239,6 +241,37 @@ static bool bwd_call_plain_f32(const bwd_call *b) {
     return true;
 }
 
+/* A Cast between f32 and bf16/f16 (a mixed-precision round trip): dX = dY converted to X's
+ * dtype, rounding to nearest even as the reference's conversion does. Inputs X, Y, dY; output
+ * dX. Other dtypes, or no dY, go to the reference. */
+static void bwd_cast(const op_call *c, int threads, bool *handled) {
+    const tensor *x = c->in[0], *dy = c->in[2];
+    tensor *dx = c->out[0];
+    if (!x || !dy || !dx || tensor_numel(dx) != tensor_numel(dy) || !dx->data || !dy->data) return;
+    graft_dtype to = dx->dtype, from = dy->dtype;
+    bool f32_to_half = from == GRAFT_DTYPE_F32 && (to == GRAFT_DTYPE_BF16 || to == GRAFT_DTYPE_F16);
+    bool half_to_f32 =
+        to == GRAFT_DTYPE_F32 && (from == GRAFT_DTYPE_BF16 || from == GRAFT_DTYPE_F16);
+    if (!f32_to_half && !half_to_f32) return;
+    int64_t n = tensor_numel(dx);
+    const float *src32 = dy->data;
+    const uint16_t *src16 = dy->data;
+    float *dst32 = dx->data;
+    uint16_t *dst16 = dx->data;
+    bool bf = to == GRAFT_DTYPE_BF16 || from == GRAFT_DTYPE_BF16;
+#if GRAFT_HAVE_OPENMP
+#pragma omp parallel for num_threads(threads) if (n > 65536)
+#endif
+    for (int64_t i = 0; i < n; i++) {
+        if (f32_to_half)
+            dst16[i] = bf ? f32_to_bf16(src32[i]) : f32_to_f16(src32[i]);
+        else
+            dst32[i] = bf ? bf16_to_f32(src16[i]) : f16_to_f32(src16[i]);
+    }
+    (void)threads;
+    *handled = true;
+}
+
 graft_status dnnl_run_Backward(cpu_backend *be, const op_call *c, void **state, bool *handled) {
     (void)state;
     *handled = false;
@@ -246,6 +279,16 @@ graft_status dnnl_run_Backward(cpu_backend *be, const op_call *c, void **state, 
     graft_err scratch = {0}; /* a malformed node: the reference kernel reports it */
     if (backward_read_layout(c->node, c->n_in, c->n_out, &l, &scratch) != GRAFT_OK) return GRAFT_OK;
     graft_status (*rule)(const bwd_call *, bool *) = NULL;
+    int threads = be->num_threads;
+#if GRAFT_HAVE_OPENMP
+    if (threads <= 0) threads = omp_get_max_threads();
+#endif
+    if (threads <= 0) threads = 1;
+    if (!strcmp(l.op, "Cast") && l.n_fwd_in == 1 && l.n_fwd_out == 1 && c->n_in == 3 &&
+        c->n_out == 1) {
+        bwd_cast(c, threads, handled);
+        return GRAFT_OK;
+    }
     if (!strcmp(l.op, "Gemm"))
         rule = bwd_gemm;
     else if (!strcmp(l.op, "MatMul"))
@@ -253,10 +296,6 @@ graft_status dnnl_run_Backward(cpu_backend *be, const op_call *c, void **state, 
     else if (!strcmp(l.op, "Conv"))
         rule = bwd_conv;
     if (!rule || l.n_fwd_out != 1 || l.n_fwd_in < 2) return GRAFT_OK;
-    int threads = be->num_threads;
-#if GRAFT_HAVE_OPENMP
-    if (threads <= 0) threads = omp_get_max_threads();
-#endif
     bwd_call b = {.call = c,
                   .in = c->in,
                   .n_in = l.n_fwd_in,
@@ -264,7 +303,7 @@ graft_status dnnl_run_Backward(cpu_backend *be, const op_call *c, void **state, 
                   .n_out = 1,
                   .dout = c->in + l.n_fwd_in + 1,
                   .din = c->out,
-                  .threads = threads > 0 ? threads : 1};
+                  .threads = threads};
     if (!bwd_call_plain_f32(&b)) return GRAFT_OK;
     if (!b.dout[0]) { /* no gradient flows in: every gradient is zero */
         for (int i = 0; i < b.n_in; i++)

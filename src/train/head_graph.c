@@ -216,7 +216,8 @@ static graft_status collect(head_graph *hg, int64_t n, float *dx, graft_err *e) 
             return err_set(e, GRAFT_E_INTERNAL, "the head's gradient %d has the wrong size", i);
         const float *src = g->data;
         float *dst = acc->data;
-        for (int64_t k = 0; k < tensor_numel(acc); k++) dst[k] += src[k];
+        int64_t count = tensor_numel(acc);
+        for (int64_t k = 0; k < count; k++) dst[k] += src[k];
     }
     if (!dx) return GRAFT_OK;
     const tensor *g = train_exec_output(&hg->run, 1 + hg->tg.n_params);
