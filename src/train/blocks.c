@@ -77,16 +77,24 @@ static graft_status check_features(blocks *b, const graft_model *m, graft_err *e
     return GRAFT_OK;
 }
 
-static graft_status init_parts(blocks *b, graft_model *m, const char *from, int threads,
-                               graft_err *e) {
+/* The precision the blocks emulate (train_graph_options.round_to): the trainer's bf16/fp16 on
+ * the CPU; on a device they run fp32 until its kernels run the half types. */
+static graft_dtype emulated(const graft_model *m, graft_precision p) {
+    if (m->have_device || p == GRAFT_PRECISION_FP32) return GRAFT_DTYPE_UNDEFINED;
+    return p == GRAFT_PRECISION_BF16 ? GRAFT_DTYPE_BF16 : GRAFT_DTYPE_F16;
+}
+
+static graft_status init_parts(blocks *b, graft_model *m, const char *from, graft_precision p,
+                               int threads, graft_err *e) {
     const ir_graph *g = &m->g;
     if (g->n_outputs != 1)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT, "fine-tuning blocks needs a cut model");
     TRY(check_features(b, m, e));
     b->fixed = m->batch.fixed; /* the training graph then runs in chunks (blocks_chunked.c) */
     const char *to = g->values[g->outputs[0]].name;
-    train_graph_options fo = {.forward_only = true};
-    TRY(train_graph_build(g, from, to, NULL, &b->tg, e));
+    train_graph_options to_opts = {.round_to = emulated(m, p)};
+    train_graph_options fo = {.forward_only = true, .round_to = to_opts.round_to};
+    TRY(train_graph_build(g, from, to, &to_opts, &b->tg, e));
     TRY(train_graph_build(g, from, to, &fo, &b->fwd, e));
     if (b->tg.n_params == 0)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
@@ -98,9 +106,10 @@ static graft_status init_parts(blocks *b, graft_model *m, const char *from, int 
     return bind_params(b, e);
 }
 
-graft_status blocks_init(blocks *b, graft_model *m, const char *from, int threads, graft_err *e) {
+graft_status blocks_init(blocks *b, graft_model *m, const char *from, graft_precision precision,
+                         int threads, graft_err *e) {
     memset(b, 0, sizeof *b);
-    graft_status st = init_parts(b, m, from, threads, e);
+    graft_status st = init_parts(b, m, from, precision, threads, e);
     if (st != GRAFT_OK) blocks_free(b);
     return st;
 }

@@ -40,8 +40,11 @@ typedef struct blocks {
 } blocks;
 
 /* The trainable part from tensor `from` to m's one output (the features), and the frozen part
- * before it, as a model of its own. m: a cut model. threads: the CPU's (0: default). */
-graft_status blocks_init(blocks *b, graft_model *m, const char *from, int threads, graft_err *e);
+ * before it, as a model of its own. m: a cut model. precision: bf16/fp16 are emulated on the
+ * CPU as the head emulates them (train_graph_options.round_to); a device runs fp32. threads:
+ * the CPU's (0: default). */
+graft_status blocks_init(blocks *b, graft_model *m, const char *from, graft_precision precision,
+                         int threads, graft_err *e);
 void blocks_free(blocks *b);
 
 /* The parameters for an optimizer (weights of rank > 1 decay, others do not): n_params. */

@@ -32,6 +32,7 @@ typedef struct tg_build {
     unsigned char *backward;  /* per g node: gets a Backward node */
     bool want_from;           /* options.grad_from */
     bool scalar_params;       /* options.scalar_params */
+    graft_dtype round_to;     /* options.round_to (0: none) */
 } tg_build;
 
 static graft_status find_tensor(const ir_graph *m, const char *name, const char *what, int *v,
@@ -182,16 +183,78 @@ static graft_status copy_attrs(ir_node *n, const ir_attr *attrs, int n_attrs, in
     return GRAFT_OK;
 }
 
-/* A copy of model node src reading and writing g's values. */
+/* Whether model value mv is rounded (options.round_to): an f32 value. */
+static bool rounds(const tg_build *b, int mv) {
+    return b->round_to != GRAFT_DTYPE_UNDEFINED && mv >= 0 &&
+           b->m->values[mv].dtype == GRAFT_DTYPE_F32;
+}
+
+/* g value v through a Cast to round_to and back; the result named `name` becomes model value
+ * mv's (consumers read the rounded value). */
+static graft_status round_trip(tg_build *b, int mv, int v, const char *name, graft_err *e) {
+    char half_name[1100];
+    snprintf(half_name, sizeof half_name, "%.1000s/half", name);
+    int h, out;
+    TRY(graph_add_node(b->g, "Cast", 13, &v, 1, half_name, "to", b->round_to, &h, e));
+    TRY(graph_add_node(b->g, "Cast", 13, &h, 1, name, "to", GRAFT_DTYPE_F32, &out, e));
+    const ir_value *src = &b->m->values[mv];
+    ir_value *hv = &b->g->values[h], *ov = &b->g->values[out];
+    hv->dtype = b->round_to, ov->dtype = GRAFT_DTYPE_F32;
+    hv->ndim = ov->ndim = src->ndim;
+    memcpy(hv->dims, src->dims, sizeof hv->dims);
+    memcpy(ov->dims, src->dims, sizeof ov->dims);
+    b->map[mv] = out;
+    return GRAFT_OK;
+}
+
+/* A copy of model node src reading and writing g's values; with round_to, its f32 outputs are
+ * written to <name>/raw values and rounded into the model's names. */
 static graft_status copy_node(tg_build *b, const ir_node *src, graft_err *e) {
     int gv;
     for (int k = 0; k < src->n_in; k++) TRY(map_value(b, src->inputs[k], &gv, e));
-    for (int k = 0; k < src->n_out; k++) TRY(map_value(b, src->outputs[k], &gv, e));
+    for (int k = 0; k < src->n_out; k++) {
+        int mv = src->outputs[k];
+        if (!rounds(b, mv)) {
+            TRY(map_value(b, mv, &gv, e));
+            continue;
+        }
+        char raw[1100];
+        snprintf(raw, sizeof raw, "%.1000s/raw", b->m->values[mv].name);
+        TRY(graph_add_value(b->g, raw, &b->map[mv], e));
+        b->g->values[b->map[mv]].dtype = GRAFT_DTYPE_F32;
+    }
     ir_node n;
     TRY(ir_node_clone(&n, src, b->map, e));
     graft_status st = ir_add_node(b->g, &n, NULL, e);
-    if (st != GRAFT_OK) ir_node_free(&n);
-    return st;
+    if (st != GRAFT_OK) {
+        ir_node_free(&n);
+        return st;
+    }
+    for (int k = 0; k < src->n_out; k++) {
+        int mv = src->outputs[k];
+        if (rounds(b, mv)) TRY(round_trip(b, mv, b->map[mv], b->m->values[mv].name, e));
+    }
+    return GRAFT_OK;
+}
+
+/* With round_to: `from` and each parameter (already inputs of g) rounded for their readers. */
+static graft_status round_inputs(tg_build *b, graft_err *e) {
+    train_graph *tg = b->tg;
+    int mf = -1;
+    for (int v = 0; v < b->m->n_values && mf < 0; v++)
+        if (b->map[v] == tg->from) mf = v;
+    char name[1100];
+    if (mf >= 0 && rounds(b, mf)) {
+        snprintf(name, sizeof name, "%.1000s/rounded", b->m->values[mf].name);
+        TRY(round_trip(b, mf, tg->from, name, e));
+    }
+    for (int i = 0; i < tg->n_params; i++) {
+        int mv = tg->model_params[i];
+        if (!rounds(b, mv)) continue;
+        snprintf(name, sizeof name, "%.1000s/rounded", b->m->values[mv].name);
+        TRY(round_trip(b, mv, tg->params[i], name, e));
+    }
+    return GRAFT_OK;
 }
 
 /* The graph inputs (from, side inputs, parameters) and the trainable nodes. */
@@ -206,8 +269,10 @@ static graft_status copy_forward(tg_build *b, int from, graft_err *e) {
     for (int i = 0; i < tg->n_side; i++) TRY(add_input(b, tg->model_side[i], &tg->side[i], e));
     for (int i = 0; i < tg->n_params; i++)
         TRY(add_input(b, tg->model_params[i], &tg->params[i], e));
+    if (b->round_to != GRAFT_DTYPE_UNDEFINED) TRY(round_inputs(b, e));
     for (int i = 0; i < b->m->n_nodes; i++)
         if (b->trainable[i]) TRY(copy_node(b, &b->m->nodes[i], e));
+    tg->n_forward_nodes = b->g->n_nodes; /* the trainable nodes and any rounding Casts */
     return GRAFT_OK;
 }
 
@@ -463,6 +528,7 @@ static graft_status finish(tg_build *b, graft_err *e) {
 static graft_status build(tg_build *b, const train_graph_options *o, graft_err *e) {
     int from, to;
     b->scalar_params = o && o->scalar_params;
+    b->round_to = o ? o->round_to : GRAFT_DTYPE_UNDEFINED;
     TRY(find_tensor(b->m, b->from_name, "tensor to train from", &from, e));
     TRY(find_tensor(b->m, b->to_name, "output", &to, e));
     TRY(scratch_alloc(b, e));

@@ -144,7 +144,8 @@ static graft_status trainer_blocks_init(graft_trainer *t, const char *from, graf
     t->blocks = calloc(1, sizeof *t->blocks);
     if (!t->options.train_from || !t->blocks)
         return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
-    graft_status st = blocks_init(t->blocks, t->model, from, t->model->ctx->options.num_threads, e);
+    graft_status st = blocks_init(t->blocks, t->model, from, t->options.precision,
+                                  t->model->ctx->options.num_threads, e);
     if (st != GRAFT_OK) {
         free(t->blocks);
         t->blocks = NULL;
