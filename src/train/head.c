@@ -284,18 +284,6 @@ int head_params(head *h, optim_param *params) {
     return n;
 }
 
-/* v rounded to precision p by a Cast there and back (p fp32: v itself). */
-static graft_status round_trip(ir_graph *g, graft_precision p, int v, const char *name, int *out,
-                               graft_err *e) {
-    *out = v;
-    if (p == GRAFT_PRECISION_FP32) return GRAFT_OK;
-    int half = p == GRAFT_PRECISION_BF16 ? GRAFT_DTYPE_BF16 : GRAFT_DTYPE_F16, h;
-    char hn[80];
-    snprintf(hn, sizeof hn, "%.64s/half", name);
-    TRY(graph_add_node(g, "Cast", 13, &v, 1, hn, "to", half, &h, e));
-    return graph_add_node(g, "Cast", 13, &h, 1, name, "to", GRAFT_DTYPE_F32, out, e);
-}
-
 /* A graph input named name (-1, n) f32: a dropout mask. */
 static graft_status add_mask_input(ir_graph *g, const char *name, int64_t n, int *out,
                                    graft_err *e) {
@@ -312,52 +300,42 @@ static graft_status add_mask_input(ir_graph *g, const char *name, int64_t n, int
     return GRAFT_OK;
 }
 
-/* One layer after value cur: Gemm (transB) over its weights, rounded as f says, the activation,
- * the dropout mask's product. */
+/* One layer after value cur: Gemm (transB) over its weights, the activation, with masks the
+ * dropout mask's product. */
 static graft_status append_layer(const head *h, int i, ir_graph *g, const char *last_name,
-                                 const head_form *f, int *cur, graft_err *e) {
+                                 bool masks, int *cur, graft_err *e) {
     const head_layer *l = &h->layers[i];
-    graft_precision p = f ? f->round : GRAFT_PRECISION_FP32;
-    bool last = i == h->n_layers - 1;
     tensor w, b;
     int wv, bv;
-    char name[64];
     TRY(tensor_clone(&w, &l->w, e));
     TRY(graph_add_const(g, l->w_name, &w, &wv, e));
     TRY(tensor_clone(&b, &l->b, e));
     TRY(graph_add_const(g, l->b_name, &b, &bv, e));
-    snprintf(name, sizeof name, "head/%d/weight_c", i);
-    TRY(round_trip(g, p, wv, name, &wv, e));
-    snprintf(name, sizeof name, "head/%d/bias_c", i);
-    TRY(round_trip(g, p, bv, name, &bv, e));
-    bool rounded = p != GRAFT_PRECISION_FP32;
-    const char *gemm_name = last && !rounded ? last_name : "head/gemm";
-    TRY(graph_add_node(g, "Gemm", 13, (int[]){*cur, wv, bv}, 3, gemm_name, "transB", 1, cur, e));
-    TRY(round_trip(g, p, *cur, last ? last_name : "head/gemm_c", cur, e));
+    const char *name = i == h->n_layers - 1 ? last_name : "head/gemm";
+    TRY(graph_add_node(g, "Gemm", 13, (int[]){*cur, wv, bv}, 3, name, "transB", 1, cur, e));
     if (!l->has_act) return GRAFT_OK;
     const char *op = activation_op(h->activation);
     int a = *cur;
     TRY(graph_add_node(g, op, strcmp(op, "Gelu") == 0 ? 20 : 13, &a, 1, "head/act", NULL, 0, cur,
                        e));
-    TRY(round_trip(g, p, *cur, "head/act_c", cur, e));
-    if (!f || !f->masks) return GRAFT_OK;
+    if (!masks) return GRAFT_OK;
     int mask;
-    snprintf(name, sizeof name, "head/%d/dropout_mask", i);
-    TRY(add_mask_input(g, name, l->out, &mask, e));
+    char mask_name[64];
+    snprintf(mask_name, sizeof mask_name, "head/%d/dropout_mask", i);
+    TRY(add_mask_input(g, mask_name, l->out, &mask, e));
     a = *cur;
     return graph_add_node(g, "Mul", 14, (int[]){a, mask}, 2, "head/dropout", NULL, 0, cur, e);
 }
 
 graft_status head_append(const head *h, ir_graph *g, int in, const char *last_name, int *out,
                          graft_err *e) {
-    return head_append_form(h, g, in, last_name, NULL, out, e);
+    return head_append_masked(h, g, in, last_name, false, out, e);
 }
 
-graft_status head_append_form(const head *h, ir_graph *g, int in, const char *last_name,
-                              const head_form *f, int *out, graft_err *e) {
+graft_status head_append_masked(const head *h, ir_graph *g, int in, const char *last_name,
+                                bool masks, int *out, graft_err *e) {
     int cur = in;
-    if (f) TRY(round_trip(g, f->round, cur, "head/features_c", &cur, e));
-    for (int i = 0; i < h->n_layers; i++) TRY(append_layer(h, i, g, last_name, f, &cur, e));
+    for (int i = 0; i < h->n_layers; i++) TRY(append_layer(h, i, g, last_name, masks, &cur, e));
     *out = cur;
     return GRAFT_OK;
 }

@@ -61,17 +61,10 @@ int head_params(head *h, optim_param *params);
  * activation; the last Gemm's value is named last_name. *out: the head's last value. */
 graft_status head_append(const head *h, ir_graph *g, int in, const char *last_name, int *out,
                          graft_err *e);
-/* How head_append_form writes the head for training: every tensor it computes with (the
- * features, weights, biases, each product and activation) rounded to `round` by a Cast there and
- * back (fp32: none), and with masks, after each activation a product with a graph input
- * head/<i>/dropout_mask (N, out) holding 0 or 1/(1 - dropout). */
-typedef struct head_form {
-    graft_precision round;
-    bool masks;
-} head_form;
-/* head_append in that form (f NULL: head_append's). */
-graft_status head_append_form(const head *h, ir_graph *g, int in, const char *last_name,
-                              const head_form *f, int *out, graft_err *e);
+/* head_append with masks: after each activation a product with a graph input
+ * head/<i>/dropout_mask (N, out) holding 0 or 1/(1 - dropout) (training with dropout). */
+graft_status head_append_masked(const head *h, ir_graph *g, int in, const char *last_name,
+                                bool masks, int *out, graft_err *e);
 /* Round v to the compute precision (identity in fp32). */
 void head_round(graft_precision p, float *v, int64_t n);
 

@@ -29,8 +29,8 @@ static graft_status add_features(ir_graph *g, int64_t in, int *out, graft_err *e
     return GRAFT_OK;
 }
 
-/* The head in form f (head_append_form) from "features" to "logits". */
-static graft_status build_ir(ir_graph *g, const head *h, const head_form *f, graft_err *e) {
+/* The head (with dropout masks or not: head_append_masked) from "features" to "logits". */
+static graft_status build_ir(ir_graph *g, const head *h, bool masks, graft_err *e) {
     ir_graph_init(g);
     g->opsets = calloc(1, sizeof *g->opsets);
     if (!g->opsets || !(g->opsets[0].domain = ir_strdup(""))) return oom(e);
@@ -39,7 +39,7 @@ static graft_status build_ir(ir_graph *g, const head *h, const head_form *f, gra
     g->ir_version = 8;
     int cur;
     TRY(add_features(g, h->layers[0].in, &cur, e));
-    TRY(head_append_form(h, g, cur, "logits", f, &cur, e));
+    TRY(head_append_masked(h, g, cur, "logits", masks, &cur, e));
     g->outputs = malloc(sizeof(int));
     if (!g->outputs) return oom(e);
     g->outputs[g->n_outputs++] = cur;
@@ -117,11 +117,15 @@ graft_status head_graph_init(head_graph *hg, head *h, bool grad_features, int th
     hg->h = h;
     if (h->n_layers < 1) return err_set(e, GRAFT_E_INTERNAL, "a head without layers");
     hg->outputs = h->layers[h->n_layers - 1].out;
-    head_form train = {h->precision, h->dropout > 0.0f}, eval = {h->precision, false};
-    graft_status st = build_ir(&hg->g, h, &train, e);
-    if (st == GRAFT_OK) st = build_ir(&hg->g_eval, h, &eval, e);
-    train_graph_options to = {.grad_from = grad_features, .scalar_params = true};
-    train_graph_options fo = {.forward_only = true, .scalar_params = true};
+    graft_status st = build_ir(&hg->g, h, h->dropout > 0.0f, e);
+    if (st == GRAFT_OK) st = build_ir(&hg->g_eval, h, false, e);
+    /* bf16/fp16: every tensor the head computes with rounded (train_graph_options.round_to) */
+    graft_dtype round_to = h->precision == GRAFT_PRECISION_BF16   ? GRAFT_DTYPE_BF16
+                           : h->precision == GRAFT_PRECISION_FP16 ? GRAFT_DTYPE_F16
+                                                                  : GRAFT_DTYPE_UNDEFINED;
+    train_graph_options to = {
+        .grad_from = grad_features, .scalar_params = true, .round_to = round_to};
+    train_graph_options fo = {.forward_only = true, .scalar_params = true, .round_to = round_to};
     if (st == GRAFT_OK) st = train_graph_build(&hg->g, "features", "logits", &to, &hg->tg, e);
     if (st == GRAFT_OK) st = train_graph_build(&hg->g_eval, "features", "logits", &fo, &hg->fwd, e);
     if (st == GRAFT_OK) st = bind_params(hg, e);

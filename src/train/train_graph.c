@@ -19,7 +19,6 @@ typedef struct tg_build {
     const char *from_name, *to_name;
     unsigned char *dep;       /* per model value: computed from `from` */
     unsigned char *need;      /* per model value: `to` is computed from it */
-    unsigned char *konst;     /* per model value: a constant or computed from constants alone */
     unsigned char *trainable; /* per model node */
     unsigned char *param;     /* per model value: becomes a parameter */
     int *map;                 /* per model value: its index in g, -1 before it is copied */
@@ -45,22 +44,7 @@ static graft_status find_tensor(const ir_graph *m, const char *name, const char 
     return GRAFT_OK;
 }
 
-/* konst: the constants, and the values nodes compute from constants alone (a graph built
- * without constant folding: a head's weights rounded by Casts). */
-static void mark_const_derived(tg_build *b) {
-    const ir_graph *m = b->m;
-    for (int v = 0; v < m->n_values; v++) b->konst[v] = m->values[v].is_const;
-    for (int i = 0; i < m->n_nodes; i++) {
-        const ir_node *n = &m->nodes[i];
-        bool all = n->n_in > 0;
-        for (int k = 0; k < n->n_in; k++) all = all && n->inputs[k] >= 0 && b->konst[n->inputs[k]];
-        for (int k = 0; all && k < n->n_out; k++)
-            if (n->outputs[k] >= 0) b->konst[n->outputs[k]] = 1;
-    }
-}
-
-/* The trainable nodes: needed for `to` (need) and computed from `from` (dep), or from constants
- * alone for a trainable node (so a parameter behind them is trained). */
+/* The trainable nodes: computed from `from` (dep) and needed for `to` (need). */
 static graft_status mark_trainable(tg_build *b, int from, int to, graft_err *e) {
     const ir_graph *m = b->m;
     if (m->values[from].is_const)
@@ -80,7 +64,6 @@ static graft_status mark_trainable(tg_build *b, int from, int to, graft_err *e) 
                        "training graph: '%s' is not computed from '%s' (the tensor to train from "
                        "must be upstream of the output)",
                        b->to_name, b->from_name);
-    mark_const_derived(b);
     b->need[to] = 1;
     for (int i = m->n_nodes - 1; i >= 0; i--) {
         const ir_node *n = &m->nodes[i];
@@ -89,8 +72,7 @@ static graft_status mark_trainable(tg_build *b, int from, int to, graft_err *e) 
             needed = needed || (n->outputs[k] >= 0 && b->need[n->outputs[k]]);
         bool d = false;
         for (int k = 0; k < n->n_in; k++) d = d || (n->inputs[k] >= 0 && b->dep[n->inputs[k]]);
-        bool of_consts = n->n_out > 0 && n->outputs[0] >= 0 && b->konst[n->outputs[0]];
-        if (!needed || !(d || of_consts)) continue;
+        if (!needed || !d) continue;
         b->trainable[i] = 1;
         b->tg->n_forward_nodes++;
         for (int k = 0; k < n->n_in; k++)
@@ -479,10 +461,9 @@ static graft_status scratch_alloc(tg_build *b, graft_err *e) {
     b->dep = calloc(nv, 1);
     b->need = calloc(nv, 1);
     b->param = calloc(nv, 1);
-    b->konst = calloc(nv, 1);
     b->trainable = calloc(nn, 1);
     b->map = malloc(sizeof(int) * nv);
-    if (!b->dep || !b->need || !b->param || !b->konst || !b->trainable || !b->map)
+    if (!b->dep || !b->need || !b->param || !b->trainable || !b->map)
         return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory building the training graph");
     for (size_t v = 0; v < nv; v++) b->map[v] = -1;
     return GRAFT_OK;
@@ -504,7 +485,7 @@ static graft_status scratch_alloc_backward(tg_build *b, graft_err *e) {
 }
 
 static void scratch_free(tg_build *b) {
-    free(b->dep), free(b->need), free(b->param), free(b->konst), free(b->trainable), free(b->map);
+    free(b->dep), free(b->need), free(b->param), free(b->trainable), free(b->map);
     free(b->requires), free(b->count), free(b->start), free(b->fill), free(b->partial);
     free(b->final), free(b->backward);
 }
