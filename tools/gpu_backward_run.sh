@@ -18,7 +18,7 @@ if [ "${1:-}" = --bench-only ]; then
     exit 0
 fi
 python3 tools/make_backward_cases.py --out $G/backward >"$OUT/make_cases.log" 2>&1 &
-python3 tools/make_models.py --out $G --only block_parity_resnet18 >"$OUT/make_models.log" 2>&1 &
+python3 tools/make_models.py --out $G --only block_parity_resnet18,block_parity_bert4 >"$OUT/make_models.log" 2>&1 &
 ninja -C $B >"$OUT/build.log" 2>&1 || { grep -B2 -A12 -m3 'error' "$OUT/build.log"; exit 1; }
 wait
 echo "built, cases made at $(since)"
@@ -33,6 +33,10 @@ BLOCK_PARITY_DEVICE=cuda:0 $B/tests/test_block_parity $G tests/data/block_parity
     >"$OUT/block_parity_cuda.log" 2>&1
 summary block_parity_cuda $? "$OUT/block_parity_cuda.log"
 grep -E '^  (sgd|adamw|lamb) ' "$OUT/block_parity_cuda.log" | cut -c1-250
+BLOCK_PARITY_DEVICE=cuda:0 $B/tests/test_block_parity $G tests/data/block_parity_bert_fixture.txt \
+    >"$OUT/block_parity_bert_cuda.log" 2>&1
+summary block_parity_bert_cuda $? "$OUT/block_parity_bert_cuda.log"
+grep -E '^  (sgd|adamw|lamb) ' "$OUT/block_parity_bert_cuda.log" | cut -c1-250
 echo "backward checks done at $(since)"
 
 digits_train_from_on_both
