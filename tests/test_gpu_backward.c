@@ -85,10 +85,10 @@ static int side_open(side *s, const char *device, const bwd_case *c, const char 
     s->have_fwd = st == GRAFT_OK;
     bool ref = strcmp(device, "cpu-ref") == 0;
     if (st == GRAFT_OK)
-        st = ref ? train_exec_init(&s->x, &s->tg, true, 0, &e)
-                 : train_exec_init_device(&s->x, &s->tg, 0, s->m, &e);
+        st = ref ? train_exec_init(&s->x, &s->tg.g, true, 0, &e)
+                 : train_exec_init_device(&s->x, &s->tg.g, 0, s->m, &e);
     s->have_x = st == GRAFT_OK;
-    if (st == GRAFT_OK) st = train_exec_init(&s->fx, &s->fwd, ref, 0, &e);
+    if (st == GRAFT_OK) st = train_exec_init(&s->fx, &s->fwd.g, ref, 0, &e);
     s->have_fx = st == GRAFT_OK;
     if (st != GRAFT_OK) snprintf(why, n, "training graph on %s: %s", device, e.msg);
     return st == GRAFT_OK ? 0 : -1;

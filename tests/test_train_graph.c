@@ -223,8 +223,8 @@ static int build_pair(const model_case *c, const ir_graph *model, train_graph *t
     if (st == GRAFT_OK) check_shapes(c, model, tg);
     if (st == GRAFT_OK) st = graph_to_f64(&tg->g, &e);
     if (st == GRAFT_OK) st = graph_to_f64(&fwd->g, &e);
-    if (st == GRAFT_OK) st = train_exec_init(x, tg, true, 0, &e);
-    if (st == GRAFT_OK) st = train_exec_init(fx, fwd, true, 0, &e);
+    if (st == GRAFT_OK) st = train_exec_init(x, &tg->g, true, 0, &e);
+    if (st == GRAFT_OK) st = train_exec_init(fx, &fwd->g, true, 0, &e);
     if (st != GRAFT_OK) {
         printf("FAIL %s: building the training graph: %s\n", c->test, e.msg);
         test_failures++;
@@ -245,7 +245,7 @@ static void check_f32(const model_case *c, const ir_graph *model, const train_ex
     tensor *in = calloc((size_t)tg.g.n_inputs + 1, sizeof *in);
     for (int i = 0; st == GRAFT_OK && i < tg.g.n_inputs; i++)
         convert_rows(&in[i], &in64[i], 0, GRAFT_DTYPE_F32);
-    if (st == GRAFT_OK) st = train_exec_init(&fx, &tg, false, 0, &e);
+    if (st == GRAFT_OK) st = train_exec_init(&fx, &tg.g, false, 0, &e);
     for (int k = 0; k < 2 && st == GRAFT_OK; k++) st = train_exec_run(&fx, in, &e); /* planned */
     double worst = 0.0, all = 1e-300;
     for (int i = 1; st == GRAFT_OK && i < tg.g.n_outputs; i++) {
@@ -419,7 +419,7 @@ static void test_head(void) {
                               : err_set(&e, GRAFT_E_INTERNAL, "%d parameters", tg.n_params);
     const tensor *want[4] = {&h.layers[0].w, &h.layers[0].b, &h.layers[1].w, &h.layers[1].b};
     for (int i = 0; st == GRAFT_OK && i < 4; i++) in[1 + i] = *want[i]; /* borrowed */
-    if (st == GRAFT_OK) st = train_exec_init(&x, &tg, true, 0, &e);
+    if (st == GRAFT_OK) st = train_exec_init(&x, &tg.g, true, 0, &e);
     if (st == GRAFT_OK) st = train_exec_run(&x, in, &e);
     CHECK("head_graph_runs", st == GRAFT_OK, "%s", e.msg);
     if (st == GRAFT_OK) {

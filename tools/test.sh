@@ -125,6 +125,7 @@ if setup_build build/release --buildtype=release; then
         resnet18 resnet50 bert_base mobilenet_tiny
     run_suite loader_forms $R/tests/test_loader_forms
     run_suite optim $R/tests/test_optim
+    run_suite optimizer_step $R/tests/test_optimizer_step
     run_suite safetensors_py python3 tools/check_safetensors.py write build/test-logs/st
     run_suite safetensors $R/tests/test_safetensors build/test-logs/st
     run_suite safetensors_py_read python3 tools/check_safetensors.py read build/test-logs/st

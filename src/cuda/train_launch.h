@@ -7,6 +7,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "../train/train_state.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -22,33 +24,6 @@ enum { TRAIN_OPT_SGD = 0, TRAIN_OPT_ADAM = 1, TRAIN_OPT_ADAMW = 2, TRAIN_OPT_LAM
 
 /* Partial sums per parameter tensor in the deterministic norm reductions (one per block). */
 #define TRAIN_PARTIALS 128
-
-/* The training state that lives on the device between steps, so that a step needs no host
- * round trip: the loss scaler (fp16), the optimizer's step count and this step's scalars, and
- * the loss sums. The host reads it (one copy) at an epoch's end or when it reports a step. */
-typedef struct train_state {
-    /* 8-byte fields first: the layout is the same for gcc and nvcc */
-    int64_t growth_interval;
-    int64_t growth_tracker;
-    int64_t skipped;   /* optimizer steps skipped for inf/NaN gradients */
-    int64_t opt_steps; /* optimizer steps taken (PyTorch's state["step"]) */
-    double step_loss;  /* mean loss of the last micro-batch */
-    double epoch_loss; /* sum over the epoch's micro-batches of loss * rows */
-    double wsum;       /* CE: the batch's sum of target weights, the gradient's divisor */
-    int64_t step_correct, epoch_correct;
-    int64_t bad_batches; /* CE micro-batches whose target weights summed to zero */
-    float scale, growth_factor, backoff_factor;
-    float inv_scale;   /* 1/scale of this step (fp32, as PyTorch rounds it) */
-    float clip_coef;   /* multiplies the gradients when clip_apply */
-    float total_norm;  /* of the last clipped step */
-    float step_size;   /* Adam: lr / (1 - beta1^t) */
-    float bc2_sqrt;    /* Adam: sqrt(1 - beta2^t) */
-    float bc1, bc2;    /* LAMB: 1 - beta^t */
-    int32_t found_inf; /* set by the gradient check, cleared by the step's finalisation */
-    int32_t skip;      /* this step is skipped (fp16 inf/NaN) */
-    int32_t clip_apply;
-    int32_t first; /* SGD: the first step copies d into the momentum buffer */
-} train_state;
 
 /* ---- forward, losses, backward (train.cu) -------------------------------------------------- */
 
@@ -110,10 +85,15 @@ typedef struct train_step_args {
     int n_params;
 } train_step_args;
 
-/* The step's scalars from the gradient checks (partials: TRAIN_PARTIALS per parameter): skip
+/* The step's scalars from the gradient checks (partials: TRAIN_PARTIALS per parameter, summed in
+ * place): skip
  * and the scaler update (fp16), the clipping coefficient, the step count and bias corrections. */
-cudaError_t train_step_finalize(train_state *st, const double *partials, train_step_args a,
+cudaError_t train_step_finalize(train_state *st, double *partials, train_step_args a,
                                 cudaStream_t stream);
+
+/* out (2) = (1 when the settled step is skipped else 0, the total norm when clipping else 0):
+ * the OptimizerStep node's result. */
+cudaError_t train_step_result(float *out, const train_state *st, int clip, cudaStream_t stream);
 
 typedef struct train_optim_args {
     int kind; /* TRAIN_OPT_* */

@@ -68,7 +68,7 @@ __device__ void scaler_update(train_state *st, bool found_inf) {
 __device__ void clip_scalars(train_state *st, const double *norm2, int n_params, float max_norm) {
     double sum = 0.0;
     for (int p = 0; p < n_params; p++) {
-        float norm_p = (float)sqrt(norm2[p]);
+        float norm_p = (float)sqrt(norm2[p * TRAIN_PARTIALS]);
         sum += (double)norm_p * (double)norm_p;
     }
     float total = (float)sqrt(sum);
@@ -78,15 +78,16 @@ __device__ void clip_scalars(train_state *st, const double *norm2, int n_params,
     st->clip_coef = st->clip_apply ? coef : 1.0f;
 }
 
-// One warp per parameter sums its partials; thread 0 then settles the step.
-__global__ void finalize_kernel(train_state *st, const double *partials, train_step_args a) {
-    __shared__ double norm2[32];
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (a.clip && warp < a.n_params) {
+// The warps sum the parameters' partials (parameter p's total into partials[p * TRAIN_PARTIALS]);
+// thread 0 then settles the step.
+__global__ void finalize_kernel(train_state *st, double *partials, train_step_args a) {
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    for (int p = warp; a.clip && p < a.n_params; p += warps) {
         double s = 0.0;
-        for (int k = lane; k < TRAIN_PARTIALS; k += 32) s += partials[warp * TRAIN_PARTIALS + k];
+        for (int k = lane; k < TRAIN_PARTIALS; k += 32) s += partials[p * TRAIN_PARTIALS + k];
         for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
-        if (lane == 0) norm2[warp] = s;
+        __syncwarp();
+        if (lane == 0) partials[p * TRAIN_PARTIALS] = s;
     }
     __syncthreads();
     if (threadIdx.x != 0) return;
@@ -101,12 +102,13 @@ __global__ void finalize_kernel(train_state *st, const double *partials, train_s
         st->skipped++;
         return;
     }
-    if (a.clip) clip_scalars(st, norm2, a.n_params, a.max_norm);
+    if (a.clip) clip_scalars(st, partials, a.n_params, a.max_norm);
     st->opt_steps++;
     double t = (double)st->opt_steps;
     st->first = st->opt_steps == 1;
     double bc1 = 1.0 - pow((double)a.beta1, t), bc2 = 1.0 - pow((double)a.beta2, t);
     st->step_size = (float)((double)a.lr / bc1);
+    st->bias1 = bc1;
     st->bc2_sqrt = (float)sqrt(bc2);
     st->bc1 = (float)bc1;
     st->bc2 = (float)bc2;
@@ -158,7 +160,8 @@ __global__ void adam_kernel(float *__restrict__ w, float *__restrict__ g, float 
         return;
     }
     grad_view view(st, a.fp16);
-    float step_size = st->step_size, bc2_sqrt = st->bc2_sqrt;
+    // the parameter's own rate over 1 - beta1^t, as optim.c rounds it
+    float step_size = (float)((double)a.lr / st->bias1), bc2_sqrt = st->bc2_sqrt;
     bool decoupled = a.kind == TRAIN_OPT_ADAMW;
     for (int64_t j = global_thread(); j < n; j += grid_threads()) {
         float gj = view(g[j]), wj = w[j];
@@ -261,11 +264,22 @@ extern "C" cudaError_t train_grad_check(const float *g, int64_t n, int fp16, dou
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t train_step_finalize(train_state *st, const double *partials,
+extern "C" cudaError_t train_step_finalize(train_state *st, double *partials,
                                            train_step_args a, cudaStream_t stream) {
-    if (a.n_params < 0 || a.n_params > 32) return cudaErrorInvalidValue;
-    unsigned threads = 32u * (unsigned)(a.n_params > 0 ? a.n_params : 1);
-    finalize_kernel<<<1, threads, 0, stream>>>(st, partials, a);
+    if (a.n_params < 0) return cudaErrorInvalidValue;
+    int warps = a.n_params < 1 ? 1 : a.n_params > 32 ? 32 : a.n_params;
+    finalize_kernel<<<1, 32u * (unsigned)warps, 0, stream>>>(st, partials, a);
+    return cudaGetLastError();
+}
+
+__global__ void result_kernel(float *out, const train_state *st, int clip) {
+    out[0] = st->skip ? 1.0f : 0.0f;
+    out[1] = clip && !st->skip ? st->total_norm : 0.0f;
+}
+
+extern "C" cudaError_t train_step_result(float *out, const train_state *st, int clip,
+                                         cudaStream_t stream) {
+    result_kernel<<<1, 1, 0, stream>>>(out, st, clip);
     return cudaGetLastError();
 }
 

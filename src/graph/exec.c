@@ -262,16 +262,26 @@ static graft_status bind_inputs(executor *x, int i, value_info *in, tensor *view
     return GRAFT_OK;
 }
 
-static graft_status run_node(executor *x, run_state *rs, int i, graft_err *e) {
+/* A node's argument arrays: on the stack for up to NODE_IO_STACK inputs and outputs, on the
+ * heap for larger nodes (the optimizer's step reads every parameter). */
+#define NODE_IO_STACK 64
+typedef struct node_io {
+    value_info *in, *out;
+    const tensor **in_t;
+    tensor *views, **out_t, *scratch;
+    int *scratch_used;
+} node_io;
+
+static graft_status run_node_io(executor *x, run_state *rs, int i, const node_io *io,
+                                graft_err *e) {
     ir_node *n = &x->g->nodes[i];
     bool dev = x->node_on_dev[i];
     graft_backend *be = dev ? x->device : x->be;
-    value_info in[64], out[64];
-    const tensor *in_t[64];
-    tensor views[64];
-    tensor *out_t[64];
-    tensor scratch[64];
-    int scratch_used[64] = {0};
+    value_info *in = io->in, *out = io->out;
+    const tensor **in_t = io->in_t;
+    tensor *views = io->views, **out_t = io->out_t, *scratch = io->scratch;
+    int *scratch_used = io->scratch_used;
+    memset(scratch_used, 0, sizeof(int) * (size_t)(n->n_out > 0 ? n->n_out : 1));
     TRY(bind_inputs(x, i, in, views, in_t, e));
     memset(out, 0, sizeof(value_info) * (size_t)n->n_out);
     TRY(n->op->infer(n, in, n->n_in, out, n->n_out, e));
@@ -302,6 +312,30 @@ static graft_status run_node(executor *x, run_state *rs, int i, graft_err *e) {
     }
     for (int k = 0; k < n->n_out; k++)
         if (scratch_used[k]) exec_buffer_free(x, dev, scratch[k].data);
+    return st;
+}
+
+static graft_status run_node(executor *x, run_state *rs, int i, graft_err *e) {
+    const ir_node *n = &x->g->nodes[i];
+    if (n->n_in <= NODE_IO_STACK && n->n_out <= NODE_IO_STACK) {
+        value_info in[NODE_IO_STACK], out[NODE_IO_STACK];
+        const tensor *in_t[NODE_IO_STACK];
+        tensor views[NODE_IO_STACK], *out_t[NODE_IO_STACK], scratch[NODE_IO_STACK];
+        int scratch_used[NODE_IO_STACK];
+        node_io io = {in, out, in_t, views, out_t, scratch, scratch_used};
+        return run_node_io(x, rs, i, &io, e);
+    }
+    size_t ni = (size_t)n->n_in + 1, no = (size_t)n->n_out + 1;
+    node_io io = {malloc(sizeof(value_info) * ni), malloc(sizeof(value_info) * no),
+                  malloc(sizeof(tensor *) * ni),   malloc(sizeof(tensor) * ni),
+                  malloc(sizeof(tensor *) * no),   malloc(sizeof(tensor) * no),
+                  malloc(sizeof(int) * no)};
+    graft_status st =
+        io.in && io.out && io.in_t && io.views && io.out_t && io.scratch && io.scratch_used
+            ? run_node_io(x, rs, i, &io, e)
+            : op_error(n, e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    free(io.in), free(io.out), free((void *)io.in_t), free(io.views), free(io.out_t);
+    free(io.scratch), free(io.scratch_used);
     return st;
 }
 
@@ -435,7 +469,8 @@ graft_status exec_run(executor *x, const tensor *inputs, graft_err *e) {
     }
     for (int i = 0; i < g->n_inputs; i++) {
         x->vals[g->inputs[i]] = inputs[i];
-        x->on_dev[g->inputs[i]] = x->device && x->inputs_on_device;
+        x->on_dev[g->inputs[i]] =
+            x->device && (x->input_on_device ? x->input_on_device[i] : x->inputs_on_device);
     }
     x->flops = 0.0;
     graft_status st = GRAFT_OK;

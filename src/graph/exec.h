@@ -87,6 +87,10 @@ typedef struct executor {
     /* Device-resident I/O (a device backend only): graph inputs' data are device memory, and
      * graph outputs are left in device memory (graft_model_set_device_io). */
     bool inputs_on_device, outputs_on_device;
+    /* Per graph input (NULL: inputs_on_device for all): its data is device memory. A training
+     * step's parameters and optimizer state stay on the device this way, between runs, and the
+     * nodes that update them in place (OptimizerStep) write the caller's buffers. */
+    unsigned char *input_on_device;
     graft_run_stats stats;
     /* A pause between nodes (the training graph's, between its forward and backward): after
      * node `pause_after` the executor calls pause_fn, which may write into the memory of graph

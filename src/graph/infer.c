@@ -1,5 +1,6 @@
 /* infer.c: op resolution and the shape-inference driver over the whole graph. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "graph.h"
@@ -109,24 +110,39 @@ static graft_status check_limits(const ir_node *n, int k, const value_info *vi, 
     return GRAFT_OK;
 }
 
+/* Node n's inference into its values (in, out: room for its inputs and outputs). */
+static graft_status infer_node(ir_graph *g, ir_node *n, value_info *in, value_info *out,
+                               graft_err *e) {
+    for (int k = 0; k < n->n_in; k++) graph_value_info(g, n->inputs[k], &in[k]);
+    memset(out, 0, sizeof(value_info) * (size_t)n->n_out);
+    TRY(n->op->infer(n, in, n->n_in, out, n->n_out, e));
+    for (int k = 0; k < n->n_out; k++) {
+        if (n->outputs[k] < 0) continue;
+        TRY(check_limits(n, k, &out[k], e));
+        ir_value *v = &g->values[n->outputs[k]];
+        if (v->is_const) continue;
+        /* Intermediate values take the op's rule; declared value_info was only a hint. */
+        TRY(merge(n, v, &out[k], e));
+    }
+    return GRAFT_OK;
+}
+
 graft_status graph_infer_shapes(ir_graph *g, graft_err *e) {
     value_info in[64], out[64];
     for (int i = 0; i < g->n_nodes; i++) {
         ir_node *n = &g->nodes[i];
         if (n->dead) continue;
-        if (n->n_in > 64 || n->n_out > 64)
-            return op_error(n, e, GRAFT_E_UNSUPPORTED, "has more than 64 inputs or outputs");
-        for (int k = 0; k < n->n_in; k++) graph_value_info(g, n->inputs[k], &in[k]);
-        memset(out, 0, sizeof(value_info) * (size_t)n->n_out);
-        TRY(n->op->infer(n, in, n->n_in, out, n->n_out, e));
-        for (int k = 0; k < n->n_out; k++) {
-            if (n->outputs[k] < 0) continue;
-            TRY(check_limits(n, k, &out[k], e));
-            ir_value *v = &g->values[n->outputs[k]];
-            if (v->is_const) continue;
-            /* Intermediate values take the op's rule; declared value_info was only a hint. */
-            TRY(merge(n, v, &out[k], e));
+        if (n->n_in <= 64 && n->n_out <= 64) {
+            TRY(infer_node(g, n, in, out, e));
+            continue;
         }
+        /* a large node (the optimizer's step over every parameter) */
+        value_info *hin = malloc(sizeof *hin * ((size_t)n->n_in + 1));
+        value_info *hout = malloc(sizeof *hout * ((size_t)n->n_out + 1));
+        graft_status st = hin && hout ? infer_node(g, n, hin, hout, e)
+                                      : op_error(n, e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+        free(hin), free(hout);
+        TRY(st);
     }
     return GRAFT_OK;
 }

@@ -99,8 +99,8 @@ static graft_status init_parts(blocks *b, graft_model *m, const char *from, graf
     if (b->tg.n_params == 0)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                        "fine-tuning from '%s': the part after it has no weights to train", from);
-    TRY(train_exec_init_device(&b->run, &b->tg, threads, m, e));
-    TRY(train_exec_init_device(&b->eval, &b->fwd, threads, m, e));
+    TRY(train_exec_init_device(&b->run, &b->tg.g, threads, m, e));
+    TRY(train_exec_init_device(&b->eval, &b->fwd.g, threads, m, e));
     TRY(alloc_params(b, m, e));
     TRY(frozen_part_create(m, &b->tg, &b->frozen, e));
     return bind_params(b, e);

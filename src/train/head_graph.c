@@ -129,8 +129,8 @@ graft_status head_graph_init(head_graph *hg, head *h, bool grad_features, int th
     if (st == GRAFT_OK) st = train_graph_build(&hg->g, "features", "logits", &to, &hg->tg, e);
     if (st == GRAFT_OK) st = train_graph_build(&hg->g_eval, "features", "logits", &fo, &hg->fwd, e);
     if (st == GRAFT_OK) st = bind_params(hg, e);
-    if (st == GRAFT_OK) st = train_exec_init(&hg->run, &hg->tg, false, threads, e);
-    if (st == GRAFT_OK) st = train_exec_init(&hg->eval, &hg->fwd, false, threads, e);
+    if (st == GRAFT_OK) st = train_exec_init(&hg->run, &hg->tg.g, false, threads, e);
+    if (st == GRAFT_OK) st = train_exec_init(&hg->eval, &hg->fwd.g, false, threads, e);
     if (st == GRAFT_OK) { /* the weights are read afresh: keep the primitives */
         train_exec_keep_kernel_state(&hg->run);
         train_exec_keep_kernel_state(&hg->eval);

@@ -44,7 +44,7 @@ static bool buf_used(const optim_config *c, int kind) {
     }
 }
 
-static graft_status check_config(const optim_config *c, graft_err *err) {
+graft_status optim_check_config(const optim_config *c, graft_err *err) {
     if (c->kind < OPTIM_SGD || c->kind > OPTIM_LAMB)
         return err_set(err, GRAFT_E_INVALID_ARGUMENT, "optimizer: unknown kind %d", (int)c->kind);
     if (!(c->weight_decay >= 0.0f))
@@ -68,7 +68,7 @@ static graft_status check_config(const optim_config *c, graft_err *err) {
 graft_status optim_create(optim **out, const optim_config *cfg, const optim_param *params,
                           int n_params, graft_err *err) {
     *out = NULL;
-    TRY(check_config(cfg, err));
+    TRY(optim_check_config(cfg, err));
     if (n_params < 0 || (n_params > 0 && !params))
         return err_set(err, GRAFT_E_INVALID_ARGUMENT, "optimizer: bad parameter list");
     optim *o = calloc(1, sizeof *o);
@@ -113,23 +113,21 @@ void optim_free(optim *opt) {
  * result's). */
 #define PARALLEL_MIN ((int64_t)1 << 16)
 
-static void sgd_param(optim *o, int i, float lr) {
-    const optim_config *c = &o->cfg;
-    const optim_param *p = &o->params[i];
+static void sgd_tensor(const optim_config *c, const optim_tensor *p, float lr, int64_t t) {
     float wd = p->decay ? c->weight_decay : 0.0f;
-    float *buf = o->bufs[BUF_MOMENTUM] ? o->bufs[BUF_MOMENTUM] + o->offsets[i] : NULL;
+    float *buf = p->s[0]; /* with momentum (made when the optimizer was) */
     float keep = 1.0f - c->dampening;
-    bool first = o->steps == 0;
+    bool first = t <= 1;
     /* element by element: threads change no result (the same holds below) */
 #pragma omp parallel for if (p->numel >= PARALLEL_MIN) schedule(static)
     for (int64_t j = 0; j < p->numel; j++) {
-        float d = p->grad[j];
-        if (wd != 0.0f) d = d + wd * p->data[j];
+        float d = p->g[j];
+        if (wd != 0.0f) d = d + wd * p->w[j];
         if (buf) {
             buf[j] = first ? d : buf[j] * c->momentum + keep * d;
             d = c->nesterov ? d + c->momentum * buf[j] : buf[j];
         }
-        p->data[j] = p->data[j] + (-lr) * d;
+        p->w[j] = p->w[j] + (-lr) * d;
     }
 }
 
@@ -139,14 +137,10 @@ static inline float lerp_f(float start, float end, float w) {
     return w < 0.5f ? start + w * diff : end - diff * (1.0f - w);
 }
 
-static void adam_param(optim *o, int i, float lr, double t) {
-    const optim_config *c = &o->cfg;
-    const optim_param *p = &o->params[i];
+static void adam_tensor(const optim_config *c, const optim_tensor *p, float lr, double t) {
     float wd = p->decay ? c->weight_decay : 0.0f;
     bool decoupled = c->kind == OPTIM_ADAMW;
-    float *m = o->bufs[BUF_EXP_AVG] + o->offsets[i];
-    float *v = o->bufs[BUF_EXP_AVG_SQ] + o->offsets[i];
-    float *vmax = o->bufs[BUF_MAX_EXP_AVG_SQ] ? o->bufs[BUF_MAX_EXP_AVG_SQ] + o->offsets[i] : NULL;
+    float *m = p->s[0], *v = p->s[1], *vmax = c->amsgrad ? p->s[2] : NULL;
     float w1 = (float)(1.0 - (double)c->beta1);
     float w2 = (float)(1.0 - (double)c->beta2);
     float decay_mul = (float)(1.0 - (double)lr * (double)wd);
@@ -154,12 +148,12 @@ static void adam_param(optim *o, int i, float lr, double t) {
     float bc2_sqrt = (float)sqrt(1.0 - pow((double)c->beta2, t));
 #pragma omp parallel for if (p->numel >= PARALLEL_MIN) schedule(static)
     for (int64_t j = 0; j < p->numel; j++) {
-        float g = p->grad[j];
+        float g = p->g[j];
         if (wd != 0.0f) {
             if (decoupled)
-                p->data[j] = p->data[j] * decay_mul;
+                p->w[j] = p->w[j] * decay_mul;
             else
-                g = g + wd * p->data[j];
+                g = g + wd * p->w[j];
         }
         m[j] = lerp_f(m[j], g, w1);
         v[j] = v[j] * c->beta2 + w2 * (g * g);
@@ -169,16 +163,13 @@ static void adam_param(optim *o, int i, float lr, double t) {
             vv = vmax[j];
         }
         float denom = sqrtf(vv) / bc2_sqrt + c->eps;
-        p->data[j] = p->data[j] + (-step_size) * (m[j] / denom);
+        p->w[j] = p->w[j] + (-step_size) * (m[j] / denom);
     }
 }
 
-static void lamb_param(optim *o, int i, float lr, double t) {
-    const optim_config *c = &o->cfg;
-    const optim_param *p = &o->params[i];
+static void lamb_tensor(const optim_config *c, const optim_tensor *p, float lr, double t) {
     float wd = p->decay ? c->weight_decay : 0.0f;
-    float *m = o->bufs[BUF_EXP_AVG] + o->offsets[i];
-    float *v = o->bufs[BUF_EXP_AVG_SQ] + o->offsets[i];
+    float *m = p->s[0], *v = p->s[1], *w = p->w;
     float w1 = (float)(1.0 - (double)c->beta1);
     float w2 = (float)(1.0 - (double)c->beta2);
     float bc1 = (float)(1.0 - pow((double)c->beta1, t));
@@ -186,11 +177,11 @@ static void lamb_param(optim *o, int i, float lr, double t) {
     double wnorm2 = 0.0, unorm2 = 0.0;
     /* first pass: moments and norms; the update u is recomputed in the second pass */
     for (int64_t j = 0; j < p->numel; j++) {
-        float g = p->grad[j];
+        float g = p->g[j];
         m[j] = c->beta1 * m[j] + w1 * g;
         v[j] = c->beta2 * v[j] + w2 * (g * g);
-        float u = (m[j] / bc1) / (sqrtf(v[j] / bc2) + c->eps) + wd * p->data[j];
-        wnorm2 += (double)p->data[j] * p->data[j];
+        float u = (m[j] / bc1) / (sqrtf(v[j] / bc2) + c->eps) + wd * w[j];
+        wnorm2 += (double)w[j] * w[j];
         unorm2 += (double)u * u;
     }
     float ratio = 1.0f;
@@ -198,31 +189,65 @@ static void lamb_param(optim *o, int i, float lr, double t) {
     float scale = lr * ratio;
 #pragma omp parallel for if (p->numel >= PARALLEL_MIN) schedule(static)
     for (int64_t j = 0; j < p->numel; j++) {
-        float u = (m[j] / bc1) / (sqrtf(v[j] / bc2) + c->eps) + wd * p->data[j];
-        p->data[j] = p->data[j] - scale * u;
+        float u = (m[j] / bc1) / (sqrtf(v[j] / bc2) + c->eps) + wd * w[j];
+        w[j] = w[j] - scale * u;
     }
+}
+
+void optim_update_tensor(const optim_config *c, const optim_tensor *p, float lr, int64_t t) {
+    switch (c->kind) {
+    case OPTIM_SGD:
+        sgd_tensor(c, p, lr, t);
+        break;
+    case OPTIM_ADAM:
+    case OPTIM_ADAMW:
+        adam_tensor(c, p, lr, (double)t);
+        break;
+    case OPTIM_LAMB:
+        lamb_tensor(c, p, lr, (double)t);
+        break;
+    }
+}
+
+void optim_state_slots(const optim_config *c, bool used[OPTIM_SLOTS]) {
+    used[0] = buf_used(c, c->kind == OPTIM_SGD ? BUF_MOMENTUM : BUF_EXP_AVG);
+    used[1] = buf_used(c, BUF_EXP_AVG_SQ);
+    used[2] = buf_used(c, BUF_MAX_EXP_AVG_SQ);
+}
+
+float optim_param_lr(float lr, double lr_scale) {
+    return lr_scale > 0.0 ? (float)((double)lr * lr_scale) : lr;
+}
+
+void optim_param_tensor(const optim *opt, int i, optim_tensor *out) {
+    const optim_param *p = &opt->params[i];
+    static const int kinds[OPTIM_SLOTS][2] = {{BUF_MOMENTUM, BUF_EXP_AVG},
+                                              {BUF_EXP_AVG_SQ, BUF_EXP_AVG_SQ},
+                                              {BUF_MAX_EXP_AVG_SQ, BUF_MAX_EXP_AVG_SQ}};
+    *out = (optim_tensor){.w = p->data, .g = p->grad, .numel = p->numel, .decay = p->decay};
+    for (int k = 0; k < OPTIM_SLOTS; k++) {
+        float *buf = opt->bufs[kinds[k][opt->cfg.kind != OPTIM_SGD]];
+        out->s[k] = buf ? buf + opt->offsets[i] : NULL;
+    }
+}
+
+const optim_param *optim_get_param(const optim *opt, int i) {
+    return i >= 0 && i < opt->n_params ? &opt->params[i] : NULL;
+}
+
+int optim_param_count(const optim *opt) {
+    return opt->n_params;
 }
 
 graft_status optim_step(optim *opt, float lr, graft_err *err) {
     if (!opt) return err_set(err, GRAFT_E_INVALID_ARGUMENT, "optim_step: no optimizer");
     if (!isfinite(lr) || lr < 0.0f)
         return err_set(err, GRAFT_E_INVALID_ARGUMENT, "optim_step: learning rate %g", lr);
-    double t = (double)(opt->steps + 1);
     for (int i = 0; i < opt->n_params; i++) {
-        double scale = opt->params[i].lr_scale;
-        float plr = scale > 0.0 ? (float)((double)lr * scale) : lr;
-        switch (opt->cfg.kind) {
-        case OPTIM_SGD:
-            sgd_param(opt, i, plr);
-            break;
-        case OPTIM_ADAM:
-        case OPTIM_ADAMW:
-            adam_param(opt, i, plr, t);
-            break;
-        case OPTIM_LAMB:
-            lamb_param(opt, i, plr, t);
-            break;
-        }
+        optim_tensor p;
+        optim_param_tensor(opt, i, &p);
+        optim_update_tensor(&opt->cfg, &p, optim_param_lr(lr, opt->params[i].lr_scale),
+                            opt->steps + 1);
     }
     opt->steps++;
     return GRAFT_OK;

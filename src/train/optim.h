@@ -83,6 +83,30 @@ graft_status optim_step(optim *opt, float lr, graft_err *err);
 /* Steps taken so far (PyTorch's state["step"]); set it when restoring a checkpoint. */
 int64_t optim_step_count(const optim *opt);
 void optim_set_step_count(optim *opt, int64_t steps);
+/* The state buffers an update reads and writes, per parameter tensor, as the OptimizerStep op
+ * (src/ops/optimizer_step.h) and the GPU kernels lay them out: SGD s[0] = momentum_buffer (with
+ * momentum); Adam/AdamW s[0] = exp_avg, s[1] = exp_avg_sq, s[2] = max_exp_avg_sq (amsgrad);
+ * LAMB s[0], s[1]. NULL where unused. */
+#define OPTIM_SLOTS 3
+typedef struct optim_tensor {
+    float *w;              // (numel) fp32 master weights, updated in place
+    const float *g;        // (numel) the gradient
+    float *s[OPTIM_SLOTS]; // (numel) each, or NULL
+    int64_t numel;
+    bool decay;
+} optim_tensor;
+/* Which slots kind c uses. */
+void optim_state_slots(const optim_config *c, bool used[OPTIM_SLOTS]);
+/* One tensor's update with rate lr (the parameter's own) at step t (PyTorch's state["step"]
+ * after this step: 1 on the first). optim_step applies it to every parameter. */
+void optim_update_tensor(const optim_config *c, const optim_tensor *p, float lr, int64_t t);
+/* Parameter i's rate for the step's lr (optim_param.lr_scale; the same rounding everywhere). */
+float optim_param_lr(float lr, double lr_scale);
+/* Parameter i as optim_update_tensor takes it: its data, grad and state buffers. */
+void optim_param_tensor(const optim *opt, int i, optim_tensor *out);
+const optim_param *optim_get_param(const optim *opt, int i);
+int optim_param_count(const optim *opt);
+graft_status optim_check_config(const optim_config *c, graft_err *err);
 /* For schedulers that cycle momentum (one-cycle): sets SGD momentum, or beta1 for the others. */
 void optim_set_momentum(optim *opt, float momentum);
 const optim_config *optim_get_config(const optim *opt);

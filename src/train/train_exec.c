@@ -4,18 +4,31 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/device_kind.h"
 #include "../cpu/cpu_backend.h"
 #include "../graph/model.h"
 
-static graft_status init_on(train_exec *t, train_graph *tg, bool reference_only, int num_threads,
-                            graft_model *m, graft_err *e) {
+/* A backend on `device` ("cuda:1") through the registry; nothing for the CPU. */
+static graft_status open_named(train_exec *t, const char *device, int num_threads, graft_err *e) {
+    if (!device || !strcmp(device, "cpu")) return GRAFT_OK;
+    const device_kind *k = device_kind_of(device);
+    if (!k) return err_set(e, GRAFT_E_UNSUPPORTED, "device '%s': not in this build", device);
+    const char *colon = strchr(device, ':');
+    device_backend_options o = {.device = colon ? atoi(colon + 1) : 0, .num_threads = num_threads};
+    TRY(k->create(&o, &t->device, e));
+    t->have_device = true;
+    return GRAFT_OK;
+}
+
+static graft_status init_on(train_exec *t, ir_graph *g, bool reference_only, int num_threads,
+                            graft_model *m, const char *device, graft_err *e) {
     memset(t, 0, sizeof *t);
-    t->tg = tg;
+    t->g = g;
     TRY(cpu_backend_create(num_threads, reference_only, &t->cpu, e));
     t->have_cpu = true;
-    graft_status st = m ? model_device_open_another(m, &t->device, &t->have_device, e) : GRAFT_OK;
-    if (st == GRAFT_OK)
-        st = exec_init(&t->x, &tg->g, &t->cpu, t->have_device ? &t->device : NULL, e);
+    graft_status st = m ? model_device_open_another(m, &t->device, &t->have_device, e)
+                        : open_named(t, device, num_threads, e);
+    if (st == GRAFT_OK) st = exec_init(&t->x, g, &t->cpu, t->have_device ? &t->device : NULL, e);
     if (st != GRAFT_OK) {
         train_exec_free(t);
         return st;
@@ -28,14 +41,57 @@ static graft_status init_on(train_exec *t, train_graph *tg, bool reference_only,
     return GRAFT_OK;
 }
 
-graft_status train_exec_init(train_exec *t, train_graph *tg, bool reference_only, int num_threads,
+graft_status train_exec_init(train_exec *t, ir_graph *g, bool reference_only, int num_threads,
                              graft_err *e) {
-    return init_on(t, tg, reference_only, num_threads, NULL, e);
+    return init_on(t, g, reference_only, num_threads, NULL, NULL, e);
 }
 
-graft_status train_exec_init_device(train_exec *t, train_graph *tg, int num_threads, graft_model *m,
+graft_status train_exec_init_device(train_exec *t, ir_graph *g, int num_threads, graft_model *m,
                                     graft_err *e) {
-    return init_on(t, tg, false, num_threads, m, e);
+    return init_on(t, g, false, num_threads, m, NULL, e);
+}
+
+graft_status train_exec_init_named(train_exec *t, ir_graph *g, const char *device, int num_threads,
+                                   graft_err *e) {
+    return init_on(t, g, false, num_threads, NULL, device, e);
+}
+
+graft_status train_exec_input_on_device(train_exec *t, int i, bool on_device, graft_err *e) {
+    if (i < 0 || i >= t->g->n_inputs || (on_device && !t->have_device))
+        return err_set(e, GRAFT_E_INTERNAL, "training graph input %d: no device to keep it on", i);
+    if (!t->input_on_device) {
+        t->input_on_device = calloc((size_t)t->g->n_inputs + 1, 1);
+        if (!t->input_on_device) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+        t->x.input_on_device = t->input_on_device;
+    }
+    t->input_on_device[i] = on_device;
+    return GRAFT_OK;
+}
+
+static graft_status need_device(const train_exec *t, graft_err *e) {
+    return t->have_device ? GRAFT_OK
+                          : err_set(e, GRAFT_E_INTERNAL, "device memory for a CPU training run");
+}
+
+graft_status train_exec_device_alloc(train_exec *t, size_t bytes, void **out, graft_err *e) {
+    TRY(need_device(t, e));
+    return t->device.alloc(t->device.impl, bytes ? bytes : 1, out, e);
+}
+
+void train_exec_device_free(train_exec *t, void *ptr) {
+    if (ptr && t->have_device) t->device.free(t->device.impl, ptr);
+}
+
+graft_status train_exec_upload(train_exec *t, void *dst, const void *src, size_t bytes,
+                               graft_err *e) {
+    TRY(need_device(t, e));
+    return bytes ? t->device.copy_to_device(t->device.impl, dst, src, bytes, e) : GRAFT_OK;
+}
+
+graft_status train_exec_download(train_exec *t, void *dst, const void *src, size_t bytes,
+                                 graft_err *e) {
+    TRY(need_device(t, e));
+    return bytes ? t->device.copy_to_host(t->device.impl, dst, src, bytes, e) : GRAFT_OK;
 }
 
 void train_exec_keep_kernel_state(train_exec *t) {
@@ -70,11 +126,12 @@ void train_exec_free(train_exec *t) {
     if (t->have_x) exec_free(&t->x);
     if (t->have_device && t->device.destroy) t->device.destroy(t->device.impl);
     if (t->have_cpu && t->cpu.destroy) t->cpu.destroy(t->cpu.impl);
+    free(t->input_on_device);
     memset(t, 0, sizeof *t);
 }
 
 graft_status train_exec_run(train_exec *t, const tensor *inputs, graft_err *e) {
-    const ir_graph *g = &t->tg->g;
+    const ir_graph *g = t->g;
     for (int i = 0; i < g->n_inputs; i++) {
         const ir_value *v = &g->values[g->inputs[i]];
         bool ok = inputs[i].data && inputs[i].dtype == v->dtype && inputs[i].ndim == v->ndim;
@@ -94,6 +151,6 @@ graft_status train_exec_run(train_exec *t, const tensor *inputs, graft_err *e) {
 }
 
 const tensor *train_exec_output(const train_exec *t, int i) {
-    const ir_graph *g = &t->tg->g;
+    const ir_graph *g = t->g;
     return i >= 0 && i < g->n_outputs ? &t->x.vals[g->outputs[i]] : NULL;
 }

@@ -13,20 +13,36 @@ typedef struct train_exec {
     bool have_device;
     executor x;
     bool have_x;
-    bool keep_state; /* train_exec_keep_kernel_state: no release before a run */
-    const train_graph *tg;
+    bool keep_state;                /* train_exec_keep_kernel_state: no release before a run */
+    const ir_graph *g;              /* the graph run (a training graph's, or the optimizer's) */
+    unsigned char *input_on_device; /* per graph input (train_exec_input_on_device), or NULL */
 } train_exec;
 
-/* An executor for tg on a CPU backend of its own (reference kernels only when asked; threads
- * as cpu_backend_create takes them, 0: the default). tg must outlive it. */
-graft_status train_exec_init(train_exec *t, train_graph *tg, bool reference_only, int num_threads,
+/* An executor for g (a training graph's train_graph.g) on a CPU backend of its own (reference
+ * kernels only when asked; threads as cpu_backend_create takes them, 0: the default). g must
+ * outlive it. */
+graft_status train_exec_init(train_exec *t, ir_graph *g, bool reference_only, int num_threads,
                              graft_err *e);
 /* The same on the device model m runs on (its own backend there; the CPU one for what the
  * device cannot run), or on the CPU alone when m runs there. Inputs and outputs stay host
  * memory: the executor copies them. */
-graft_status train_exec_init_device(train_exec *t, train_graph *tg, int num_threads, graft_model *m,
+graft_status train_exec_init_device(train_exec *t, ir_graph *g, int num_threads, graft_model *m,
                                     graft_err *e);
+/* The same on a device named as graft_ctx_options.device names it ("cuda:0"; NULL or "cpu":
+ * the CPU alone). */
+graft_status train_exec_init_named(train_exec *t, ir_graph *g, const char *device, int num_threads,
+                                   graft_err *e);
 void train_exec_free(train_exec *t);
+/* Graph input i's data is device memory the caller keeps there between runs (a device run
+ * only): parameters and optimizer state that stay resident, updated in place. */
+graft_status train_exec_input_on_device(train_exec *t, int i, bool on_device, graft_err *e);
+/* Device memory for such inputs, and copies to and from it (a device run only). */
+graft_status train_exec_device_alloc(train_exec *t, size_t bytes, void **out, graft_err *e);
+void train_exec_device_free(train_exec *t, void *ptr);
+graft_status train_exec_upload(train_exec *t, void *dst, const void *src, size_t bytes,
+                               graft_err *e);
+graft_status train_exec_download(train_exec *t, void *dst, const void *src, size_t bytes,
+                                 graft_err *e);
 /* Keep the CPU backend's kernel state (oneDNN primitives) from run to run, for a graph whose
  * only weight-keeping kernels are MatMul and Gemm (a head): those repack their B on every run
  * (cpu_backend.weights_vary), so parameters updated in place are read afresh. Without it (the

@@ -65,6 +65,9 @@ graft_status trainer_setup(graft_trainer *t, int64_t dim, graft_err *e) {
         optim_config oc = optimizer_config(&t->options);
         st = optim_create(&t->opt, &oc, t->params, t->n_params, e);
     }
+    if (st == GRAFT_OK)
+        st = optim_graph_init(&t->og, t->opt, t->options.precision == GRAFT_PRECISION_FP16,
+                              (float)t->options.clip_norm, ctx ? ctx->options.num_threads : 0, e);
     if (st != GRAFT_OK) {
         head_graph_free(&t->hg);
         head_free(&t->h);
@@ -101,21 +104,16 @@ static graft_status apply_grads(graft_trainer *t, double lr, float **grads, cons
     /* Data-parallel: every rank's gradients summed (each was scaled by its share of the batch),
      * before unscale/clip/step, so every rank applies the same update. */
     TRY(dist_allreduce_grads(trainer_dist(t), grads, numels, t->n_params, e));
-    bool skip = false;
-    if (t->options.precision == GRAFT_PRECISION_FP16) {
-        TRY(loss_scale_unscale(&skip, grads, numels, t->n_params, &t->scaler, e));
-        loss_scale_update(&t->scaler, skip);
-    }
+    if (t->options.scheduler == GRAFT_SCHEDULER_ONECYCLE)
+        optim_set_momentum(t->opt, (float)sched_momentum(&t->sched, t->step));
+    float lr_f = (float)lr;
+    if (!isfinite(lr_f) || lr_f < 0.0f)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "optim_step: learning rate %g", lr_f);
+    /* fp16's unscale, check and scaler update, clipping and the update: one OptimizerStep */
+    bool fp16 = t->options.precision == GRAFT_PRECISION_FP16, skip = false;
+    float total_norm;
+    TRY(optim_graph_step(&t->og, t->opt, lr_f, fp16 ? &t->scaler : NULL, &skip, &total_norm, e));
     if (skip) t->skipped_steps++;
-    if (!skip && t->options.clip_norm > 0.0) {
-        float total;
-        TRY(clip_grad_norm(&total, grads, numels, t->n_params, (float)t->options.clip_norm, e));
-    }
-    if (!skip) {
-        if (t->options.scheduler == GRAFT_SCHEDULER_ONECYCLE)
-            optim_set_momentum(t->opt, (float)sched_momentum(&t->sched, t->step));
-        TRY(optim_step(t->opt, (float)lr, e));
-    }
     return GRAFT_OK;
 }
 

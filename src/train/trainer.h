@@ -10,6 +10,7 @@
 #include "loss.h"
 #include "loss_scale.h"
 #include "optim.h"
+#include "optim_graph.h"
 #include "schedule.h"
 
 /* The GPU path's record (trainer_gpu.c) and its switches, for tests and logs. */
@@ -40,6 +41,7 @@ struct graft_trainer {
     head_graph hg; /* head-only fp32 training through the training graph (hg.ready) */
     bool head_ready;
     optim *opt;
+    optim_graph og; /* opt's step as the OptimizerStep op, run by graph/exec */
     optim_param *params; /* the head's, then the trainable blocks' */
     int n_params;
     /* options.train_from: the blocks after it train too (blocks.h); the backbone phase then runs

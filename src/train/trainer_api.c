@@ -124,6 +124,7 @@ void graft_trainer_free(graft_trainer *t) {
     if (!t) return;
     if (t->head_ready) head_free(&t->h);
     head_graph_free(&t->hg);
+    optim_graph_free(&t->og);
     optim_free(t->opt);
     free(t->class_weights);
     free(t->best);
