@@ -8,7 +8,9 @@ from `x` to the output, runs it (forward and every Backward node) on the device 
 with the same inputs and output gradient, and compares the output and every weight's gradient.
 The ops are those of ResNet and BERT blocks, with the variants the backward kernels must get
 right: strides, pads, dilations, groups and depthwise convolutions, pools with padding and
-ceil_mode, broadcasting element-wise ops, batched and broadcast products, attention, LayerNorm.
+ceil_mode, broadcasting element-wise ops, batched and broadcast products, attention, LayerNorm,
+and the ops that pick elements: Gather (a CLS token, duplicate and negative indices), Slice
+(channel splits, steps of either sign), Pad (constant, negative pads).
 
 cases.txt: '#' comments, then one line per case: name model from to flags
   flags  comma-separated ('-': none): keep-bn (load with keep_batchnorm, so BatchNormalization
@@ -178,6 +180,47 @@ def batched_matmul(b):
     return b.model([3, 4, 5], h, 4)
 
 
+def gather_cls(b):
+    """BERT's CLS token: Gather axis 1 with a scalar index 0 on (N, S, H), then a pooler Gemm."""
+    h = scaled_input(b, [5, 8])
+    h = b.op("Gather", [h, b.const(0)], axis=1)
+    h = b.op("Gemm", [h, b.weight([6, 8]), b.weight([6], scale=0.1)], transB=1)
+    return b.model([5, 8], b.op("Tanh", [h]), 2)
+
+
+def gather_rows_dup(b):
+    """Gather axis 1 with 2-D int32 indices holding a duplicate and a negative index, then Gather
+    on the last axis (rows of one element) with int64 repeats, and a MatMul with a weight."""
+    h = scaled_input(b, [6, 4])
+    h = b.op("Gather", [h, b.const([[2, -1], [2, 0], [5, -4]], np.int32)], axis=1)
+    h = b.op("Gather", [h, b.const([3, 0, 3, -1, 1])], axis=-1)
+    return b.model([6, 4], b.op("MatMul", [h, b.weight([5, 4])]), 4)
+
+
+def slice_channels(b):
+    """ShuffleNet's channel split (both halves of NCHW's channels, the second with a clamped end),
+    a step of 2 on H, a negative step on W (negative axis), then Concat and a 1x1 Conv."""
+    h = scaled_input(b, [8, 6, 6])
+    lo = b.op("Slice", [h, b.const([0]), b.const([4]), b.const([1])])
+    hi = b.op("Slice", [h, b.const([4]), b.const([1000]), b.const([1])])
+    lo = b.op("Slice", [lo, b.const([-1, 0]), b.const([-100, 6]), b.const([-1, 2]),
+                        b.const([-1, 2])])
+    hi = b.op("Slice", [hi, b.const([1]), b.const([6]), b.const([2]), b.const([2])])
+    h = b.op("Concat", [lo, hi], axis=1)
+    h = b.op("Conv", [h, b.weight([8, 8, 1, 1]), b.weight([8], scale=0.1)], kernel_shape=[1, 1])
+    return b.model([8, 6, 6], b.op("Relu", [h]), 4)
+
+
+def pad_constant(b):
+    """Pad in constant mode (pads and value as inputs) with asymmetric pads, one begin and one
+    end negative (crops), then a 3x3 Conv."""
+    h = scaled_input(b, [4, 5, 5])
+    h = b.op("Pad", [h, b.const([0, 1, 2, -1, 0, 0, -1, 3]), b.const(0.5, np.float32)],
+             mode="constant")
+    h = b.op("Conv", [h, b.weight([4, 5, 3, 3])], kernel_shape=[3, 3])
+    return b.model([4, 5, 5], b.op("Relu", [h]), 4)
+
+
 CASES = [
     ("conv3x3_bias", conv_case(3, 1, [1, 1, 1, 1], 1), ""),
     ("conv3x3_s2_nobias", conv_case(3, 2, [1, 1, 1, 1], 1, bias=False), ""),
@@ -202,6 +245,10 @@ CASES = [
     ("broadcast_eltwise", broadcast_case, ""),
     ("encoder_layer", encoder_layer, ""),
     ("batched_matmul", batched_matmul, ""),
+    ("gather_cls", gather_cls, ""),
+    ("gather_rows_dup", gather_rows_dup, ""),
+    ("slice_channels", slice_channels, ""),
+    ("pad_constant", pad_constant, ""),
 ]
 
 

@@ -11,7 +11,7 @@ typedef struct graft_backend {
     void *impl;
     /* Buffers live in device memory (true) or host memory (false). For a device backend the
      * executor moves tensors with copy_to_device/copy_to_host; a node's inputs at the positions
-     * op_input_on_host() names stay on the host (shape-like inputs its inference reads). */
+     * node_input_on_host() names stay on the host (shape-like inputs its inference reads). */
     bool is_device;
     /* Buffers for tensors this backend computes on. alloc fails with a message naming how much
      * was asked for and what is free. Host buffers come zero-filled; device buffers do not, so

@@ -20,6 +20,7 @@ static cuda_bwd_rule find_rule(const char *op) {
     if (!strcmp(op, "BatchNormalization")) return cuda_bwd_batchnorm;
     if (!strcmp(op, "Gemm")) return cuda_bwd_gemm;
     if (!strcmp(op, "MatMul")) return cuda_bwd_matmul;
+    if (!strcmp(op, "Gather") || !strcmp(op, "Slice") || !strcmp(op, "Pad")) return cuda_bwd_index;
     return cuda_bwd_eltwise;
 }
 

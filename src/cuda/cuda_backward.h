@@ -46,6 +46,10 @@ graft_status cuda_bwd_matmul(const cuda_bwd *b, bool *handled);
 /* cuda_backward_eltwise.c: element-wise ops and activations (broadcast gradients summed back to
  * an input's shape), LayerNormalization, Softmax, and the shape ops that only move data. */
 graft_status cuda_bwd_eltwise(const cuda_bwd *b, bool *handled);
+/* cuda_backward_index.c: Gather (any axis, int32/int64 indices, negative and duplicate ones
+ * summed deterministically), Slice (steps of either sign), Pad in constant mode (negative pads
+ * too); Pad's other modes go to the CPU. */
+graft_status cuda_bwd_index(const cuda_bwd *b, bool *handled);
 
 /* An error naming the node. */
 graft_status cuda_bwd_fail(const cuda_bwd *b, graft_status st, const char *what);

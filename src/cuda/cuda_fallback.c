@@ -32,8 +32,7 @@ graft_status cuda_run_on_cpu(cuda_backend *be, const op_call *call) {
     graft_status st = GRAFT_OK;
     for (int k = 0; k < call->n_in && st == GRAFT_OK; k++) {
         in[k] = call->in[k];
-        if (!call->in[k] || op_input_on_host(node->op_type, k) ||
-            op_input_data_unused(node->op_type, k))
+        if (!call->in[k] || node_input_on_host(node, k) || op_input_data_unused(node->op_type, k))
             continue;
         st = download(be, call->in[k], &host_in[k], e);
         in[k] = &host_in[k];

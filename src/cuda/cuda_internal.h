@@ -48,7 +48,7 @@ typedef struct cuda_backend {
 } cuda_backend;
 
 /* A device kernel for one op. Inputs and outputs have dtype and shape set; their data is device
- * memory, except inputs at positions op_input_on_host() names, which are host memory. Outputs
+ * memory, except inputs at positions node_input_on_host() names, which are host memory. Outputs
  * are NOT zero-filled: write every element. Enqueue work on be->stream only and do not
  * synchronize. Set *handled = false (return GRAFT_OK) for a case it does not cover (a dtype, an
  * attribute); the backend then runs the CPU reference on copies. Per-node state (descriptors,

@@ -244,7 +244,7 @@ static graft_status bind_inputs(executor *x, int i, value_info *in, tensor *view
         memset(&in[k], 0, sizeof in[k]);
         in_t[k] = NULL;
         if (v < 0) continue;
-        bool want_dev = dev && !op_input_on_host(n->op_type, k);
+        bool want_dev = dev && !node_input_on_host(n, k);
         if (op_input_data_unused(n->op_type, k)) {
             views[k] = x->vals[v];
             want_dev = x->on_dev[v];

@@ -63,7 +63,7 @@ graft_status exec_place_nodes(executor *x, graft_err *e) {
     for (int i = 0; i < g->n_nodes; i++) {
         const ir_node *n = &g->nodes[i];
         for (int k = 0; k < n->n_in; k++)
-            if (n->inputs[k] >= 0 && op_input_on_host(n->op_type, k)) host_needed[n->inputs[k]] = 1;
+            if (n->inputs[k] >= 0 && node_input_on_host(n, k)) host_needed[n->inputs[k]] = 1;
     }
     for (int i = g->n_nodes - 1; i >= 0; i--) {
         const ir_node *n = &g->nodes[i];
@@ -106,7 +106,7 @@ graft_status exec_place_nodes(executor *x, graft_err *e) {
         if (!x->node_on_dev[i]) continue;
         for (int k = 0; k < n->n_in && x->graph_safe; k++) {
             int v = n->inputs[k];
-            if (v < 0 || op_input_on_host(n->op_type, k)) continue;
+            if (v < 0 || node_input_on_host(n, k)) continue;
             int p = g->values[v].producer;
             if (p < 0 || x->node_on_dev[p]) continue;
             x->graph_safe = false;

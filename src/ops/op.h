@@ -80,6 +80,9 @@ bool op_shape_known(const value_info *v);
 /* Input k of `op` is read on the host (a shape, axes, pads, a scalar bound): a device backend
  * gets it in host memory, and a node computing such a value runs on the host. */
 bool op_input_on_host(const char *op, int k);
+/* op_input_on_host for node n: a Backward node (src/ops/backward.h) holds its forward inputs on
+ * the host where its forward op does, so its rules read the same starts, pads and axes. */
+bool node_input_on_host(const ir_node *n, int k);
 /* Ops that only describe tensors (Shape, Constant): they run where the host has the answer. */
 bool op_runs_on_host(const char *op);
 /* Input k's data is never read (Shape reads only the dims): no copy is needed anywhere. */

@@ -140,6 +140,14 @@ bool op_input_on_host(const char *op, int k) {
     return false;
 }
 
+bool node_input_on_host(const ir_node *n, int k) {
+    if (!n || !n->op_type) return false;
+    if (strcmp(n->op_type, "Backward") != 0) return op_input_on_host(n->op_type, k);
+    /* src/ops/backward.h's layout: the forward's inputs come first */
+    const char *fwd = attr_s(n, "op", NULL);
+    return fwd && k < attr_i(n, "n_fwd_in", 0) && op_input_on_host(fwd, k);
+}
+
 bool op_input_data_unused(const char *op, int k) {
     return k == 0 && strcmp(op, "Shape") == 0;
 }
