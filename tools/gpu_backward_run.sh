@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tools/gpu_backward_run.sh: the GPU checks of training graphs on the GPU (issue 15): build with
-# CUDA, every Backward rule against the CPU (tests/test_gpu_backward, also under
+# CUDA, the OptimizerStep op's CUDA kernel and the GPU head trainer against the CPU, every
+# Backward rule against the CPU (tests/test_gpu_backward, also under
 # compute-sanitizer), `graft finetune --train-from` on the GPU against the CPU, and the ResNet-50
 # last-stage benchmark against PyTorch (tools/bench_blocks_gpu.py). On the GPU machine from the
 # project root (carry .gpu): source .gpu/env.sh && bash tools/gpu_backward_run.sh [--no-bench]
@@ -23,6 +24,14 @@ ninja -C $B >"$OUT/build.log" 2>&1 || { grep -B2 -A12 -m3 'error' "$OUT/build.lo
 wait
 echo "built, cases made at $(since)"
 
+$B/tests/test_optimizer_step --device cuda:0 >"$OUT/optimizer_step.log" 2>&1
+summary optimizer_step_cuda $? "$OUT/optimizer_step.log"
+grep -E '^  ' "$OUT/optimizer_step.log" | cut -c1-160
+compute-sanitizer --error-exitcode 86 $B/tests/test_optimizer_step --device cuda:0 \
+    >"$OUT/optimizer_step_sanitizer.log" 2>&1
+echo "compute-sanitizer optimizer_step: rc=$? $(grep -c 'Invalid\|ERROR SUMMARY: [1-9]' "$OUT/optimizer_step_sanitizer.log") reports"
+$B/tests/test_gpu_train models/digits_cnn.onnx >"$OUT/gpu_train.log" 2>&1
+summary gpu_train $? "$OUT/gpu_train.log"
 $B/tests/test_gpu_backward $G/backward >"$OUT/gpu_backward.log" 2>&1
 summary gpu_backward $? "$OUT/gpu_backward.log"
 grep -E '^PASS' "$OUT/gpu_backward.log" | cut -c1-160
