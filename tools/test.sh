@@ -288,6 +288,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     run_suite asan_loader_forms $A/tests/test_loader_forms
     run_suite asan_device $A/tests/test_device models/digits_cnn.onnx
     run_suite asan_optim $A/tests/test_optim
+    run_suite asan_optimizer_step $A/tests/test_optimizer_step
     run_suite asan_safetensors $A/tests/test_safetensors build/test-logs/st
     run_suite asan_ridge $A/tests/test_ridge tests/data/ridge_fixture.txt
     run_suite asan_grad $A/tests/test_grad tests/data/loss_fixtures.json
