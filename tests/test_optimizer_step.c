@@ -47,7 +47,7 @@ static bool side_init(side *s, const optim_config *cfg) {
                                      .grad = s->g[i],
                                      .numel = numel[i],
                                      .decay = i != 1,
-                                     .lr_scale = i == 2 ? 0.5 : 0.0};
+                                     .lr_scale = i == 2 ? 0.3 : 0.0};
     }
     s->scaler = loss_scaler_default();
     s->scaler.growth_interval = 3;

@@ -1,7 +1,8 @@
 # tools/gpu_run_common.sh: what the tools/gpu_*_run.sh scripts share (sourced, not run): the
 # build and model folders, $OUT made, `since` (seconds since the start), `summary NAME RC LOG`
 # (pass/fail counts and the first failures), `gpu_setup` (meson for the H200's sm_90) and
-# `digits_train_from_on_both` (the digits demo's `--train-from` on the CPU and on cuda:0).
+# `digits_train_from_on_both` (the digits demo's `--train-from` on the CPU and on cuda:0, there
+# resident and with GRAFT_RESIDENT=0).
 set -u
 T0=$(date +%s)
 B=/tmp/build
@@ -15,12 +16,12 @@ gpu_setup() {
 }
 digits_train_from_on_both() {
     local img=(--resize 0 --crop 8 --grayscale --mean 0.3053,0.3053,0.3053 --std 0.376,0.376,0.376)
-    for d in cpu cuda:0; do
-        $B/graft finetune --model models/digits_cnn.onnx --data examples/digits/train \
+    for d in cpu cuda:0 cuda:0-host; do
+        GRAFT_RESIDENT=$([ $d = cuda:0-host ] && echo 0 || echo 1) $B/graft finetune --model models/digits_cnn.onnx --data examples/digits/train \
             --val examples/digits/val --out "$OUT/digits_$d.onnx" "${img[@]}" --lr 0.01 \
-            --weight-decay 1e-4 --epochs 200 --device $d \
+            --weight-decay 1e-4 --epochs 200 --device ${d%-host} \
             --train-from /backbone/backbone.6/MaxPool_output_0 >"$OUT/finetune_$d.log" 2>&1
         echo "finetune --train-from on $d: rc=$? $(grep -E '^  val accuracy' "$OUT/finetune_$d.log")"
-        grep -E '^  (device|time) |blocks after' "$OUT/finetune_$d.log"
+        grep -E '^epoch 200/|^  (device|time) |blocks after' "$OUT/finetune_$d.log"
     done
 }

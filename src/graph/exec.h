@@ -91,6 +91,10 @@ typedef struct executor {
      * step's parameters and optimizer state stay on the device this way, between runs, and the
      * nodes that update them in place (OptimizerStep) write the caller's buffers. */
     unsigned char *input_on_device;
+    /* Per graph output (NULL: outputs_on_device for all): a device-computed output stays in
+     * device memory (a training step's gradients, consumed there by the optimizer's step);
+     * one computed on the host stays there (check on_dev). Owned by the caller. */
+    unsigned char *output_on_device;
     graft_run_stats stats;
     /* A pause between nodes (the training graph's, between its forward and backward): after
      * node `pause_after` the executor calls pause_fn, which may write into the memory of graph

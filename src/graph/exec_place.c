@@ -205,7 +205,7 @@ graft_status exec_outputs_to_host(executor *x, graft_err *e) {
     const ir_graph *g = x->g;
     for (int i = 0; i < g->n_outputs; i++) {
         int v = g->outputs[i];
-        if (!x->on_dev[v]) continue;
+        if (!x->on_dev[v] || (x->output_on_device && x->output_on_device[i])) continue;
         if (i >= EXEC_MAX_OUTPUTS) { /* beyond the kept buffers: a fresh one */
             tensor host;
             TRY(exec_value_at(x, v, false, &host, e));

@@ -11,10 +11,13 @@ static graft_status bad(const ir_node *node, graft_err *e, const char *what) {
 
 static graft_status read_lists(const ir_node *node, optimizer_step_layout *l, graft_err *e) {
     int64_t nd = attr_ints(node, "decay", &l->decay);
-    int64_t ns = attr_floats(node, "lr_scale", &l->lr_scale);
+    const tensor *ls = attr_t(node, "lr_scale");
+    int64_t ns = ls && ls->dtype == GRAFT_DTYPE_F64 && ls->data ? tensor_numel(ls) : -1;
+    l->lr_scale = ns >= 0 ? ls->data : NULL;
     if (nd != l->n_params || ns != l->n_params)
         return op_error(node, e, GRAFT_E_MALFORMED_MODEL,
-                        "has %d parameters but %lld decay flags and %lld lr_scale values",
+                        "has %d parameters but %lld decay flags and %lld lr_scale values "
+                        "(a float64 tensor)",
                         l->n_params, (long long)nd, (long long)ns);
     for (int i = 0; i < l->n_params; i++)
         if (!(l->lr_scale[i] >= 0.0f))

@@ -12,8 +12,9 @@
  * Attributes: kind (0 SGD, 1 Adam, 2 AdamW, 3 LAMB), weight_decay, dampening, nesterov (int),
  * beta2, eps, amsgrad (int), fp16 (int: unscale the gradients by 1/scale, skip the step on an
  * inf or NaN and update the scaler, as loss_scale.h), max_norm (float, > 0: clip by the global
- * norm), decay (ints, per parameter: weight decay applies), lr_scale (floats, per parameter: its
- * rate over the step's; 0: the same).
+ * norm), decay (ints, per parameter: weight decay applies), lr_scale (a float64 tensor, per
+ * parameter: its rate over the step's, 0: the same; double as optim_param.lr_scale is, so the
+ * rate rounds as optim_step rounds it).
  * Output: float32 (2): 1 when the step was skipped (else 0), and the gradients' total norm
  * when clipping (else 0). */
 #ifndef GRAFT_OPS_OPTIMIZER_STEP_H
@@ -30,7 +31,7 @@ typedef struct optimizer_step_layout {
     bool nesterov, amsgrad, fp16;
     int n_params;
     const int64_t *decay;  /* (n_params) */
-    const float *lr_scale; /* (n_params) */
+    const double *lr_scale; /* (n_params) */
     bool slot_used[3];     /* which of s0, s1, s2 the kind uses (every parameter alike) */
 } optimizer_step_layout;
 

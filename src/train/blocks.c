@@ -3,6 +3,8 @@
  * the optimizer updates, and the trained weights written back into the model. */
 #include "blocks.h"
 
+#include "optim_graph.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,6 +193,42 @@ static graft_status unpack_rows(blocks *b, const float *rows, int64_t n, graft_e
     return GRAFT_OK;
 }
 
+/* A resident run's gradients into the optimizer's gradient buffers on the device (copied on the
+ * device, or up from the host where a Backward node ran there), then the stream drained: the
+ * optimizer's step runs on a stream of its own. */
+static graft_status grads_to_resident(blocks *b, graft_err *e) {
+    graft_backend *d = &b->run.device;
+    for (int i = 0; i < b->n_params; i++) {
+        const tensor *g = train_exec_output(&b->run, 1 + i);
+        void *dst = optim_graph_device_buffer(b->og, b->og_first + i, OG_G);
+        if (!dst || g->dtype != GRAFT_DTYPE_F32 || tensor_numel(g) != b->numel[i])
+            return err_set(e, GRAFT_E_INTERNAL, "blocks: gradient %d has the wrong size", i);
+        size_t bytes = sizeof(float) * (size_t)b->numel[i];
+        if (train_exec_output_is_on_device(&b->run, 1 + i))
+            TRY(d->copy_on_device(d->impl, dst, g->data, bytes, e));
+        else
+            TRY(d->copy_to_device(d->impl, dst, g->data, bytes, e));
+    }
+    return d->synchronize(d->impl, e);
+}
+
+graft_status blocks_make_resident(blocks *b, const optim_graph *og, int og_first, graft_err *e) {
+    if (!train_exec_on_device(&b->run) || b->fixed > 0)
+        return err_set(e, GRAFT_E_INTERNAL, "blocks: resident parameters need unchunked device runs");
+    int side = b->tg.n_side;
+    for (int i = 0; i < b->n_params; i++) {
+        void *w = optim_graph_device_buffer(og, og_first + i, OG_W);
+        if (!w) return err_set(e, GRAFT_E_INTERNAL, "blocks: no device buffer for parameter %d", i);
+        b->inputs[1 + side + i].data = w;
+        TRY(train_exec_input_on_device(&b->run, 1 + side + i, true, e));
+        TRY(train_exec_input_on_device(&b->eval, 1 + side + i, true, e));
+        TRY(train_exec_output_on_device(&b->run, 1 + i, true, e));
+    }
+    b->og = og;
+    b->og_first = og_first;
+    return GRAFT_OK;
+}
+
 typedef struct pause_state {
     blocks *b;
     int64_t n;
@@ -247,6 +285,16 @@ graft_status blocks_run_training(blocks *b, const float *rows, int64_t n, blocks
     x->pause_fn = NULL;
     TRY(st);
     double t2 = now_seconds();
+    if (b->og) {
+        TRY(grads_to_resident(b, e));
+        b->sec_grads += now_seconds() - t2;
+        b->sec_rows += t1 - t0;
+        b->sec_forward += ps.t_pause - t1;
+        b->sec_head += ps.t_resume - ps.t_pause;
+        b->sec_backward += t2 - ps.t_resume;
+        b->steps++;
+        return GRAFT_OK;
+    }
     for (int i = 0; i < b->n_params; i++) {
         const tensor *g = train_exec_output(&b->run, 1 + i);
         if (g->dtype != GRAFT_DTYPE_F32 || tensor_numel(g) != b->numel[i])

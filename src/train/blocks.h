@@ -33,6 +33,12 @@ typedef struct blocks {
     float *d_to;      /* (batch, feat): d(loss)/d(to), written in the pause */
     float *to_host;   /* (batch, feat): `to` copied from the device for the head */
     double lr_scale;  /* the blocks' rate over the head's (0: the same) */
+    /* Resident (blocks_make_resident): the parameters are the optimizer's device buffers
+     * (og's, from parameter og_first on) and each run's gradients go to og's gradient buffers on
+     * the device; data and grad above are then the host's copies, current only when the
+     * trainer brings them back (trainer_sync_host). */
+    const struct optim_graph *og;
+    int og_first;
     /* seconds spent in the training runs, by part (the log's "blocks:" line, trainer.c) */
     double sec_rows, sec_forward, sec_head, sec_backward, sec_grads, sec_eval;
     int64_t evals; /* forward-only runs (tests) */
@@ -82,6 +88,12 @@ graft_status blocks_step_chunked(blocks *b, const float *rows, int64_t n, blocks
 graft_status blocks_features_chunked(blocks *b, const float *rows, int64_t n, const float **out,
                                      graft_err *e);
 void blocks_chunks_free(blocks *b);
+/* Keep the parameters on the device in og's buffers (the trainer's optimizer graph on the
+ * blocks' device, og_first: the blocks' first parameter in it): the training and evaluation runs
+ * read them there, and a training run leaves the gradients in og's gradient buffers. Only for
+ * blocks that run on a device, unchunked. */
+graft_status blocks_make_resident(blocks *b, const struct optim_graph *og, int og_first,
+                                  graft_err *e);
 /* Write the current weights into m's constants (m: the model blocks_init read). */
 graft_status blocks_write_back(blocks *b, graft_model *m, graft_err *e);
 

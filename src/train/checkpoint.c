@@ -105,6 +105,7 @@ graft_status graft_trainer_save_meta(const graft_trainer *ct, const char *path,
     err_clear(e);
     if (!t->head_ready)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT, "nothing to save: the head has no weights yet");
+    TRY(trainer_sync_host(t, e)); /* resident blocks: the device's weights and state */
     int n_state = optim_state_count(t->opt);
     st_tensor_in *ts = malloc(sizeof *ts * (size_t)(t->n_params + n_state + 2));
     optim_state_buf *bufs = malloc(sizeof *bufs * (size_t)(n_state + 1));
@@ -304,8 +305,11 @@ static graft_status load_from(graft_trainer *t, const safetensors_file *f, const
                 "checkpoint '%s' has no checksum (written by an older graft): loaded without a "
                 "check for damage; the next checkpoint written has one",
                 path);
-    for (int i = 0; i < n; i++) memcpy(dst[i], found[i]->data, found[i]->nbytes);
+    st = trainer_sync_host(t, e); /* resident blocks: the host's copies complete first */
+    for (int i = 0; st == GRAFT_OK && i < n; i++) memcpy(dst[i], found[i]->data, found[i]->nbytes);
     free(found), free(dst);
+    TRY(st);
+    t->device_current = false; /* the next run uploads what was loaded */
     return apply_saved(t, &s, e);
 }
 

@@ -86,14 +86,14 @@ static graft_status set_attrs(ir_node *n, const optim *opt, bool fp16, float max
     a[9].ints = malloc(sizeof(int64_t) * (size_t)(np + 1));
     if (!a[9].ints) return oom(e);
     a[9].n = np;
-    TRY(set_attr(&a[10], "lr_scale", IR_ATTR_FLOATS, 0, e));
-    a[10].floats = malloc(sizeof(float) * (size_t)(np + 1));
-    if (!a[10].floats) return oom(e);
-    a[10].n = np;
+    TRY(set_attr(&a[10], "lr_scale", IR_ATTR_TENSOR, 0, e));
+    a[10].t = (tensor){GRAFT_DTYPE_F64, 1, {np}, NULL};
+    TRY(tensor_alloc(&a[10].t, e));
+    double *scales = a[10].t.data;
     for (int i = 0; i < np; i++) {
         const optim_param *p = optim_get_param(opt, i);
         a[9].ints[i] = p->decay;
-        a[10].floats[i] = (float)p->lr_scale;
+        scales[i] = p->lr_scale;
     }
     return GRAFT_OK;
 }
@@ -132,9 +132,12 @@ static graft_status bind(optim_graph *og, const optim *opt, graft_err *e) {
     int k = 0;
     in[k++] = (tensor){GRAFT_DTYPE_U8, 1, {(int64_t)sizeof og->state}, &og->state};
     in[k++] = (tensor){GRAFT_DTYPE_F32, 1, {2}, og->hyper};
+    og->first_input = malloc(sizeof(int) * ((size_t)og->n_params + 1));
+    if (!og->first_input) return oom(e);
     for (int i = 0; i < og->n_params; i++) {
         optim_tensor p;
         optim_param_tensor(opt, i, &p);
+        og->first_input[i] = k;
         in[k++] = (tensor){GRAFT_DTYPE_F32, 1, {p.numel}, p.w};
         in[k++] = (tensor){GRAFT_DTYPE_F32, 1, {p.numel}, (void *)p.g};
         for (int s = 0; s < OPTIM_SLOTS; s++)
@@ -160,13 +163,15 @@ static graft_status bind_device(optim_graph *og, graft_err *e) {
     return GRAFT_OK;
 }
 
-graft_status optim_graph_init_on(optim_graph *og, const optim *opt, bool fp16, float max_norm,
-                                 const char *device, int threads, graft_err *e) {
+static graft_status init(optim_graph *og, const optim *opt, bool fp16, float max_norm,
+                         const char *device, graft_model *m, int threads, graft_err *e) {
     memset(og, 0, sizeof *og);
     og->n_params = optim_param_count(opt);
     graft_status st = build(og, opt, fp16, max_norm, e);
     if (st == GRAFT_OK) st = bind(og, opt, e);
-    if (st == GRAFT_OK) st = train_exec_init_named(&og->run, &og->g, device, threads, e);
+    if (st == GRAFT_OK)
+        st = m ? train_exec_init_device(&og->run, &og->g, threads, m, e)
+               : train_exec_init_named(&og->run, &og->g, device, threads, e);
     if (st == GRAFT_OK) train_exec_keep_kernel_state(&og->run);
     og->on_device = st == GRAFT_OK && train_exec_on_device(&og->run);
     if (st == GRAFT_OK && og->on_device) st = bind_device(og, e);
@@ -175,9 +180,19 @@ graft_status optim_graph_init_on(optim_graph *og, const optim *opt, bool fp16, f
     return st;
 }
 
+graft_status optim_graph_init_on(optim_graph *og, const optim *opt, bool fp16, float max_norm,
+                                 const char *device, int threads, graft_err *e) {
+    return init(og, opt, fp16, max_norm, device, NULL, threads, e);
+}
+
+graft_status optim_graph_init_model(optim_graph *og, const optim *opt, bool fp16, float max_norm,
+                                    graft_model *m, int threads, graft_err *e) {
+    return init(og, opt, fp16, max_norm, NULL, m, threads, e);
+}
+
 graft_status optim_graph_init(optim_graph *og, const optim *opt, bool fp16, float max_norm,
                               int threads, graft_err *e) {
-    return optim_graph_init_on(og, opt, fp16, max_norm, NULL, threads, e);
+    return init(og, opt, fp16, max_norm, NULL, NULL, threads, e);
 }
 
 void optim_graph_free(optim_graph *og) {
@@ -185,6 +200,7 @@ void optim_graph_free(optim_graph *og) {
     for (int i = 0; og->dev && i < og->g.n_inputs; i++)
         train_exec_device_free(&og->run, og->dev[i]);
     free(og->dev);
+    free(og->first_input);
     train_exec_free(&og->run);
     ir_graph_free(&og->g);
     free(og->inputs);
@@ -212,20 +228,22 @@ static graft_status copy_input(optim_graph *og, int i, void *host, bool up, graf
               : train_exec_download(&og->run, host, og->dev[i], bytes, e);
 }
 
-/* Every parameter's inputs (w, g and the slots in use; grads_only: g alone) moved. */
-static graft_status copy_params(optim_graph *og, const optim *opt, bool up, bool grads_only,
-                                graft_err *e) {
+/* Parameters [lo, hi)'s inputs moved: their weights, gradients and state slots as `what` says
+ * (OG_W | OG_G | OG_S). */
+static graft_status copy_params(optim_graph *og, const optim *opt, bool up, int what, int lo,
+                                int hi, graft_err *e) {
     if (!og->on_device) return err_set(e, GRAFT_E_INTERNAL, "the optimizer runs on the host");
     int k = OPTIMIZER_STEP_FIRST;
-    for (int i = 0; i < og->n_params; i++) {
+    for (int i = 0; i < hi; i++) {
         optim_tensor p;
         optim_param_tensor(opt, i, &p);
-        if (!grads_only) TRY(copy_input(og, k, p.w, up, e));
-        if (up || grads_only) TRY(copy_input(og, k + 1, (void *)p.g, up, e));
+        bool in = i >= lo;
+        if (in && (what & OG_W)) TRY(copy_input(og, k, p.w, up, e));
+        if (in && (what & OG_G)) TRY(copy_input(og, k + 1, (void *)p.g, up, e));
         k += 2;
         for (int s = 0; s < OPTIM_SLOTS; s++) {
             if (!p.s[s]) continue;
-            if (!grads_only) TRY(copy_input(og, k, p.s[s], up, e));
+            if (in && (what & OG_S)) TRY(copy_input(og, k, p.s[s], up, e));
             k++;
         }
     }
@@ -235,17 +253,29 @@ static graft_status copy_params(optim_graph *og, const optim *opt, bool up, bool
 graft_status optim_graph_upload(optim_graph *og, const optim *opt, const loss_scaler *scaler,
                                 graft_err *e) {
     state_from(og, opt, scaler);
-    TRY(copy_params(og, opt, true, false, e));
+    TRY(copy_params(og, opt, true, OG_W | OG_G | OG_S, 0, og->n_params, e));
     return copy_input(og, 0, &og->state, true, e);
 }
 
+graft_status optim_graph_move(optim_graph *og, const optim *opt, bool up, int what, int lo, int hi,
+                              graft_err *e) {
+    TRY(copy_params(og, opt, up, what, lo, hi, e));
+    return (what & OG_STATE) ? copy_input(og, 0, &og->state, up, e) : GRAFT_OK;
+}
+
+void *optim_graph_device_buffer(const optim_graph *og, int param, int what) {
+    if (!og->on_device || param < 0 || param >= og->n_params) return NULL;
+    int k = og->first_input[param] + (what == OG_G ? 1 : 0);
+    return what == OG_W || what == OG_G ? og->dev[k] : NULL;
+}
+
 graft_status optim_graph_upload_grads(optim_graph *og, const optim *opt, graft_err *e) {
-    return copy_params(og, opt, true, true, e);
+    return copy_params(og, opt, true, OG_G, 0, og->n_params, e);
 }
 
 graft_status optim_graph_download(optim_graph *og, optim *opt, loss_scaler *scaler,
                                   int64_t *skipped, graft_err *e) {
-    TRY(copy_params(og, opt, false, false, e));
+    TRY(copy_params(og, opt, false, OG_W | OG_S, 0, og->n_params, e));
     TRY(copy_input(og, 0, &og->state, false, e));
     optim_set_step_count(opt, og->state.opt_steps);
     if (scaler) {

@@ -19,6 +19,7 @@ typedef struct optim_graph {
     float hyper[2];    /* lr, momentum or beta1 */
     bool on_device;    /* state, weights, gradients and moments live in device memory */
     void **dev;        /* per graph input on the device: its buffer (hyper: NULL) */
+    int *first_input;  /* per parameter: the graph input of its weights (then its gradient) */
     bool ready;
 } optim_graph;
 
@@ -32,7 +33,18 @@ graft_status optim_graph_init(optim_graph *og, const optim *opt, bool fp16, floa
  * optim_graph_upload and read them back with optim_graph_download. */
 graft_status optim_graph_init_on(optim_graph *og, const optim *opt, bool fp16, float max_norm,
                                  const char *device, int threads, graft_err *e);
+/* The same on the device model m runs on (the CPU when m does). */
+graft_status optim_graph_init_model(optim_graph *og, const optim *opt, bool fp16, float max_norm,
+                                    graft_model *m, int threads, graft_err *e);
 void optim_graph_free(optim_graph *og);
+/* What optim_graph_move moves: weights, gradients, state slots, the training state. */
+enum { OG_W = 1, OG_G = 2, OG_S = 4, OG_STATE = 8 };
+/* Device runs: parameters [lo, hi)'s buffers that `what` names to the device (up) or back, and
+ * with OG_STATE og->state (down: read it there for the scaler and the step count). */
+graft_status optim_graph_move(optim_graph *og, const optim *opt, bool up, int what, int lo, int hi,
+                              graft_err *e);
+/* Device runs: parameter i's device buffer of its weights (OG_W) or gradient (OG_G). */
+void *optim_graph_device_buffer(const optim_graph *og, int param, int what);
 /* Device runs: opt's weights, gradients and state buffers, its step count and the scaler (NULL:
  * PyTorch's default) to the device; and back (the gradients stay). */
 graft_status optim_graph_upload(optim_graph *og, const optim *opt, const loss_scaler *scaler,

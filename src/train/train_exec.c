@@ -68,6 +68,23 @@ graft_status train_exec_input_on_device(train_exec *t, int i, bool on_device, gr
     return GRAFT_OK;
 }
 
+graft_status train_exec_output_on_device(train_exec *t, int i, bool on_device, graft_err *e) {
+    if (i < 0 || i >= t->g->n_outputs || (on_device && !t->have_device))
+        return err_set(e, GRAFT_E_INTERNAL, "training graph output %d: no device to keep it on", i);
+    if (!t->output_on_device) {
+        t->output_on_device = calloc((size_t)t->g->n_outputs + 1, 1);
+        if (!t->output_on_device) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+        t->x.output_on_device = t->output_on_device;
+    }
+    t->output_on_device[i] = on_device;
+    return GRAFT_OK;
+}
+
+bool train_exec_output_is_on_device(const train_exec *t, int i) {
+    const ir_graph *g = t->g;
+    return i >= 0 && i < g->n_outputs && t->x.on_dev && t->x.on_dev[g->outputs[i]];
+}
+
 static graft_status need_device(const train_exec *t, graft_err *e) {
     return t->have_device ? GRAFT_OK
                           : err_set(e, GRAFT_E_INTERNAL, "device memory for a CPU training run");
@@ -127,6 +144,7 @@ void train_exec_free(train_exec *t) {
     if (t->have_device && t->device.destroy) t->device.destroy(t->device.impl);
     if (t->have_cpu && t->cpu.destroy) t->cpu.destroy(t->cpu.impl);
     free(t->input_on_device);
+    free(t->output_on_device);
     memset(t, 0, sizeof *t);
 }
 

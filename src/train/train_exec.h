@@ -15,7 +15,8 @@ typedef struct train_exec {
     bool have_x;
     bool keep_state;                /* train_exec_keep_kernel_state: no release before a run */
     const ir_graph *g;              /* the graph run (a training graph's, or the optimizer's) */
-    unsigned char *input_on_device; /* per graph input (train_exec_input_on_device), or NULL */
+    unsigned char *input_on_device;  /* per graph input (train_exec_input_on_device), or NULL */
+    unsigned char *output_on_device; /* per graph output (train_exec_output_on_device), or NULL */
 } train_exec;
 
 /* An executor for g (a training graph's train_graph.g) on a CPU backend of its own (reference
@@ -36,6 +37,10 @@ void train_exec_free(train_exec *t);
 /* Graph input i's data is device memory the caller keeps there between runs (a device run
  * only): parameters and optimizer state that stay resident, updated in place. */
 graft_status train_exec_input_on_device(train_exec *t, int i, bool on_device, graft_err *e);
+/* Graph output i, when the device computes it, stays in device memory after a run (a device run
+ * only; train_exec_output's data is then device memory where train_exec_output_is_on_device). */
+graft_status train_exec_output_on_device(train_exec *t, int i, bool on_device, graft_err *e);
+bool train_exec_output_is_on_device(const train_exec *t, int i);
 /* Device memory for such inputs, and copies to and from it (a device run only). */
 graft_status train_exec_device_alloc(train_exec *t, size_t bytes, void **out, graft_err *e);
 void train_exec_device_free(train_exec *t, void *ptr);

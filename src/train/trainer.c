@@ -65,9 +65,7 @@ graft_status trainer_setup(graft_trainer *t, int64_t dim, graft_err *e) {
         optim_config oc = optimizer_config(&t->options);
         st = optim_create(&t->opt, &oc, t->params, t->n_params, e);
     }
-    if (st == GRAFT_OK)
-        st = optim_graph_init(&t->og, t->opt, t->options.precision == GRAFT_PRECISION_FP16,
-                              (float)t->options.clip_norm, ctx ? ctx->options.num_threads : 0, e);
+    if (st == GRAFT_OK) st = trainer_resident_setup(t, ctx ? ctx->options.num_threads : 0, e);
     if (st != GRAFT_OK) {
         head_graph_free(&t->hg);
         head_free(&t->h);
@@ -94,7 +92,7 @@ static graft_status apply_step(graft_trainer *t, double lr, graft_err *e) {
     if (st == GRAFT_OK) st = apply_grads(t, lr, grads, numels, e);
     free(grads), free(numels);
     head_zero_grad(&t->h);
-    if (t->blocks) blocks_zero_grad(t->blocks);
+    if (t->blocks && !t->resident) blocks_zero_grad(t->blocks); /* resident: zeroed there */
     t->step++;
     return st;
 }
@@ -112,7 +110,11 @@ static graft_status apply_grads(graft_trainer *t, double lr, float **grads, cons
     /* fp16's unscale, check and scaler update, clipping and the update: one OptimizerStep */
     bool fp16 = t->options.precision == GRAFT_PRECISION_FP16, skip = false;
     float total_norm;
-    TRY(optim_graph_step(&t->og, t->opt, lr_f, fp16 ? &t->scaler : NULL, &skip, &total_norm, e));
+    if (t->resident)
+        TRY(trainer_resident_step(t, lr_f, &skip, e));
+    else
+        TRY(optim_graph_step(&t->og, t->opt, lr_f, fp16 ? &t->scaler : NULL, &skip, &total_norm,
+                             e));
     if (skip) t->skipped_steps++;
     return GRAFT_OK;
 }
@@ -188,6 +190,7 @@ static graft_status block_head(void *user, const float *to, int64_t n, float *dt
 graft_status trainer_step(graft_trainer *t, const float *x, const void *y, int64_t n, double lr,
                           double *loss, int64_t *correct, graft_err *e) {
     double t0 = now_seconds();
+    TRY(trainer_device_current(t, e));
     if (t->blocks) {
         block_head_call c = {t, y, loss, correct};
         TRY(blocks_step(t->blocks, x, n, block_head, &c, e));
@@ -205,6 +208,7 @@ graft_status trainer_step(graft_trainer *t, const float *x, const void *y, int64
 /* logits (m, outputs) of rows (m, dim) in eval mode: through the blocks when they train. */
 graft_status trainer_logits(graft_trainer *t, const float *x, int64_t m, const float **logits,
                             graft_err *e) {
+    TRY(trainer_device_current(t, e));
     if (t->blocks) TRY(blocks_features(t->blocks, x, m, &x, e));
     return head_graph_logits(&t->hg, x, m, logits, e);
 }
@@ -407,10 +411,13 @@ graft_status trainer_end_epoch(graft_trainer *t, double loss, double acc, const 
         if (metric < t->best_metric) {
             t->best_metric = metric;
             t->bad_epochs = 0;
+            TRY(trainer_sync_host(t, e));
             t->best = save_weights(t, t->best);
             if (!t->best) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
         } else if (++t->bad_epochs >= t->options.early_stop) {
+            TRY(trainer_sync_host(t, e)); /* the optimizer state, then the best weights */
             restore_weights(t, t->best);
+            t->device_current = false;
             *stop = true;
         }
     }
@@ -468,6 +475,7 @@ graft_status trainer_run(graft_trainer *t, const float *x, const void *y, int64_
         if (st == GRAFT_OK && !stop) st = trainer_end_epoch(t, loss, acc, vx, vy, vn, &stop, e);
     }
     free(s.order), free(s.yb);
+    if (st == GRAFT_OK) st = trainer_sync_host(t, e); /* export and checkpoints read the host's */
     if (t->blocks) {
         blocks_rows_free(t->blocks, s.xb);
         log_block_times(t);

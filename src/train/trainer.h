@@ -42,6 +42,13 @@ struct graft_trainer {
     bool head_ready;
     optim *opt;
     optim_graph og; /* opt's step as the OptimizerStep op, run by graph/exec */
+    /* Blocks on a device with everything resident there (trainer_resident.c): og runs on that
+     * device and holds every parameter, gradient and state slot; the blocks read their weights
+     * there; per step only the head's gradients go up and its weights and the training state
+     * come back. device_current: the device has the latest values (else upload before a run);
+     * host_current: the host's copies do (else trainer_sync_host brings them back). */
+    bool resident, device_current, host_current;
+    int n_head_params;
     optim_param *params; /* the head's, then the trainable blocks' */
     int n_params;
     /* options.train_from: the blocks after it train too (blocks.h); the backbone phase then runs
@@ -107,6 +114,17 @@ void backbone_pad_free(graft_trainer *t);
 
 /* Create the head and optimizer for features of size dim (once). */
 graft_status trainer_setup(graft_trainer *t, int64_t dim, graft_err *e);
+/* trainer_resident.c: whether blocks train resident on their device (on a device, unchunked,
+ * accumulate 1, not data-parallel, GRAFT_RESIDENT not 0), and its optimizer graph there. */
+graft_status trainer_resident_setup(graft_trainer *t, int threads, graft_err *e);
+/* Before a run reads parameters on the device: upload what the host changed. */
+graft_status trainer_device_current(graft_trainer *t, graft_err *e);
+/* The resident optimizer step (the head's gradients up, the step, its weights and the state
+ * back); *skipped as optim_graph_step gives it. */
+graft_status trainer_resident_step(graft_trainer *t, float lr, bool *skipped, graft_err *e);
+/* Before the host reads parameters or optimizer state (checkpoints, the best epoch, export):
+ * bring the device's back. A no-op unless resident. */
+graft_status trainer_sync_host(graft_trainer *t, graft_err *e);
 /* One micro-batch: forward, loss, backward; every `accumulate` micro-batches an optimizer step
  * at learning rate lr. *loss is the batch's mean loss, *correct the correct predictions
  * (classification; else 0). */

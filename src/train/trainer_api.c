@@ -280,6 +280,7 @@ graft_status graft_trainer_attach(graft_trainer *t, int softmax) {
     err_clear(e);
     if (!t->head_ready)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT, "the head has not been trained yet");
+    TRY(trainer_sync_host(t, e));
     if (t->blocks) TRY(blocks_write_back(t->blocks, m, e));
     if (m->keep_batchnorm) TRY(model_fold_batchnorm(m, e)); /* exported folded */
     ir_graph *g = &m->g;

@@ -1,0 +1,65 @@
+/* trainer_resident.c: blocks trained with everything resident on their device (trainer.h's
+ * `resident`): the optimizer graph (optim_graph.h) on the blocks' device holds every parameter,
+ * gradient and optimizer state slot, the blocks' runs read their weights there and leave their
+ * gradients there, so a step moves only the rows, the features, their gradient, the head's
+ * gradients and weights (kilobytes) and the training state over PCIe. docs/training.md
+ * "Blocks resident on the GPU". */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../dist/dist_train.h"
+#include "trainer.h"
+
+static bool wanted(const graft_trainer *t) {
+    const char *env = getenv("GRAFT_RESIDENT");
+    if (env && !strcmp(env, "0")) return false;
+    return t->blocks && train_exec_on_device(&t->blocks->run) && t->blocks->fixed == 0 &&
+           t->options.accumulate == 1 && !trainer_dist(t);
+}
+
+graft_status trainer_resident_setup(graft_trainer *t, int threads, graft_err *e) {
+    bool fp16 = t->options.precision == GRAFT_PRECISION_FP16;
+    float clip = (float)t->options.clip_norm;
+    t->resident = wanted(t);
+    t->device_current = false;
+    t->host_current = true;
+    t->n_head_params = t->n_params - (t->blocks ? t->blocks->n_params : 0);
+    if (!t->resident) return optim_graph_init(&t->og, t->opt, fp16, clip, threads, e);
+    TRY(optim_graph_init_model(&t->og, t->opt, fp16, clip, t->model, threads, e));
+    if (!t->og.on_device) return err_set(e, GRAFT_E_INTERNAL, "the optimizer is not on the device");
+    return blocks_make_resident(t->blocks, &t->og, t->n_head_params, e);
+}
+
+/* The host's step count and scaler from the state the device settled. */
+static void absorb_state(graft_trainer *t) {
+    optim_set_step_count(t->opt, t->og.state.opt_steps);
+    t->scaler.scale = t->og.state.scale;
+    t->scaler.growth_tracker = t->og.state.growth_tracker;
+}
+
+graft_status trainer_device_current(graft_trainer *t, graft_err *e) {
+    if (!t->resident || t->device_current) return GRAFT_OK;
+    TRY(optim_graph_upload(&t->og, t->opt, &t->scaler, e));
+    t->device_current = true;
+    return GRAFT_OK;
+}
+
+graft_status trainer_resident_step(graft_trainer *t, float lr, bool *skipped, graft_err *e) {
+    int nh = t->n_head_params;
+    float total_norm;
+    TRY(trainer_device_current(t, e));
+    TRY(optim_graph_move(&t->og, t->opt, true, OG_G, 0, nh, e));
+    TRY(optim_graph_step(&t->og, t->opt, lr, NULL, skipped, &total_norm, e));
+    TRY(optim_graph_move(&t->og, t->opt, false, OG_W | OG_STATE, 0, nh, e));
+    absorb_state(t);
+    t->host_current = false;
+    return GRAFT_OK;
+}
+
+graft_status trainer_sync_host(graft_trainer *t, graft_err *e) {
+    if (!t->resident || t->host_current || !t->device_current) return GRAFT_OK;
+    TRY(optim_graph_move(&t->og, t->opt, false, OG_W | OG_S | OG_STATE, 0, t->n_params, e));
+    absorb_state(t);
+    t->host_current = true;
+    return GRAFT_OK;
+}
