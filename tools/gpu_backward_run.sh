@@ -49,6 +49,7 @@ grep -E '^  (sgd|adamw|lamb) ' "$OUT/block_parity_bert_cuda.log" | cut -c1-250
 echo "backward checks done at $(since)"
 
 digits_train_from_on_both
+resume_on_gpu
 echo "finetune done at $(since)"
 [ "${1:-}" = --no-bench ] && exit 0
 GRAFT_LOG=info python3 tools/bench_blocks_gpu.py --graft $B/graft >"$OUT/bench_blocks.log" 2>&1

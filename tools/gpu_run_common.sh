@@ -25,3 +25,21 @@ digits_train_from_on_both() {
         grep -E '^epoch 200/|^  (device|time) |blocks after' "$OUT/finetune_$d.log"
     done
 }
+# The same blocks on cuda:0 (resident there) with AdamW: 30 epochs straight, and 15 then
+# --resume to 30 from the checkpoint (the weights and optimizer state brought back to the host,
+# saved, loaded and uploaded again): the two last epochs' lines must be the same.
+resume_on_gpu() {
+    local img=(--resize 0 --crop 8 --grayscale --mean 0.3053,0.3053,0.3053 --std 0.376,0.376,0.376)
+    local f=($B/graft finetune --model models/digits_cnn.onnx --data examples/digits/train
+        --val examples/digits/val "${img[@]}" --lr 0.01 --weight-decay 1e-4 --optimizer adamw
+        --device cuda:0 --train-from /backbone/backbone.6/MaxPool_output_0)
+    rm -rf /tmp/rA /tmp/rB
+    "${f[@]}" --out /tmp/ra.onnx --epochs 30 --checkpoint /tmp/rA >"$OUT/resume_a.log" 2>&1
+    "${f[@]}" --out /tmp/rb.onnx --epochs 15 --checkpoint /tmp/rB >"$OUT/resume_b1.log" 2>&1
+    "${f[@]}" --out /tmp/rb.onnx --epochs 30 --checkpoint /tmp/rB --resume >"$OUT/resume_b2.log" 2>&1
+    local a b
+    a=$(grep '^epoch 30/' "$OUT/resume_a.log" | sed 's/, [0-9.]*s$//')
+    b=$(grep '^epoch 30/' "$OUT/resume_b2.log" | sed 's/, [0-9.]*s$//')
+    if [ -n "$a" ] && [ "$a" = "$b" ]; then echo "PASS resume_on_gpu: $a"; else
+        echo "FAIL resume_on_gpu: straight '$a', resumed '$b'"; fi
+}
