@@ -30,9 +30,9 @@ typedef struct optimizer_step_layout {
     float weight_decay, dampening, beta2, eps, max_norm;
     bool nesterov, amsgrad, fp16;
     int n_params;
-    const int64_t *decay;  /* (n_params) */
+    const int64_t *decay;   /* (n_params) */
     const double *lr_scale; /* (n_params) */
-    bool slot_used[3];     /* which of s0, s1, s2 the kind uses (every parameter alike) */
+    bool slot_used[3];      /* which of s0, s1, s2 the kind uses (every parameter alike) */
 } optimizer_step_layout;
 
 /* The attributes and arity checked; names the node on error. */

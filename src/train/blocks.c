@@ -214,7 +214,8 @@ static graft_status grads_to_resident(blocks *b, graft_err *e) {
 
 graft_status blocks_make_resident(blocks *b, const optim_graph *og, int og_first, graft_err *e) {
     if (!train_exec_on_device(&b->run) || b->fixed > 0)
-        return err_set(e, GRAFT_E_INTERNAL, "blocks: resident parameters need unchunked device runs");
+        return err_set(e, GRAFT_E_INTERNAL,
+                       "blocks: resident parameters need unchunked device runs");
     int side = b->tg.n_side;
     for (int i = 0; i < b->n_params; i++) {
         void *w = optim_graph_device_buffer(og, og_first + i, OG_W);

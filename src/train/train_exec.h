@@ -13,8 +13,8 @@ typedef struct train_exec {
     bool have_device;
     executor x;
     bool have_x;
-    bool keep_state;                /* train_exec_keep_kernel_state: no release before a run */
-    const ir_graph *g;              /* the graph run (a training graph's, or the optimizer's) */
+    bool keep_state;                 /* train_exec_keep_kernel_state: no release before a run */
+    const ir_graph *g;               /* the graph run (a training graph's, or the optimizer's) */
     unsigned char *input_on_device;  /* per graph input (train_exec_input_on_device), or NULL */
     unsigned char *output_on_device; /* per graph output (train_exec_output_on_device), or NULL */
 } train_exec;
