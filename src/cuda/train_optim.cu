@@ -264,8 +264,8 @@ extern "C" cudaError_t train_grad_check(const float *g, int64_t n, int fp16, dou
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t train_step_finalize(train_state *st, double *partials,
-                                           train_step_args a, cudaStream_t stream) {
+extern "C" cudaError_t train_step_finalize(train_state *st, double *partials, train_step_args a,
+                                           cudaStream_t stream) {
     if (a.n_params < 0) return cudaErrorInvalidValue;
     int warps = a.n_params < 1 ? 1 : a.n_params > 32 ? 32 : a.n_params;
     finalize_kernel<<<1, 32u * (unsigned)warps, 0, stream>>>(st, partials, a);
