@@ -51,6 +51,19 @@ graft_status cuda_bwd_eltwise(const cuda_bwd *b, bool *handled);
  * too); Pad's other modes go to the CPU. */
 graft_status cuda_bwd_index(const cuda_bwd *b, bool *handled);
 
+/* Whether t is present and float32. */
+static inline bool cuda_bwd_f32(const tensor *t) {
+    return t && t->dtype == GRAFT_DTYPE_F32;
+}
+/* Whether any input gradient past the first is asked for (the shape and index ops' other inputs:
+ * shapes, axes, indices, starts, pads have none; Pad's constant_value has one, left to the
+ * CPU reference). */
+static inline bool cuda_bwd_wants_extra(const cuda_bwd *b) {
+    for (int i = 1; i < b->n_in; i++)
+        if (b->din[i]) return true;
+    return false;
+}
+
 /* An error naming the node. */
 graft_status cuda_bwd_fail(const cuda_bwd *b, graft_status st, const char *what);
 

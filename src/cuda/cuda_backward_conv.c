@@ -23,10 +23,6 @@ static bool bwd_window(const cuda_bwd *b, const int64_t *kernel, gr_window *w) {
     return true;
 }
 
-static bool is_f32(const tensor *t) {
-    return t && t->dtype == GRAFT_DTYPE_F32;
-}
-
 /* ---- Conv: cuDNN ------------------------------------------------------------------------- */
 
 /* The cuDNN setup of one node for the X and W shapes it was built for. */
@@ -55,7 +51,8 @@ static bool conv_shapes_ok(const cuda_bwd *b) {
     if (b->n_in < 2 || b->n_out < 1 || !b->dout[0]) return false;
     const tensor *x = b->in[0], *w = b->in[1], *y = b->out[0];
     const tensor *bias = b->n_in > 2 ? b->in[2] : NULL;
-    if (!is_f32(x) || !is_f32(w) || !is_f32(y) || (bias && !is_f32(bias))) return false;
+    if (!cuda_bwd_f32(x) || !cuda_bwd_f32(w) || !cuda_bwd_f32(y) || (bias && !cuda_bwd_f32(bias)))
+        return false;
     if (x->ndim < 3 || x->ndim > 2 + NN_MAX_SPATIAL || w->ndim != x->ndim || y->ndim != x->ndim)
         return false;
     if (tensor_numel(x) == 0 || tensor_numel(w) == 0 || tensor_numel(y) == 0) return false;
@@ -366,7 +363,7 @@ graft_status cuda_bwd_pool(const cuda_bwd *b, bool *handled) {
     if (b->n_in < 1 || b->n_out < 1) return GRAFT_OK;
     const tensor *x = b->in[0], *y = b->out[0], *dy = b->dout[0];
     tensor *dx = b->din[0];
-    if (!is_f32(x) || !is_f32(y) || !dy || x->ndim < 3) return GRAFT_OK;
+    if (!cuda_bwd_f32(x) || !cuda_bwd_f32(y) || !dy || x->ndim < 3) return GRAFT_OK;
     bool global = !strncmp(b->op, "Global", 6), is_max = strstr(b->op, "Max") != NULL;
     cudaError_t err = cudaSuccess;
     if (global) {
@@ -406,9 +403,9 @@ static bool bn_inference(const cuda_bwd *b) {
  * activation, spatial=0) dScale, dB, dMean and dVar. Training mode goes to the CPU. */
 graft_status cuda_bwd_batchnorm(const cuda_bwd *b, bool *handled) {
     *handled = false;
-    if (b->n_in < 5 || b->n_out < 1 || !b->dout[0] || !is_f32(b->dout[0])) return GRAFT_OK;
+    if (b->n_in < 5 || b->n_out < 1 || !b->dout[0] || !cuda_bwd_f32(b->dout[0])) return GRAFT_OK;
     for (int i = 0; i < 5; i++)
-        if (!is_f32(b->in[i])) return GRAFT_OK;
+        if (!cuda_bwd_f32(b->in[i])) return GRAFT_OK;
     const tensor *x = b->in[0];
     if (x->ndim < 2 || !bn_inference(b)) return GRAFT_OK;
     int64_t groups = x->dims[1], run = dims_numel(x->ndim - 2, x->dims + 2);

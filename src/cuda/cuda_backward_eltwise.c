@@ -75,10 +75,6 @@ graft_status cuda_bwd_reduce_to(const cuda_bwd *b, const float *src, int ndim, c
     return cuda_bwd_launched(b, err, "the broadcast-sum kernel");
 }
 
-static bool is_f32(const tensor *t) {
-    return t && t->dtype == GRAFT_DTYPE_F32;
-}
-
 /* dout[i], or NULL (zero) when absent. */
 static const tensor *dout_at(const cuda_bwd *b, int i) {
     return i < b->n_out ? b->dout[i] : NULL;
@@ -120,7 +116,7 @@ static graft_status run_unary(const cuda_bwd *b, bool *handled) {
     int found = -1;
     for (size_t i = 0; i < sizeof unary_ops / sizeof unary_ops[0]; i++)
         if (!strcmp(b->op, unary_ops[i].op)) found = (int)i;
-    if (found < 0 || b->n_in < 1 || !is_f32(b->in[0])) return GRAFT_OK;
+    if (found < 0 || b->n_in < 1 || !cuda_bwd_f32(b->in[0])) return GRAFT_OK;
     const ir_node *n = b->call->node;
     bw_unary_op kind = unary_ops[found].kind;
     double alpha = 0.0, beta = 0.0;
@@ -158,7 +154,7 @@ static bool clip_bound(const cuda_bwd *b, int i, float dflt, const float **dev, 
     *dev = NULL;
     *v = dflt;
     if (!t) return true;
-    if (!is_f32(t) || tensor_numel(t) != 1) return false;
+    if (!cuda_bwd_f32(t) || tensor_numel(t) != 1) return false;
     if (cuda_bwd_host_readable(t))
         *v = ((const float *)t->data)[0];
     else
@@ -169,7 +165,8 @@ static bool clip_bound(const cuda_bwd *b, int i, float dflt, const float **dev, 
 static graft_status run_clip(const cuda_bwd *b, bool *handled) {
     const tensor *x = b->in[0], *dy = dout_at(b, 0);
     tensor *dx = b->din[0];
-    if (!is_f32(x) || din_at(b, 1) || din_at(b, 2)) return GRAFT_OK; /* bounds' sums: the CPU */
+    if (!cuda_bwd_f32(x) || din_at(b, 1) || din_at(b, 2))
+        return GRAFT_OK; /* bounds' sums: the CPU */
     bw_clip_bounds cb = {NULL, NULL, -INFINITY, INFINITY};
     if (b->fwd_opset < 11) {
         cb.lo = attr_f(b->call->node, "min", -INFINITY);
@@ -235,7 +232,8 @@ static graft_status full_buffer(const cuda_bwd *b, int i, int64_t n, float **buf
 static graft_status run_add_sub(const cuda_bwd *b, float sign_b, bool *handled) {
     const tensor *y = b->n_out > 0 ? b->out[0] : NULL, *dy = dout_at(b, 0);
     bw_bcast plan;
-    if (!is_f32(b->in[0]) || !is_f32(b->in[1]) || !is_f32(y) || !bcast_of(b, b->in, 2, y, &plan))
+    if (!cuda_bwd_f32(b->in[0]) || !cuda_bwd_f32(b->in[1]) || !cuda_bwd_f32(y) ||
+        !bcast_of(b, b->in, 2, y, &plan))
         return GRAFT_OK;
     *handled = true;
     if (!dy) return zero_wanted(b);
@@ -263,7 +261,8 @@ static graft_status run_binary(const cuda_bwd *b, bw_binary_op op, bool *handled
                 (op == BW_POW && !b->din[1] &&
                  (e_dt == GRAFT_DTYPE_F64 || e_dt == GRAFT_DTYPE_I32 || e_dt == GRAFT_DTYPE_I64));
     bw_bcast plan;
-    if (!is_f32(a) || !e_ok || !is_f32(y) || !bcast_of(b, b->in, 2, y, &plan)) return GRAFT_OK;
+    if (!cuda_bwd_f32(a) || !e_ok || !cuda_bwd_f32(y) || !bcast_of(b, b->in, 2, y, &plan))
+        return GRAFT_OK;
     *handled = true;
     if (!dy) return zero_wanted(b);
     float *ga = NULL, *gb = NULL;
@@ -286,8 +285,9 @@ static graft_status run_binary(const cuda_bwd *b, bw_binary_op op, bool *handled
 static graft_status run_where(const cuda_bwd *b, bool *handled) {
     const tensor *cond = b->in[0], *y = b->n_out > 0 ? b->out[0] : NULL, *dy = dout_at(b, 0);
     bw_bcast plan;
-    if (b->n_in < 3 || !cond || cond->dtype != GRAFT_DTYPE_BOOL || b->din[0] || !is_f32(b->in[1]) ||
-        !is_f32(b->in[2]) || !is_f32(y) || !bcast_of(b, b->in, 1, y, &plan))
+    if (b->n_in < 3 || !cond || cond->dtype != GRAFT_DTYPE_BOOL || b->din[0] ||
+        !cuda_bwd_f32(b->in[1]) || !cuda_bwd_f32(b->in[2]) || !cuda_bwd_f32(y) ||
+        !bcast_of(b, b->in, 1, y, &plan))
         return GRAFT_OK;
     *handled = true;
     if (!dy) return zero_wanted(b);
@@ -310,7 +310,7 @@ static graft_status run_where(const cuda_bwd *b, bool *handled) {
 static graft_status run_softmax(const cuda_bwd *b, bool *handled) {
     const tensor *y = b->n_out > 0 ? b->out[0] : NULL, *dy = dout_at(b, 0);
     tensor *dx = b->din[0];
-    if (!is_f32(y)) return GRAFT_OK;
+    if (!cuda_bwd_f32(y)) return GRAFT_OK;
     ir_node fwd = cuda_bwd_fwd_node(b);
     graft_err scratch = {0};
     int axis;
@@ -330,7 +330,7 @@ static graft_status run_softmax(const cuda_bwd *b, bool *handled) {
 /* Whether t holds exactly the normalised shape's elements (m trailing dims nd, up to 1s). */
 static bool per_element(const tensor *t, int m, const int64_t *nd, int64_t n) {
     bw_reduce_plan p;
-    return is_f32(t) && tensor_numel(t) == n &&
+    return cuda_bwd_f32(t) && tensor_numel(t) == n &&
            bw_reduce_plan_make(m, nd, t->ndim, t->dims, 1.0f, 1, &p);
 }
 
@@ -340,7 +340,7 @@ static graft_status run_layernorm(const cuda_bwd *b, bool *handled) {
     const tensor *x = b->in[0], *s = b->n_in > 1 ? b->in[1] : NULL, *dy = dout_at(b, 0);
     const tensor *bias = b->n_in > 2 ? b->in[2] : NULL;
     tensor *dx = b->din[0], *ds = din_at(b, 1), *dbias = bias ? din_at(b, 2) : NULL;
-    if (!is_f32(x) || !s) return GRAFT_OK;
+    if (!cuda_bwd_f32(x) || !s) return GRAFT_OK;
     ir_node fwd = cuda_bwd_fwd_node(b);
     graft_err scratch = {0};
     int axis;

@@ -6,18 +6,6 @@
 #include "backward_eltwise_launch.h"
 #include "backward_index_launch.h"
 
-static bool is_f32(const tensor *t) {
-    return t && t->dtype == GRAFT_DTYPE_F32;
-}
-
-/* Whether any input gradient past the first is asked for (indices, starts, pads: none exists;
- * Pad's constant_value would have one, which the CPU reference computes). */
-static bool wants_extra(const cuda_bwd *b) {
-    for (int i = 1; i < b->n_in; i++)
-        if (b->din[i]) return true;
-    return false;
-}
-
 /* Inputs 1.. (the lists the forward reads on the host, node_input_on_host) readable here: the
  * shared plans read their values. */
 static bool lists_on_host(const cuda_bwd *b) {
@@ -45,7 +33,7 @@ static graft_status gather(const cuda_bwd *b, bool *handled) {
     int axis;
     /* indices in host memory (never expected: they are no host-side list) the kernel cannot
      * read */
-    if (!is_f32(x) || !idx || !b->out[0] || wants_extra(b) ||
+    if (!cuda_bwd_f32(x) || !idx || !b->out[0] || cuda_bwd_wants_extra(b) ||
         gather_check(&oc, &axis) != GRAFT_OK || cuda_bwd_host_readable(idx))
         return GRAFT_OK;
     *handled = true;
@@ -74,7 +62,7 @@ static graft_status lattice(const cuda_bwd *b, const bwi_lattice *l) {
  * plan), zeros elsewhere. */
 static graft_status slice(const cuda_bwd *b, bool *handled) {
     const tensor *x = b->in[0], *y = b->out[0];
-    if (!is_f32(x) || !y || wants_extra(b) || !lists_on_host(b)) return GRAFT_OK;
+    if (!cuda_bwd_f32(x) || !y || cuda_bwd_wants_extra(b) || !lists_on_host(b)) return GRAFT_OK;
     ir_node fwd = cuda_bwd_fwd_node(b);
     graft_err scratch = {0};
     op_call oc = fwd_call(b, &fwd, &scratch);
@@ -101,7 +89,7 @@ static graft_status slice(const cuda_bwd *b, bool *handled) {
  * outputs, go to the CPU. */
 static graft_status pad(const cuda_bwd *b, bool *handled) {
     const tensor *x = b->in[0], *y = b->out[0];
-    if (!is_f32(x) || !y || wants_extra(b) || !lists_on_host(b)) return GRAFT_OK;
+    if (!cuda_bwd_f32(x) || !y || cuda_bwd_wants_extra(b) || !lists_on_host(b)) return GRAFT_OK;
     ir_node fwd = cuda_bwd_fwd_node(b);
     graft_err scratch = {0};
     op_call oc = fwd_call(b, &fwd, &scratch);

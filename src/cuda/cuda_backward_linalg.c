@@ -32,10 +32,6 @@ static graft_status lin_plans(const cuda_bwd *b, cuda_gemm_plan ***plans) {
     return GRAFT_OK;
 }
 
-static bool is_f32(const tensor *t) {
-    return t && t->dtype == GRAFT_DTYPE_F32;
-}
-
 static graft_status zero_wanted(const cuda_bwd *b) {
     for (int i = 0; i < b->n_in; i++)
         if (b->din[i]) TRY(cuda_bwd_zero(b, b->din[i]));
@@ -50,7 +46,8 @@ graft_status cuda_bwd_gemm(const cuda_bwd *b, bool *handled) {
     const tensor *a = b->in[0], *bm = b->in[1], *y = b->out[0], *dy = b->dout[0];
     const tensor *cc = b->n_in > 2 ? b->in[2] : NULL;
     tensor *da = b->din[0], *db = b->din[1], *dc = b->n_in > 2 ? b->din[2] : NULL;
-    if (!is_f32(a) || !is_f32(bm) || !is_f32(y) || a->ndim != 2 || bm->ndim != 2 || y->ndim != 2)
+    if (!cuda_bwd_f32(a) || !cuda_bwd_f32(bm) || !cuda_bwd_f32(y) || a->ndim != 2 ||
+        bm->ndim != 2 || y->ndim != 2)
         return GRAFT_OK;
     const ir_node *n = b->call->node;
     bool ta = attr_i(n, "transA", 0) != 0, tb = attr_i(n, "transB", 0) != 0;
@@ -60,7 +57,8 @@ graft_status cuda_bwd_gemm(const cuda_bwd *b, bool *handled) {
     if ((tb ? bm->dims[1] : bm->dims[0]) != k || y->dims[0] != m || y->dims[1] != nn)
         return GRAFT_OK;
     bw_reduce_plan cp; /* C must broadcast to Y: (), (N), (1, N), (M, 1), (M, N), ... */
-    if (dc && (!is_f32(cc) || !bw_reduce_plan_make(2, y->dims, cc->ndim, cc->dims, beta, 1, &cp)))
+    if (dc &&
+        (!cuda_bwd_f32(cc) || !bw_reduce_plan_make(2, y->dims, cc->ndim, cc->dims, beta, 1, &cp)))
         return GRAFT_OK;
     *handled = true;
     if (!dy) return zero_wanted(b);
@@ -241,7 +239,8 @@ graft_status cuda_bwd_matmul(const cuda_bwd *b, bool *handled) {
     *handled = false;
     if (b->n_in < 2 || b->n_out < 1) return GRAFT_OK;
     const tensor *a = b->in[0], *bm = b->in[1], *y = b->out[0], *dy = b->dout[0];
-    if (!is_f32(a) || !is_f32(bm) || !is_f32(y) || a->ndim < 1 || bm->ndim < 1) return GRAFT_OK;
+    if (!cuda_bwd_f32(a) || !cuda_bwd_f32(bm) || !cuda_bwd_f32(y) || a->ndim < 1 || bm->ndim < 1)
+        return GRAFT_OK;
     matmul_bcast g;
     matmul_bcast_make(a, bm, &g);
     int64_t kb = bm->dims[bm->ndim >= 2 ? bm->ndim - 2 : 0], batches = 1;

@@ -8,17 +8,6 @@
 #include "backward_eltwise_launch.h"
 #include "cuda_tensor.h"
 
-static bool is_f32(const tensor *t) {
-    return t && t->dtype == GRAFT_DTYPE_F32;
-}
-
-/* Whether any input gradient past the first is asked for (shape, axes, ratio: none exists). */
-static bool wants_extra(const cuda_bwd *b) {
-    for (int i = 1; i < b->n_in; i++)
-        if (b->din[i]) return true;
-    return false;
-}
-
 /* The forward call as an op_call for the shared plan helpers (they read shapes and attributes
  * only; errors go to scratch: a malformed case is the CPU reference's to report). */
 static op_call fwd_call(const cuda_bwd *b, const ir_node *fwd, graft_err *scratch) {
@@ -31,7 +20,8 @@ static op_call fwd_call(const cuda_bwd *b, const ir_node *fwd, graft_err *scratc
 static graft_status same_order(const cuda_bwd *b, bool *handled) {
     const tensor *x = b->in[0], *y = b->out[0], *dy = b->dout[0];
     tensor *dx = b->din[0];
-    if (!is_f32(x) || !y || tensor_numel(x) != tensor_numel(y) || wants_extra(b)) return GRAFT_OK;
+    if (!cuda_bwd_f32(x) || !y || tensor_numel(x) != tensor_numel(y) || cuda_bwd_wants_extra(b))
+        return GRAFT_OK;
     *handled = true;
     if (!dx) return GRAFT_OK;
     if (!dy) return cuda_bwd_zero(b, dx);
@@ -57,7 +47,7 @@ static graft_status transpose(const cuda_bwd *b, bool *handled) {
     ir_node fwd = cuda_bwd_fwd_node(b);
     graft_err scratch = {0};
     int perm[GRAFT_MAX_DIMS];
-    if (!is_f32(x) || !y || y->ndim != x->ndim ||
+    if (!cuda_bwd_f32(x) || !y || y->ndim != x->ndim ||
         transpose_perm(&fwd, x->ndim, perm, &scratch) != GRAFT_OK)
         return GRAFT_OK;
     int64_t ystr[GRAFT_MAX_DIMS], strides[GRAFT_MAX_DIMS];
@@ -97,11 +87,11 @@ static graft_status concat(const cuda_bwd *b, bool *handled) {
     graft_err scratch = {0};
     op_call oc = fwd_call(b, &fwd, &scratch);
     int axis;
-    if (!is_f32(y) ||
+    if (!cuda_bwd_f32(y) ||
         concat_pieces_check(&oc, y, (tensor *const *)b->in, b->n_in, &axis) != GRAFT_OK)
         return GRAFT_OK;
     for (int i = 0; i < b->n_in; i++)
-        if (!is_f32(b->in[i])) return GRAFT_OK;
+        if (!cuda_bwd_f32(b->in[i])) return GRAFT_OK;
     *handled = true;
     int64_t outer = dims_numel(axis, y->dims), row = dims_numel(y->ndim - axis, y->dims + axis);
     int64_t first = 0; /* where piece i starts within a row of Y */
@@ -125,7 +115,7 @@ static graft_status split(const cuda_bwd *b, bool *handled) {
     graft_err scratch = {0};
     op_call oc = fwd_call(b, &fwd, &scratch);
     int axis;
-    if (!is_f32(x) || wants_extra(b) ||
+    if (!cuda_bwd_f32(x) || cuda_bwd_wants_extra(b) ||
         concat_pieces_check(&oc, x, (tensor *const *)b->out, b->n_out, &axis) != GRAFT_OK)
         return GRAFT_OK;
     *handled = true;
@@ -146,7 +136,7 @@ static graft_status split(const cuda_bwd *b, bool *handled) {
 static graft_status expand(const cuda_bwd *b, bool *handled) {
     const tensor *x = b->in[0], *y = b->out[0], *dy = b->dout[0];
     tensor *dx = b->din[0];
-    if (!is_f32(x) || !y || wants_extra(b)) return GRAFT_OK;
+    if (!cuda_bwd_f32(x) || !y || cuda_bwd_wants_extra(b)) return GRAFT_OK;
     *handled = true;
     if (!dx) return GRAFT_OK;
     if (!dy) return cuda_bwd_zero(b, dx);
@@ -179,7 +169,8 @@ static graft_status reduce(const cuda_bwd *b, bool mean, bool *handled) {
     tensor *dx = b->din[0];
     ir_node fwd = cuda_bwd_fwd_node(b);
     reduce_axes ax;
-    if (!is_f32(x) || !y || wants_extra(b) || !reduced_axes(b, &fwd, &ax)) return GRAFT_OK;
+    if (!cuda_bwd_f32(x) || !y || cuda_bwd_wants_extra(b) || !reduced_axes(b, &fwd, &ax))
+        return GRAFT_OK;
     bw_view v = {.ndim = x->ndim};
     int64_t kept[GRAFT_MAX_DIMS], count = 1;
     for (int d = 0; d < x->ndim; d++) {
