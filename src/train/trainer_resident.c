@@ -25,9 +25,20 @@ graft_status trainer_resident_setup(graft_trainer *t, int threads, graft_err *e)
     t->host_current = true;
     t->n_head_params = t->n_params - (t->blocks ? t->blocks->n_params : 0);
     if (!t->resident) return optim_graph_init(&t->og, t->opt, fp16, clip, threads, e);
-    TRY(optim_graph_init_model(&t->og, t->opt, fp16, clip, t->model, threads, e));
-    if (!t->og.on_device) return err_set(e, GRAFT_E_INTERNAL, "the optimizer is not on the device");
-    return blocks_make_resident(t->blocks, &t->og, t->n_head_params, e);
+    graft_status st = optim_graph_init_model(&t->og, t->opt, fp16, clip, t->model, threads, e);
+    if (st == GRAFT_OK && !t->og.on_device)
+        st = err_set(e, GRAFT_E_INTERNAL, "the optimizer is not on the device");
+    if (st == GRAFT_OK) return blocks_make_resident(t->blocks, &t->og, t->n_head_params, e);
+    if (st != GRAFT_E_OUT_OF_MEMORY) return st;
+    /* The weights, gradients and state do not fit beside the blocks' activations: the host
+     * keeps them, as before residency (slower: they cross PCIe every step). */
+    ctx_log(t->model->ctx, GRAFT_LOG_WARN,
+            "the trainable blocks' weights and optimizer state do not fit on %s beside their "
+            "activations (%s); they stay on the host and cross PCIe every step",
+            t->model->device_name, e->msg);
+    err_clear(e);
+    t->resident = false;
+    return optim_graph_init(&t->og, t->opt, fp16, clip, threads, e);
 }
 
 /* The host's step count and scaler from the state the device settled. */
