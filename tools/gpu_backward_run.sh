@@ -30,6 +30,8 @@ grep -E '^  ' "$OUT/optimizer_step.log" | cut -c1-160
 compute-sanitizer --error-exitcode 86 $B/tests/test_optimizer_step --device cuda:0 \
     >"$OUT/optimizer_step_sanitizer.log" 2>&1
 echo "compute-sanitizer optimizer_step: rc=$? $(grep -c 'Invalid\|ERROR SUMMARY: [1-9]' "$OUT/optimizer_step_sanitizer.log") reports"
+$B/tests/test_train_loss --device cuda:0 >"$OUT/train_loss.log" 2>&1
+summary train_loss_cuda $? "$OUT/train_loss.log"
 $B/tests/test_gpu_train models/digits_cnn.onnx >"$OUT/gpu_train.log" 2>&1
 summary gpu_train $? "$OUT/gpu_train.log"
 $B/tests/test_gpu_backward $G/backward >"$OUT/gpu_backward.log" 2>&1

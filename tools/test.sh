@@ -126,6 +126,7 @@ if setup_build build/release --buildtype=release; then
     run_suite loader_forms $R/tests/test_loader_forms
     run_suite optim $R/tests/test_optim
     run_suite optimizer_step $R/tests/test_optimizer_step
+    run_suite train_loss $R/tests/test_train_loss
     run_suite safetensors_py python3 tools/check_safetensors.py write build/test-logs/st
     run_suite safetensors $R/tests/test_safetensors build/test-logs/st
     run_suite safetensors_py_read python3 tools/check_safetensors.py read build/test-logs/st
@@ -289,6 +290,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     run_suite asan_device $A/tests/test_device models/digits_cnn.onnx
     run_suite asan_optim $A/tests/test_optim
     run_suite asan_optimizer_step $A/tests/test_optimizer_step
+    run_suite asan_train_loss $A/tests/test_train_loss
     run_suite asan_safetensors $A/tests/test_safetensors build/test-logs/st
     run_suite asan_ridge $A/tests/test_ridge tests/data/ridge_fixture.txt
     run_suite asan_grad $A/tests/test_grad tests/data/loss_fixtures.json

@@ -14,6 +14,7 @@
 static const cuda_kernel *const kernel_tables[] = {
     cuda_elementwise_kernels, cuda_reduce_kernels, cuda_tensor_kernels,   cuda_norm_kernels,
     cuda_conv_kernels,        cuda_matmul_kernels, cuda_backward_kernels, cuda_optimizer_kernels,
+    cuda_train_loss_kernels,
 };
 
 const cuda_kernel *cuda_find_kernel(const char *op) {

@@ -79,6 +79,7 @@ extern const cuda_kernel cuda_conv_kernels[];        /* cuda_conv.c: Conv, pools
 extern const cuda_kernel cuda_matmul_kernels[];      /* cuda_matmul.c: MatMul, Gemm (cuBLASLt) */
 extern const cuda_kernel cuda_backward_kernels[];    /* cuda_backward.c: Backward (training) */
 extern const cuda_kernel cuda_optimizer_kernels[];   /* cuda_optimizer.c: OptimizerStep */
+extern const cuda_kernel cuda_train_loss_kernels[];  /* cuda_train_loss.c: TrainLoss */
 
 /* Error helpers: set e with what failed and the library's own message; return the status. */
 graft_status cuda_fail(graft_err *e, cudaError_t err, const char *what);

@@ -24,5 +24,6 @@ const op_def *op_find(const char *op_type) {
 }
 
 bool op_is_internal(const op_def *op) {
-    return op && (!strcmp(op->family, "backward") || !strcmp(op->family, "optimizer_step"));
+    return op && (!strcmp(op->family, "backward") || !strcmp(op->family, "optimizer_step") ||
+                  !strcmp(op->family, "train_loss"));
 }
