@@ -271,6 +271,46 @@ static void check_f32(const model_case *c, const ir_graph *model, const train_ex
     train_graph_free(&tg);
 }
 
+/* train_graph_accumulate_grads: output 1 + i is parameter i's gradient plus its acc/ input,
+ * exactly (the same nodes before the sums, on the reference kernels). */
+static void check_accumulate(const model_case *c, const ir_graph *model, const tensor *in64) {
+    train_graph tg, ta;
+    train_exec xp = {0}, xa = {0};
+    graft_err e = {0};
+    graft_status st = train_graph_build(model, c->from, c->to, NULL, &tg, &e);
+    if (st == GRAFT_OK) st = train_graph_build(model, c->from, c->to, NULL, &ta, &e);
+    if (st == GRAFT_OK) st = train_graph_accumulate_grads(&ta, &e);
+    int n = st == GRAFT_OK ? ta.g.n_inputs : 0, np = st == GRAFT_OK ? ta.n_params : 0;
+    tensor *in = calloc((size_t)n + 1, sizeof *in);
+    for (int i = 0; st == GRAFT_OK && i < tg.g.n_inputs; i++)
+        convert_rows(&in[i], &in64[i], 0, GRAFT_DTYPE_F32);
+    for (int i = 0; st == GRAFT_OK && i < np; i++) { /* acc/: 0.25 everywhere */
+        tensor *a = &in[tg.g.n_inputs + i];
+        st = tensor_make(a, GRAFT_DTYPE_F32, in[1 + tg.n_side + i].ndim, in[1 + tg.n_side + i].dims,
+                         &e);
+        for (int64_t j = 0; st == GRAFT_OK && j < tensor_numel(a); j++)
+            ((float *)a->data)[j] = 0.25f;
+    }
+    if (st == GRAFT_OK) st = train_exec_init(&xp, &tg.g, true, 0, &e);
+    if (st == GRAFT_OK) st = train_exec_init(&xa, &ta.g, true, 0, &e);
+    if (st == GRAFT_OK) st = train_exec_run(&xp, in, &e);
+    if (st == GRAFT_OK) st = train_exec_run(&xa, in, &e);
+    int64_t wrong = 0;
+    for (int i = 0; st == GRAFT_OK && i < np; i++) {
+        const tensor *g = train_exec_output(&xp, 1 + i), *sum = train_exec_output(&xa, 1 + i);
+        for (int64_t j = 0; j < tensor_numel(g); j++)
+            wrong += ((const float *)sum->data)[j] != ((const float *)g->data)[j] + 0.25f;
+    }
+    char name[256];
+    snprintf(name, sizeof name, "%s_accumulate_grads", c->test);
+    CHECK(name, st == GRAFT_OK && np > 0 && wrong == 0, "%s; %lld sums differ", e.msg,
+          (long long)wrong);
+    for (int i = 0; i < n; i++) tensor_release(&in[i]);
+    free(in);
+    train_exec_free(&xp), train_exec_free(&xa);
+    train_graph_free(&tg), train_graph_free(&ta);
+}
+
 /* keep_bn: every BatchNormalization node of the trainable part has its scale and bias among
  * the parameters, its running mean and var not (and there is at least one such node). */
 static void check_bn_params(const model_case *c, const ir_graph *model, const train_graph *tg) {
@@ -334,6 +374,7 @@ static void check_model(const model_case *c) {
     snprintf(name, sizeof name, "%s_output (rel err %.2g)", c->test, d);
     CHECK(name, d < 1e-4, "'%s' differs from the model's output by %.3g", c->to, d);
     check_f32(c, &l.m->g, &x, in);
+    check_accumulate(c, &l.m->g, in);
     check_grads(c, &tg, &x, &fx, in);
 done:
     for (int i = 0; in && i < tg.g.n_inputs; i++) tensor_release(&in[i]);

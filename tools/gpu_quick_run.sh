@@ -10,4 +10,5 @@ $B/tests/test_train_loss --device cuda:0 >"$OUT/tl.log" 2>&1; summary train_loss
 grep "^  " "$OUT/tl.log"
 $B/tests/test_gpu_train models/digits_cnn.onnx >"$OUT/gt.log" 2>&1; summary gpu_train $? "$OUT/gt.log"
 resume_on_gpu
+accumulate_on_gpu
 grep -h "^epoch 15/\|^epoch 30/" "$OUT"/resume_*.log

@@ -43,3 +43,19 @@ resume_on_gpu() {
     if [ -n "$a" ] && [ "$a" = "$b" ]; then echo "PASS resume_on_gpu: $a"; else
         echo "FAIL resume_on_gpu: straight '$a', resumed '$b'"; fi
 }
+# --accumulate 2 on cuda:0, resident (the gradients summed on the device) and not: the same
+# last epoch.
+accumulate_on_gpu() {
+    local img=(--resize 0 --crop 8 --grayscale --mean 0.3053,0.3053,0.3053 --std 0.376,0.376,0.376)
+    local f=($B/graft finetune --model models/digits_cnn.onnx --data examples/digits/train
+        --val examples/digits/val "${img[@]}" --lr 0.01 --weight-decay 1e-4 --optimizer adamw
+        --device cuda:0 --train-from /backbone/backbone.6/MaxPool_output_0 --epochs 30
+        --accumulate 2 --batch 16 --out /tmp/acc.onnx)
+    "${f[@]}" >"$OUT/acc_resident.log" 2>&1
+    GRAFT_RESIDENT=0 "${f[@]}" >"$OUT/acc_host.log" 2>&1
+    local a b
+    a=$(grep '^epoch 30/' "$OUT/acc_resident.log" | sed 's/, [0-9.]*s$//')
+    b=$(grep '^epoch 30/' "$OUT/acc_host.log" | sed 's/, [0-9.]*s$//')
+    if [ -n "$a" ] && [ "$a" = "$b" ]; then echo "PASS accumulate_on_gpu: $a"; else
+        echo "FAIL accumulate_on_gpu: resident '$a', host '$b'"; fi
+}

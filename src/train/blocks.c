@@ -193,9 +193,9 @@ static graft_status unpack_rows(blocks *b, const float *rows, int64_t n, graft_e
     return GRAFT_OK;
 }
 
-/* A resident run's gradients into the optimizer's gradient buffers on the device (copied on the
- * device, or up from the host where a Backward node ran there), then the stream drained: the
- * optimizer's step runs on a stream of its own. */
+/* A resident run's gradients, summed with those of the step's earlier micro-batches, copied over
+ * the optimizer's gradient buffers on the device (or up from the host where the sum ran there),
+ * then the stream drained: the optimizer's step runs on a stream of its own. */
 static graft_status grads_to_resident(blocks *b, graft_err *e) {
     graft_backend *d = &b->run.device;
     for (int i = 0; i < b->n_params; i++) {
@@ -212,10 +212,36 @@ static graft_status grads_to_resident(blocks *b, graft_err *e) {
     return d->synchronize(d->impl, e);
 }
 
-graft_status blocks_make_resident(blocks *b, const optim_graph *og, int og_first, graft_err *e) {
+/* The training run again with gradients that add up on the device: the executor rebuilt for
+ * the graph with acc/ inputs (train_graph_accumulate_grads), which read og's gradient buffers. */
+static graft_status accumulate_on_device(blocks *b, graft_model *m, int threads, graft_err *e) {
+    train_exec_free(&b->run);
+    TRY(train_graph_accumulate_grads(&b->tg, e));
+    TRY(train_exec_init_device(&b->run, &b->tg.g, threads, m, e));
+    if (!train_exec_on_device(&b->run))
+        return err_set(e, GRAFT_E_INTERNAL, "blocks: the training run left the device");
+    tensor *grown = realloc(b->inputs, sizeof *grown * ((size_t)b->tg.g.n_inputs + 1));
+    if (!grown) return oom(e);
+    b->inputs = grown;
+    int first_acc = b->tg.g.n_inputs - b->n_params;
+    for (int i = 0; i < b->n_params; i++) {
+        tensor *t = &b->inputs[first_acc + i];
+        *t = b->inputs[1 + b->tg.n_side + i]; /* the parameter's dtype and shape */
+        t->data = optim_graph_device_buffer(b->og, b->og_first + i, OG_G);
+        if (!t->data) return err_set(e, GRAFT_E_INTERNAL, "blocks: no gradient buffer %d", i);
+        TRY(train_exec_input_on_device(&b->run, first_acc + i, true, e));
+    }
+    return GRAFT_OK;
+}
+
+graft_status blocks_make_resident(blocks *b, const optim_graph *og, int og_first, graft_model *m,
+                                  int threads, graft_err *e) {
     if (!train_exec_on_device(&b->run) || b->fixed > 0)
         return err_set(e, GRAFT_E_INTERNAL,
                        "blocks: resident parameters need unchunked device runs");
+    b->og = og;
+    b->og_first = og_first;
+    TRY(accumulate_on_device(b, m, threads, e));
     int side = b->tg.n_side;
     for (int i = 0; i < b->n_params; i++) {
         void *w = optim_graph_device_buffer(og, og_first + i, OG_W);
@@ -225,8 +251,6 @@ graft_status blocks_make_resident(blocks *b, const optim_graph *og, int og_first
         TRY(train_exec_input_on_device(&b->eval, 1 + side + i, true, e));
         TRY(train_exec_output_on_device(&b->run, 1 + i, true, e));
     }
-    b->og = og;
-    b->og_first = og_first;
     return GRAFT_OK;
 }
 

@@ -90,10 +90,11 @@ graft_status blocks_features_chunked(blocks *b, const float *rows, int64_t n, co
 void blocks_chunks_free(blocks *b);
 /* Keep the parameters on the device in og's buffers (the trainer's optimizer graph on the
  * blocks' device, og_first: the blocks' first parameter in it): the training and evaluation runs
- * read them there, and a training run leaves the gradients in og's gradient buffers. Only for
- * blocks that run on a device, unchunked. */
+ * read them there, and a training run adds its gradients to og's gradient buffers (any number of
+ * micro-batches a step; the step zeroes them). Only for blocks that run on a device, unchunked;
+ * m: the model blocks_init read (the training run is rebuilt on its device). */
 graft_status blocks_make_resident(blocks *b, const struct optim_graph *og, int og_first,
-                                  graft_err *e);
+                                  graft_model *m, int threads, graft_err *e);
 /* Write the current weights into m's constants (m: the model blocks_init read). */
 graft_status blocks_write_back(blocks *b, graft_model *m, graft_err *e);
 

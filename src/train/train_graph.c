@@ -551,3 +551,32 @@ void train_graph_free(train_graph *tg) {
     memset(tg, 0, sizeof *tg);
     tg->d_to = -1, tg->grad_from = -1;
 }
+
+graft_status train_graph_accumulate_grads(train_graph *tg, graft_err *e) {
+    ir_graph *g = &tg->g;
+    if (tg->d_to < 0 || g->n_outputs < 1 + tg->n_params)
+        return err_set(e, GRAFT_E_INTERNAL, "training graph: no gradients to accumulate");
+    for (int i = 0; i < tg->n_params; i++) {
+        const ir_value *p = &g->values[tg->params[i]];
+        char name[1100];
+        snprintf(name, sizeof name, "acc/%.1000s", p->name);
+        int acc, sum;
+        TRY(graph_add_value(g, name, &acc, e));
+        ir_value *a = &g->values[acc];
+        p = &g->values[tg->params[i]]; /* the value array may have moved */
+        a->dtype = p->dtype;
+        a->ndim = p->ndim;
+        memcpy(a->dims, p->dims, sizeof a->dims);
+        a->is_graph_input = true;
+        TRY(append(&g->inputs, &g->n_inputs, acc, e));
+        int ins[2] = {tg->grads[i], acc};
+        snprintf(name, sizeof name, "grad_acc/%.1000s", p->name);
+        TRY(graph_add_node(g, "Add", 14, ins, 2, name, NULL, 0, &sum, e));
+        g->values[tg->grads[i]].is_graph_output = false;
+        g->values[sum].is_graph_output = true;
+        g->outputs[1 + i] = sum;
+        tg->grads[i] = sum;
+    }
+    ir_link_producers(g);
+    return graph_infer_shapes(g, e);
+}

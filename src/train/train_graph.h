@@ -51,6 +51,11 @@ typedef struct train_graph {
  * on the gradient's path whose op has no backward rule. o NULL: defaults. */
 graft_status train_graph_build(const ir_graph *model, const char *from, const char *to,
                                const train_graph_options *o, train_graph *tg, graft_err *e);
+/* Gradients that accumulate where they are kept (a device): one more input per parameter after
+ * d_<to>, acc/<parameter> (the sum so far, the parameter's shape), and output 1 + i becomes
+ * grad/<parameter> + acc/<parameter> (grad_acc/<parameter>), which the caller copies back over
+ * the sum. A graph with a backward pass only; tg->grads then name the sums. */
+graft_status train_graph_accumulate_grads(train_graph *tg, graft_err *e);
 void train_graph_free(train_graph *tg);
 
 #endif

@@ -115,7 +115,7 @@ void backbone_pad_free(graft_trainer *t);
 /* Create the head and optimizer for features of size dim (once). */
 graft_status trainer_setup(graft_trainer *t, int64_t dim, graft_err *e);
 /* trainer_resident.c: whether blocks train resident on their device (on a device, unchunked,
- * accumulate 1, not data-parallel, GRAFT_RESIDENT not 0), and its optimizer graph there. */
+ * not data-parallel, GRAFT_RESIDENT not 0), and its optimizer graph there. */
 graft_status trainer_resident_setup(graft_trainer *t, int threads, graft_err *e);
 /* Before a run reads parameters on the device: upload what the host changed. */
 graft_status trainer_device_current(graft_trainer *t, graft_err *e);

@@ -14,7 +14,7 @@ static bool wanted(const graft_trainer *t) {
     const char *env = getenv("GRAFT_RESIDENT");
     if (env && !strcmp(env, "0")) return false;
     return t->blocks && train_exec_on_device(&t->blocks->run) && t->blocks->fixed == 0 &&
-           t->options.accumulate == 1 && !trainer_dist(t);
+           !trainer_dist(t);
 }
 
 graft_status trainer_resident_setup(graft_trainer *t, int threads, graft_err *e) {
@@ -28,13 +28,14 @@ graft_status trainer_resident_setup(graft_trainer *t, int threads, graft_err *e)
     graft_status st = optim_graph_init_model(&t->og, t->opt, fp16, clip, t->model, threads, e);
     if (st == GRAFT_OK && !t->og.on_device)
         st = err_set(e, GRAFT_E_INTERNAL, "the optimizer is not on the device");
-    if (st == GRAFT_OK) return blocks_make_resident(t->blocks, &t->og, t->n_head_params, e);
+    if (st == GRAFT_OK) /* an error here leaves the blocks half changed: no way back */
+        return blocks_make_resident(t->blocks, &t->og, t->n_head_params, t->model, threads, e);
     if (st != GRAFT_E_OUT_OF_MEMORY) return st;
-    /* The weights, gradients and state do not fit beside the blocks' activations: the host
-     * keeps them, as before residency (slower: they cross PCIe every step). */
+    /* The weights, gradients and state do not fit on the device: the host keeps them, as before
+     * residency (slower: they cross PCIe every step). */
     ctx_log(t->model->ctx, GRAFT_LOG_WARN,
-            "the trainable blocks' weights and optimizer state do not fit on %s beside their "
-            "activations (%s); they stay on the host and cross PCIe every step",
+            "the trainable blocks' weights, gradients and optimizer state do not fit on %s "
+            "(%s); they stay on the host and cross PCIe every step",
             t->model->device_name, e->msg);
     err_clear(e);
     t->resident = false;
