@@ -35,4 +35,11 @@ typedef struct train_state {
     int32_t first; /* SGD: the first step copies d into the momentum buffer */
 } train_state;
 
+/* gcc and nvcc must lay it out alike (the host fills what the device reads): no padding. */
+#ifdef __cplusplus
+static_assert(sizeof(train_state) == 144, "train_state's layout changed: update the size here");
+#else
+_Static_assert(sizeof(train_state) == 144, "train_state's layout changed: update the size here");
+#endif
+
 #endif
