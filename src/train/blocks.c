@@ -293,7 +293,7 @@ graft_status blocks_run_training(blocks *b, const float *rows, int64_t n, blocks
                                  void *user, const float *dto, graft_err *e) {
     double t0 = now_seconds();
     TRY(unpack_rows(b, rows, n, e));
-    tensor *dt = &b->inputs[b->tg.g.n_inputs - 1];
+    tensor *dt = &b->inputs[1 + b->tg.n_side + b->n_params]; /* d_to (acc/ inputs follow) */
     dt->dtype = GRAFT_DTYPE_F32;
     dt->ndim = 2;
     dt->dims[0] = n, dt->dims[1] = b->feat;
