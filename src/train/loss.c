@@ -149,3 +149,14 @@ graft_status loss_compute(double *loss, float *dlogits, const loss_spec *spec, c
     free(g);
     return st;
 }
+
+int64_t loss_count_correct(const float *logits, const int64_t *labels, int64_t n, int64_t c) {
+    int64_t correct = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t best = 0;
+        for (int64_t k = 1; k < c; k++)
+            if (logits[i * c + k] > logits[i * c + best]) best = k;
+        correct += best == labels[i];
+    }
+    return correct;
+}

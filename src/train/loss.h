@@ -35,6 +35,9 @@ graft_status loss_compute(double *loss, float *dlogits, const loss_spec *spec, c
 graft_status loss_check_targets(loss_kind kind, const void *targets, int64_t n, int64_t c,
                                 graft_err *e);
 
+/* Cross-entropy's right answers: rows of logits (n, c) whose first largest value is at the
+ * label's index (labels: int64 (n)). */
+int64_t loss_count_correct(const float *logits, const int64_t *labels, int64_t n, int64_t c);
 /* The same in double (logits and dlogits (N, C) double; targets as above). */
 graft_status loss_compute_f64(double *loss, double *dlogits, const loss_spec *spec,
                               const double *logits, const void *targets, int64_t n, int64_t c,

@@ -122,15 +122,7 @@ static graft_status apply_grads(graft_trainer *t, double lr, float **grads, cons
 static int64_t count_correct(const graft_trainer *t, const float *logits, const void *y,
                              int64_t n) {
     if (t->options.loss != GRAFT_LOSS_CROSS_ENTROPY) return 0;
-    int64_t c = t->head_options.n_outputs, correct = 0;
-    const int64_t *labels = y;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t best = 0;
-        for (int64_t k = 1; k < c; k++)
-            if (logits[i * c + k] > logits[i * c + best]) best = k;
-        correct += best == labels[i];
-    }
-    return correct;
+    return loss_count_correct(logits, y, n, t->head_options.n_outputs);
 }
 
 /* The loss of logits (n, outputs) against y and d(loss)/d(logits) into dlogits, scaled for

@@ -7,18 +7,6 @@
 #include "../../train/loss.h"
 #include "../../train/train_state.h"
 
-/* Cross-entropy's right answers (the first largest logit), as the trainer counts them. */
-static int64_t correct_of(const float *x, const int64_t *y, int64_t n, int64_t c) {
-    int64_t right = 0;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t best = 0;
-        for (int64_t k = 1; k < c; k++)
-            if (x[i * c + k] > x[i * c + best]) best = k;
-        right += best == y[i];
-    }
-    return right;
-}
-
 graft_status ref_TrainLoss(const op_call *c) {
     train_loss_layout l;
     TRY(train_loss_read(c->node, c->n_in, c->n_out, &l, c->err));
@@ -48,7 +36,7 @@ graft_status ref_TrainLoss(const op_call *c) {
     if (l.fp16) scale *= st.scale;
     if (scale != 1.0)
         for (int64_t i = 0; i < n * k; i++) dl[i] = (float)(dl[i] * scale);
-    int64_t right = l.kind == LOSS_SOFTMAX_CE ? correct_of(x->data, y->data, n, k) : 0;
+    int64_t right = l.kind == LOSS_SOFTMAX_CE ? loss_count_correct(x->data, y->data, n, k) : 0;
     st.step_loss = loss;
     st.epoch_loss += loss * (double)n;
     st.step_correct = right;
