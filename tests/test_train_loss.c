@@ -30,15 +30,8 @@ typedef struct lcase {
 
 static graft_status add_input(ir_graph *g, const char *name, graft_dtype dt, int nd, int64_t d0,
                               int64_t d1, int *out, graft_err *e) {
-    TRY(graph_add_value(g, name, out, e));
-    ir_value *v = &g->values[*out];
-    v->dtype = dt, v->ndim = nd, v->dims[0] = d0, v->dims[1] = d1;
-    v->is_graph_input = true;
-    int *grown = realloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + 1));
-    if (!grown) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
-    g->inputs = grown;
-    g->inputs[g->n_inputs++] = *out;
-    return GRAFT_OK;
+    int64_t dims[2] = {d0, d1};
+    return graph_add_input(g, name, dt, nd, dims, out, e);
 }
 
 static graft_status set_attrs(ir_node *n, const lcase *k, graft_err *e) {

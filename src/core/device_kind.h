@@ -34,6 +34,9 @@ typedef struct device_kind {
 const device_kind *const *device_kinds(int *n_out);
 /* The kind of a device string ("cuda", "cuda:1"): NULL when this build has none of that name. */
 const device_kind *device_kind_of(const char *device);
+/* The device index a device string names: "<kind>" -> 0, "<kind>:N" -> N; -2 for anything
+ * else. */
+int device_index_of(const char *device);
 /* Whether `device` names a kind graft knows, built here or not ("cuda" in a CPU build). */
 bool device_kind_known(const char *device);
 

@@ -1,4 +1,5 @@
 /* device_registry.c: the device kinds this build has (device_kind.h). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "device_kind.h"
@@ -39,4 +40,14 @@ bool device_kind_known(const char *device) {
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (names(device, known[i])) return true;
     return false;
+}
+
+int device_index_of(const char *device) {
+    const char *colon = strchr(device, ':');
+    if (!colon) return 0;
+    if (!colon[1]) return -2;
+    char *end = NULL;
+    long n = strtol(colon + 1, &end, 10);
+    if (*end || n < 0 || n > 1024) return -2;
+    return (int)n;
 }

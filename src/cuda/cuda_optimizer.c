@@ -77,11 +77,11 @@ static graft_status enqueue(cuda_backend *be, const op_call *c, const optimizer_
 }
 
 /* The result (skipped, total norm) from the settled state, on the device. */
-static graft_status result(cuda_backend *be, const op_call *c) {
+static graft_status result(cuda_backend *be, const op_call *c, const optimizer_step_layout *l) {
     const train_state *st = c->in[0]->data;
     float *out = c->out[0]->data;
-    bool clip = attr_f(c->node, "max_norm", 0.0f) > 0.0f;
-    CUDA_TRY(c->err, train_step_result(out, st, clip, be->stream), "the step's result");
+    CUDA_TRY(c->err, train_step_result(out, st, l->max_norm > 0.0f, be->stream),
+             "the step's result");
     return GRAFT_OK;
 }
 
@@ -102,7 +102,7 @@ static graft_status k_optimizer_step(cuda_backend *be, const op_call *c, void **
     TRY(cuda_malloc(be, bytes, (void **)&partials, c->err));
     graft_status s = enqueue(be, c, &l, hyper, partials);
     cuda_free(be, partials); /* stream-ordered: after the kernels that use it */
-    return s == GRAFT_OK ? result(be, c) : s;
+    return s == GRAFT_OK ? result(be, c, &l) : s;
 }
 
 const cuda_kernel cuda_optimizer_kernels[] = {

@@ -17,6 +17,23 @@ graft_status graph_add_value(ir_graph *g, const char *name, int *out, graft_err 
     return st;
 }
 
+graft_status graph_add_input(ir_graph *g, const char *name, graft_dtype dtype, int ndim,
+                             const int64_t *dims, int *out, graft_err *e) {
+    if (ndim < 0 || ndim > GRAFT_MAX_DIMS)
+        return err_set(e, GRAFT_E_INTERNAL, "graph input '%s' of rank %d", name, ndim);
+    TRY(graph_add_value(g, name, out, e));
+    int *grown = realloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + 1));
+    if (!grown) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory adding input '%s'", name);
+    g->inputs = grown;
+    g->inputs[g->n_inputs++] = *out;
+    ir_value *v = &g->values[*out];
+    v->dtype = dtype;
+    v->ndim = ndim;
+    memcpy(v->dims, dims, sizeof(int64_t) * (size_t)ndim);
+    v->is_graph_input = true;
+    return GRAFT_OK;
+}
+
 graft_status graph_add_const(ir_graph *g, const char *name, tensor *data, int *out, graft_err *e) {
     TRY(graph_add_value(g, name, out, e));
     ir_value *v = &g->values[*out];

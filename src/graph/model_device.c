@@ -7,17 +7,6 @@
 #include "../core/device_kind.h"
 #include "model.h"
 
-/* "<kind>" -> 0, "<kind>:N" -> N; -2 for anything else. */
-static int parse_index(const char *d) {
-    const char *colon = strchr(d, ':');
-    if (!colon) return 0;
-    if (!colon[1]) return -2;
-    char *end = NULL;
-    long n = strtol(colon + 1, &end, 10);
-    if (*end || n < 0 || n > 1024) return -2;
-    return (int)n;
-}
-
 static void log_from_backend(void *user, int level, const char *msg) {
     ctx_log(user, (graft_log_level)level, "%s", msg);
 }
@@ -83,7 +72,7 @@ graft_status model_open_device(graft_model *m, graft_err *e) {
         const device_kind *k = auto_kind(why, sizeof why);
         return k ? open_on(m, k, 0, d, true, e) : fall_back(m, why);
     }
-    int index = device_kind_known(d) ? parse_index(d) : -2;
+    int index = device_kind_known(d) ? device_index_of(d) : -2;
     if (index == -2)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                        "device '%s': expected cpu, auto, cuda or cuda:N", d);

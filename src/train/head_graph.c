@@ -17,16 +17,8 @@ static graft_status oom(graft_err *e) {
 
 /* g's first input, "features" (batch, in) float32. */
 static graft_status add_features(ir_graph *g, int64_t in, int *out, graft_err *e) {
-    TRY(graph_add_value(g, "features", out, e));
-    ir_value *v = &g->values[*out];
-    v->dtype = GRAFT_DTYPE_F32;
-    v->ndim = 2;
-    v->dims[0] = -1, v->dims[1] = in;
-    v->is_graph_input = true;
-    g->inputs = malloc(sizeof(int));
-    if (!g->inputs) return oom(e);
-    g->inputs[g->n_inputs++] = *out;
-    return GRAFT_OK;
+    int64_t dims[2] = {-1, in};
+    return graph_add_input(g, "features", GRAFT_DTYPE_F32, 2, dims, out, e);
 }
 
 /* The head (with dropout masks or not: head_append_masked) from "features" to "logits". */

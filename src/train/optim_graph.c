@@ -15,17 +15,7 @@ static graft_status oom(graft_err *e) {
 /* A graph input `name` of dtype and 1-D size n. */
 static graft_status add_input(ir_graph *g, const char *name, graft_dtype dtype, int64_t n, int *out,
                               graft_err *e) {
-    TRY(graph_add_value(g, name, out, e));
-    ir_value *v = &g->values[*out];
-    v->dtype = dtype;
-    v->ndim = 1;
-    v->dims[0] = n;
-    v->is_graph_input = true;
-    int *grown = realloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + 1));
-    if (!grown) return oom(e);
-    g->inputs = grown;
-    g->inputs[g->n_inputs++] = *out;
-    return GRAFT_OK;
+    return graph_add_input(g, name, dtype, 1, &n, out, e);
 }
 
 /* The node's inputs: state, hyper, then w, g and the used slots of each parameter. */
@@ -273,15 +263,18 @@ graft_status optim_graph_upload_grads(optim_graph *og, const optim *opt, graft_e
     return copy_params(og, opt, true, OG_G, 0, og->n_params, e);
 }
 
-graft_status optim_graph_download(optim_graph *og, optim *opt, loss_scaler *scaler,
-                                  int64_t *skipped, graft_err *e) {
-    TRY(copy_params(og, opt, false, OG_W | OG_S, 0, og->n_params, e));
-    TRY(copy_input(og, 0, &og->state, false, e));
+void optim_graph_state_to(const optim_graph *og, optim *opt, loss_scaler *scaler) {
     optim_set_step_count(opt, og->state.opt_steps);
     if (scaler) {
         scaler->scale = og->state.scale;
         scaler->growth_tracker = og->state.growth_tracker;
     }
+}
+
+graft_status optim_graph_download(optim_graph *og, optim *opt, loss_scaler *scaler,
+                                  int64_t *skipped, graft_err *e) {
+    TRY(optim_graph_move(og, opt, false, OG_W | OG_S | OG_STATE, 0, og->n_params, e));
+    optim_graph_state_to(og, opt, scaler);
     if (skipped) *skipped = og->state.skipped;
     return GRAFT_OK;
 }
@@ -289,7 +282,6 @@ graft_status optim_graph_download(optim_graph *og, optim *opt, loss_scaler *scal
 graft_status optim_graph_step(optim_graph *og, optim *opt, float lr, loss_scaler *scaler,
                               bool *skipped, float *total_norm, graft_err *e) {
     const optim_config *c = optim_get_config(opt);
-    train_state *s = &og->state;
     if (!og->on_device) state_from(og, opt, scaler);
     og->hyper[0] = lr;
     og->hyper[1] = c->kind == OPTIM_SGD ? c->momentum : c->beta1;
@@ -298,11 +290,6 @@ graft_status optim_graph_step(optim_graph *og, optim *opt, float lr, loss_scaler
     const float *res = r->data;
     *skipped = res[0] != 0.0f;
     *total_norm = res[1];
-    if (og->on_device) return GRAFT_OK; /* the count and the scaler stay on the device */
-    optim_set_step_count(opt, s->opt_steps);
-    if (scaler) {
-        scaler->scale = s->scale;
-        scaler->growth_tracker = s->growth_tracker;
-    }
+    if (!og->on_device) optim_graph_state_to(og, opt, scaler); /* else it stays on the device */
     return GRAFT_OK;
 }

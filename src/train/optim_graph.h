@@ -51,6 +51,9 @@ graft_status optim_graph_upload(optim_graph *og, const optim *opt, const loss_sc
                                 graft_err *e);
 graft_status optim_graph_download(optim_graph *og, optim *opt, loss_scaler *scaler,
                                   int64_t *skipped, graft_err *e);
+/* og->state (the last host run's, or the last one moved down with OG_STATE) into opt's step
+ * count and the scaler's scale and growth tracker (scaler NULL: not). */
+void optim_graph_state_to(const optim_graph *og, optim *opt, loss_scaler *scaler);
 /* Device runs: opt's gradients alone to the device (tests feed host gradients this way). */
 graft_status optim_graph_upload_grads(optim_graph *og, const optim *opt, graft_err *e);
 

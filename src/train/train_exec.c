@@ -12,9 +12,10 @@
 static graft_status open_named(train_exec *t, const char *device, int num_threads, graft_err *e) {
     if (!device || !strcmp(device, "cpu")) return GRAFT_OK;
     const device_kind *k = device_kind_of(device);
-    if (!k) return err_set(e, GRAFT_E_UNSUPPORTED, "device '%s': not in this build", device);
-    const char *colon = strchr(device, ':');
-    device_backend_options o = {.device = colon ? atoi(colon + 1) : 0, .num_threads = num_threads};
+    int index = device_index_of(device);
+    if (!k || index < 0)
+        return err_set(e, GRAFT_E_UNSUPPORTED, "device '%s': not a device of this build", device);
+    device_backend_options o = {.device = index, .num_threads = num_threads};
     TRY(k->create(&o, &t->device, e));
     t->have_device = true;
     return GRAFT_OK;
@@ -56,28 +57,30 @@ graft_status train_exec_init_named(train_exec *t, ir_graph *g, const char *devic
     return init_on(t, g, false, num_threads, NULL, device, e);
 }
 
-graft_status train_exec_input_on_device(train_exec *t, int i, bool on_device, graft_err *e) {
-    if (i < 0 || i >= t->g->n_inputs || (on_device && !t->have_device))
-        return err_set(e, GRAFT_E_INTERNAL, "training graph input %d: no device to keep it on", i);
-    if (!t->input_on_device) {
-        t->input_on_device = calloc((size_t)t->g->n_inputs + 1, 1);
-        if (!t->input_on_device) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
-        t->x.input_on_device = t->input_on_device;
+/* Entry i of a per-input or per-output flag array (made on first use, shared with the
+ * executor's field `exec_flags`). */
+static graft_status set_flag(train_exec *t, unsigned char **flags, unsigned char **exec_flags,
+                             int count, int i, bool on_device, const char *what, graft_err *e) {
+    if (i < 0 || i >= count || (on_device && !t->have_device))
+        return err_set(e, GRAFT_E_INTERNAL, "training graph %s %d: no device to keep it on", what,
+                       i);
+    if (!*flags) {
+        *flags = calloc((size_t)count + 1, 1);
+        if (!*flags) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+        *exec_flags = *flags;
     }
-    t->input_on_device[i] = on_device;
+    (*flags)[i] = on_device;
     return GRAFT_OK;
 }
 
+graft_status train_exec_input_on_device(train_exec *t, int i, bool on_device, graft_err *e) {
+    return set_flag(t, &t->input_on_device, &t->x.input_on_device, t->g->n_inputs, i, on_device,
+                    "input", e);
+}
+
 graft_status train_exec_output_on_device(train_exec *t, int i, bool on_device, graft_err *e) {
-    if (i < 0 || i >= t->g->n_outputs || (on_device && !t->have_device))
-        return err_set(e, GRAFT_E_INTERNAL, "training graph output %d: no device to keep it on", i);
-    if (!t->output_on_device) {
-        t->output_on_device = calloc((size_t)t->g->n_outputs + 1, 1);
-        if (!t->output_on_device) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
-        t->x.output_on_device = t->output_on_device;
-    }
-    t->output_on_device[i] = on_device;
-    return GRAFT_OK;
+    return set_flag(t, &t->output_on_device, &t->x.output_on_device, t->g->n_outputs, i, on_device,
+                    "output", e);
 }
 
 bool train_exec_output_is_on_device(const train_exec *t, int i) {

@@ -42,13 +42,6 @@ graft_status trainer_resident_setup(graft_trainer *t, int threads, graft_err *e)
     return optim_graph_init(&t->og, t->opt, fp16, clip, threads, e);
 }
 
-/* The host's step count and scaler from the state the device settled. */
-static void absorb_state(graft_trainer *t) {
-    optim_set_step_count(t->opt, t->og.state.opt_steps);
-    t->scaler.scale = t->og.state.scale;
-    t->scaler.growth_tracker = t->og.state.growth_tracker;
-}
-
 graft_status trainer_device_current(graft_trainer *t, graft_err *e) {
     if (!t->resident || t->device_current) return GRAFT_OK;
     TRY(optim_graph_upload(&t->og, t->opt, &t->scaler, e));
@@ -63,15 +56,14 @@ graft_status trainer_resident_step(graft_trainer *t, float lr, bool *skipped, gr
     TRY(optim_graph_move(&t->og, t->opt, true, OG_G, 0, nh, e));
     TRY(optim_graph_step(&t->og, t->opt, lr, NULL, skipped, &total_norm, e));
     TRY(optim_graph_move(&t->og, t->opt, false, OG_W | OG_STATE, 0, nh, e));
-    absorb_state(t);
+    optim_graph_state_to(&t->og, t->opt, &t->scaler);
     t->host_current = false;
     return GRAFT_OK;
 }
 
 graft_status trainer_sync_host(graft_trainer *t, graft_err *e) {
     if (!t->resident || t->host_current || !t->device_current) return GRAFT_OK;
-    TRY(optim_graph_move(&t->og, t->opt, false, OG_W | OG_S | OG_STATE, 0, t->n_params, e));
-    absorb_state(t);
+    TRY(optim_graph_download(&t->og, t->opt, &t->scaler, NULL, e));
     t->host_current = true;
     return GRAFT_OK;
 }
