@@ -55,6 +55,7 @@ static graft_trainer *make_trainer(const bench_case *c, int64_t width, int64_t b
 
 static void free_trainer(graft_trainer *t) {
     head_free(&t->h);
+    head_step_free(&t->hs);
     head_graph_free(&t->hg);
     optim_graph_free(&t->og);
     optim_free(t->opt);

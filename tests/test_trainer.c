@@ -37,6 +37,7 @@ static graft_trainer *make_trainer(const problem *p, const graft_train_options *
 
 static void free_trainer(graft_trainer *t) {
     if (t->head_ready) head_free(&t->h);
+    head_step_free(&t->hs);
     head_graph_free(&t->hg);
     optim_graph_free(&t->og);
     optim_free(t->opt);

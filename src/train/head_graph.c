@@ -183,6 +183,12 @@ static void draw_masks(head_graph *hg, int64_t n) {
         }
 }
 
+graft_status head_graph_draw_masks(head_graph *hg, int64_t n, graft_err *e) {
+    TRY(ensure_batch(hg, n, e));
+    draw_masks(hg, n);
+    return GRAFT_OK;
+}
+
 static void bind_rows(tensor *t, const float *x, int64_t n, int64_t width) {
     *t = (tensor){GRAFT_DTYPE_F32, 2, {n, width}, (void *)x}; /* read only */
 }

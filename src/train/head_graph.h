@@ -41,6 +41,9 @@ typedef graft_status (*head_graph_loss_fn)(void *user, const float *logits, int6
  * receives d(loss)/d(x) (the graph must have been made with grad_features). */
 graft_status head_graph_step(head_graph *hg, const float *x, int64_t n, head_graph_loss_fn loss,
                              void *user, float *dx, graft_err *e);
+/* The dropout masks of a training step of n rows into hg->masks (per side input of tg), drawn as
+ * head_graph_step draws them. */
+graft_status head_graph_draw_masks(head_graph *hg, int64_t n, graft_err *e);
 /* logits (n, outputs) of features x (n, in), no dropout; *logits valid until the next call. */
 graft_status head_graph_logits(head_graph *hg, const float *x, int64_t n, const float **logits,
                                graft_err *e);

@@ -66,7 +66,9 @@ graft_status trainer_setup(graft_trainer *t, int64_t dim, graft_err *e) {
         st = optim_create(&t->opt, &oc, t->params, t->n_params, e);
     }
     if (st == GRAFT_OK) st = trainer_resident_setup(t, ctx ? ctx->options.num_threads : 0, e);
+    if (st == GRAFT_OK) st = trainer_head_setup(t, ctx ? ctx->options.num_threads : 0, e);
     if (st != GRAFT_OK) {
+        head_step_free(&t->hs);
         head_graph_free(&t->hg);
         head_free(&t->h);
         return st;
@@ -80,7 +82,7 @@ static graft_status apply_grads(graft_trainer *t, double lr, float **grads, cons
                                 graft_err *e);
 
 /* Unscale (fp16), clip and apply the accumulated gradients; then clear them. */
-static graft_status apply_step(graft_trainer *t, double lr, graft_err *e) {
+graft_status trainer_apply_step(graft_trainer *t, double lr, graft_err *e) {
     float **grads = malloc(sizeof *grads * (size_t)t->n_params);
     int64_t *numels = malloc(sizeof *numels * (size_t)t->n_params);
     graft_status st =
@@ -91,8 +93,8 @@ static graft_status apply_step(graft_trainer *t, double lr, graft_err *e) {
     }
     if (st == GRAFT_OK) st = apply_grads(t, lr, grads, numels, e);
     free(grads), free(numels);
-    head_zero_grad(&t->h);
-    if (t->blocks && !t->resident) blocks_zero_grad(t->blocks); /* resident: zeroed there */
+    if (!t->hs.on_device) head_zero_grad(&t->h); /* else the device's, zeroed there */
+    if (t->blocks && !t->resident) blocks_zero_grad(t->blocks);
     t->step++;
     return st;
 }
@@ -160,8 +162,8 @@ static graft_status graph_loss(void *user, const float *logits, int64_t n, float
 
 /* The head's forward, loss and backward on features (n, head input): *loss, *correct, the head's
  * gradients added, and d(loss)/d(features) into dx (n, head input) unless NULL. */
-static graft_status head_step(graft_trainer *t, const float *x, const void *y, int64_t n,
-                              double *loss, int64_t *correct, float *dx, graft_err *e) {
+static graft_status head_pause_step(graft_trainer *t, const float *x, const void *y, int64_t n,
+                                    double *loss, int64_t *correct, float *dx, graft_err *e) {
     graph_loss_call c = {t, y, loss, correct};
     return head_graph_step(&t->hg, x, n, graph_loss, &c, dx, e);
 }
@@ -176,7 +178,7 @@ typedef struct block_head_call {
 /* blocks_step's pause: the head's step on the features the blocks computed. */
 static graft_status block_head(void *user, const float *to, int64_t n, float *dto, graft_err *e) {
     block_head_call *c = user;
-    return head_step(c->t, to, c->y, n, c->loss, c->correct, dto, e);
+    return head_pause_step(c->t, to, c->y, n, c->loss, c->correct, dto, e);
 }
 
 graft_status trainer_step(graft_trainer *t, const float *x, const void *y, int64_t n, double lr,
@@ -187,10 +189,10 @@ graft_status trainer_step(graft_trainer *t, const float *x, const void *y, int64
         block_head_call c = {t, y, loss, correct};
         TRY(blocks_step(t->blocks, x, n, block_head, &c, e));
     } else {
-        TRY(head_step(t, x, y, n, loss, correct, NULL, e));
+        TRY(head_pause_step(t, x, y, n, loss, correct, NULL, e));
     }
     double t1 = now_seconds();
-    if (++t->micro % t->options.accumulate == 0) TRY(apply_step(t, lr, e));
+    if (++t->micro % t->options.accumulate == 0) TRY(trainer_apply_step(t, lr, e));
     double t2 = now_seconds();
     t->step_seconds += t2 - t1;
     t->head_seconds += t2 - t0;
@@ -201,6 +203,7 @@ graft_status trainer_step(graft_trainer *t, const float *x, const void *y, int64
 graft_status trainer_logits(graft_trainer *t, const float *x, int64_t m, const float **logits,
                             graft_err *e) {
     TRY(trainer_device_current(t, e));
+    if (t->hs.ready) return head_step_logits(&t->hs, x, m, logits, e);
     if (t->blocks) TRY(blocks_features(t->blocks, x, m, &x, e));
     return head_graph_logits(&t->hg, x, m, logits, e);
 }
@@ -320,8 +323,8 @@ void trainer_epoch_order(graft_trainer *t, int64_t *order, int64_t n) {
 
 /* A NaN or infinite training loss stops the run: the step, and the samples of its batch (their
  * indices in the data, which the caller maps to files), named. */
-static graft_status non_finite_loss(graft_trainer *t, double loss, const int64_t *rows, int64_t m,
-                                    graft_err *e) {
+graft_status trainer_non_finite_loss(graft_trainer *t, double loss, const int64_t *rows, int64_t m,
+                                     graft_err *e) {
     char list[160] = "";
     size_t at = 0;
     t->n_failed_samples = 0;
@@ -343,7 +346,7 @@ static graft_status non_finite_loss(graft_trainer *t, double loss, const int64_t
 /* A data-parallel rank with no rows in a (short) batch: no forward or backward, but its part in
  * the optimizer step (zero gradients into the all-reduce). */
 static graft_status step_without_rows(graft_trainer *t, double lr, graft_err *e) {
-    if (++t->micro % t->options.accumulate == 0) TRY(apply_step(t, lr, e));
+    if (++t->micro % t->options.accumulate == 0) TRY(trainer_apply_step(t, lr, e));
     return GRAFT_OK;
 }
 
@@ -375,7 +378,7 @@ static graft_status run_epoch(graft_trainer *t, epoch_state *s, const float *x, 
                                   : step_without_rows(t, lr, e);
         if (d) dist_dropout_after(t, m, masks);
         if (st != GRAFT_OK && !isfinite(loss))
-            return non_finite_loss(t, loss, s->order + at + lo, hi - lo, e);
+            return trainer_non_finite_loss(t, loss, s->order + at + lo, hi - lo, e);
         TRY(st);
         if (d) TRY(dist_reduce_step(d, &loss, share, &correct, e));
         t->epoch_loss += loss * (double)m;
@@ -439,18 +442,11 @@ graft_status trainer_run(graft_trainer *t, const float *x, const void *y, int64_
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                        "the checkpoint stopped at sample %lld of an epoch of %lld: other data?",
                        (long long)t->epoch_at, (long long)n);
-#if GRAFT_HAVE_CUDA
-    bool on_gpu = false;
+    if (t->hs.ready) return trainer_run_head(t, x, y, n, vx, vy, vn, e);
     if (t->blocks && train_exec_on_device(&t->blocks->run) && t->epoch == 0 && t->epoch_at == 0)
         ctx_log(t->model->ctx, GRAFT_LOG_INFO,
                 "the blocks after '%s' train on %s (fp32), the head on the CPU",
                 t->options.train_from, t->backbone->device_name);
-    /* Data-parallel runs train on the CPU path (its all-reduce); NCCL's GPU path comes later. */
-    graft_status gst = t->blocks || trainer_dist(t)
-                           ? GRAFT_OK
-                           : trainer_run_gpu(t, x, y, n, vx, vy, vn, &on_gpu, e);
-    if (on_gpu || gst != GRAFT_OK) return gst;
-#endif
     epoch_state s = {0};
     s.order = malloc(sizeof(int64_t) * (size_t)n);
     int64_t xb_count = t->options.batch_size * t->dim;

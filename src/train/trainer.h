@@ -10,16 +10,16 @@
 #include "loss.h"
 #include "loss_scale.h"
 #include "optim.h"
+#include "head_step.h"
 #include "optim_graph.h"
 #include "schedule.h"
 
-/* The GPU path's record (trainer_gpu.c) and its switches, for tests and logs. */
+/* Where a head trained (trainer_head.c) and its switches, for tests and logs. */
 typedef struct trainer_gpu_info {
-    bool used;                 /* the last trainer_run trained on the GPU */
-    int place;                 /* cuda_head_place: where the features lived */
+    bool used;                 /* the last trainer_run trained the head on a device */
+    int place;                 /* HEAD_STEP_FEATURES_*: where the features lived */
     int64_t feature_h2d_bytes; /* feature bytes copied host -> device in that run */
-    int64_t feature_bus_bytes; /* feature bytes the GPU read from mapped host memory */
-    bool force_host_features;  /* tests: keep the features out of GPU memory */
+    bool force_host_features;  /* tests: keep the features out of device memory */
     bool disable;              /* train on the CPU even when the model has a GPU */
 } trainer_gpu_info;
 
@@ -38,7 +38,10 @@ struct graft_trainer {
     loss_spec loss;
     int64_t dim; /* feature size; 0 until known */
     head h;
-    head_graph hg; /* head-only fp32 training through the training graph (hg.ready) */
+    head_graph hg; /* the head's training graph (the loss in the pause: blocks, data-parallel) */
+    /* A head alone, not data-parallel: its whole step as one graph (head_step.h) on og's device
+     * (hs.ready); trainer_head.c runs its epochs. */
+    head_step hs;
     bool head_ready;
     optim *opt;
     optim_graph og; /* opt's step as the OptimizerStep op, run by graph/exec */
@@ -148,11 +151,18 @@ int trainer_report(graft_trainer *t, int epoch_end, double loss, double acc, dou
                    double vacc);
 graft_status trainer_end_epoch(graft_trainer *t, double loss, double acc, const float *vx,
                                const void *vy, int64_t vn, bool *stop, graft_err *e);
-/* The epochs on the model's GPU (trainer_gpu.c, CUDA builds): *ran is false when the model has
- * no GPU or the GPU could not start (a warning is logged); the caller then trains on the CPU.
- * The head's weights, optimizer state and loss scale are copied back at every epoch's end. */
-graft_status trainer_run_gpu(graft_trainer *t, const float *x, const void *y, int64_t n,
-                             const float *vx, const void *vy, int64_t vn, bool *ran, graft_err *e);
+/* trainer_head.c: the epochs of a head alone through its step graph (t->hs), on the model's
+ * device or the CPU; the host waits for a device once per step (the optimizer's result) and
+ * reads the loss sums at an epoch's end, or after each step when a callback wants its loss. */
+graft_status trainer_run_head(graft_trainer *t, const float *x, const void *y, int64_t n,
+                              const float *vx, const void *vy, int64_t vn, graft_err *e);
+/* An optimizer step of the accumulated gradients at rate lr, then the step counted. */
+graft_status trainer_apply_step(graft_trainer *t, double lr, graft_err *e);
+/* The error for a NaN or infinite training loss of the batch of rows (m of them). */
+graft_status trainer_non_finite_loss(graft_trainer *t, double loss, const int64_t *rows, int64_t m,
+                                     graft_err *e);
+/* The head's step graph (t->hs) when the head trains alone and not data-parallel. */
+graft_status trainer_head_setup(graft_trainer *t, int threads, graft_err *e);
 
 /* Whole tensors as a batch source (slices along dim 0); identity hashes their bytes. */
 typedef struct tensor_source {

@@ -123,6 +123,7 @@ graft_status graft_trainer_create(graft_model *model, const graft_head_options *
 void graft_trainer_free(graft_trainer *t) {
     if (!t) return;
     if (t->head_ready) head_free(&t->h);
+    head_step_free(&t->hs);
     head_graph_free(&t->hg);
     optim_graph_free(&t->og);
     optim_free(t->opt);

@@ -1,4 +1,5 @@
-/* trainer_resident.c: blocks trained with everything resident on their device (trainer.h's
+/* trainer_resident.c: a head alone (head_step.h), or blocks, trained with everything resident on
+ * their device (trainer.h's
  * `resident`): the optimizer graph (optim_graph.h) on the blocks' device holds every parameter,
  * gradient and optimizer state slot, the blocks' runs read their weights there and leave their
  * gradients there, so a step moves only the rows, the features, their gradient, the head's
@@ -12,9 +13,11 @@
 
 static bool wanted(const graft_trainer *t) {
     const char *env = getenv("GRAFT_RESIDENT");
-    if (env && !strcmp(env, "0")) return false;
-    return t->blocks && train_exec_on_device(&t->blocks->run) && t->blocks->fixed == 0 &&
-           !trainer_dist(t);
+    if (env && !strcmp(env, "0") && t->blocks) return false;
+    if (trainer_dist(t)) return false;
+    if (!t->blocks) /* a head alone: its step graph runs where the model does */
+        return t->model && t->model->have_device && !t->gpu.disable;
+    return train_exec_on_device(&t->blocks->run) && t->blocks->fixed == 0;
 }
 
 graft_status trainer_resident_setup(graft_trainer *t, int threads, graft_err *e) {
@@ -28,15 +31,17 @@ graft_status trainer_resident_setup(graft_trainer *t, int threads, graft_err *e)
     graft_status st = optim_graph_init_model(&t->og, t->opt, fp16, clip, t->model, threads, e);
     if (st == GRAFT_OK && !t->og.on_device)
         st = err_set(e, GRAFT_E_INTERNAL, "the optimizer is not on the device");
+    if (st == GRAFT_OK && !t->blocks) return GRAFT_OK;
     if (st == GRAFT_OK) /* an error here leaves the blocks half changed: no way back */
         return blocks_make_resident(t->blocks, &t->og, t->n_head_params, t->model, threads, e);
     if (st != GRAFT_E_OUT_OF_MEMORY) return st;
     /* The weights, gradients and state do not fit on the device: the host keeps them, as before
      * residency (slower: they cross PCIe every step). */
     ctx_log(t->model->ctx, GRAFT_LOG_WARN,
-            "the trainable blocks' weights, gradients and optimizer state do not fit on %s "
-            "(%s); they stay on the host and cross PCIe every step",
-            t->model->device_name, e->msg);
+            "the trainable weights, gradients and optimizer state do not fit on %s (%s); they "
+            "stay on the host%s",
+            t->model->device_name, e->msg,
+            t->blocks ? " and cross PCIe every step" : ", where the head trains");
     err_clear(e);
     t->resident = false;
     return optim_graph_init(&t->og, t->opt, fp16, clip, threads, e);
@@ -50,14 +55,17 @@ graft_status trainer_device_current(graft_trainer *t, graft_err *e) {
 }
 
 graft_status trainer_resident_step(graft_trainer *t, float lr, bool *skipped, graft_err *e) {
-    int nh = t->n_head_params;
     float total_norm;
     TRY(trainer_device_current(t, e));
+    t->host_current = false;
+    if (t->hs.on_device) /* the head's gradients are there already; nothing comes back */
+        return optim_graph_step(&t->og, t->opt, lr, NULL, skipped, &total_norm, e);
+    /* the head trained on the host, in the blocks' pause */
+    int nh = t->n_head_params;
     TRY(optim_graph_move(&t->og, t->opt, true, OG_G, 0, nh, e));
     TRY(optim_graph_step(&t->og, t->opt, lr, NULL, skipped, &total_norm, e));
     TRY(optim_graph_move(&t->og, t->opt, false, OG_W | OG_STATE, 0, nh, e));
     optim_graph_state_to(&t->og, t->opt, &t->scaler);
-    t->host_current = false;
     return GRAFT_OK;
 }
 
