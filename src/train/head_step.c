@@ -297,6 +297,25 @@ graft_status head_step_set_data(head_step *hs, const float *x, int64_t n, bool f
     return train_exec_input_on_device(&hs->run, hs->i_all, false, e);
 }
 
+/* hs->index holding 0..m-1 (and, staged, room for m rows). */
+static graft_status ensure_rows(head_step *hs, int64_t m, bool staged, graft_err *e) {
+    if (m > hs->rows) {
+        free(hs->index);
+        hs->index = malloc(sizeof(int64_t) * (size_t)m);
+        if (!hs->index) return oom(e);
+        for (int64_t i = 0; i < m; i++) hs->index[i] = i;
+        if (hs->staged) train_exec_host_free(&hs->run, hs->staged);
+        hs->staged = NULL;
+        hs->rows = m;
+    }
+    if (staged && !hs->staged) {
+        hs->staged =
+            train_exec_host_alloc(&hs->run, sizeof(float) * (size_t)(hs->rows * hs->in_width));
+        if (!hs->staged) return oom(e);
+    }
+    return GRAFT_OK;
+}
+
 /* The batch's index (and, staged, its rows) for m rows. */
 static graft_status bind_rows(head_step *hs, const int64_t *rows, int64_t m, graft_err *e) {
     const ir_graph *g = &hs->tg.g;
@@ -304,23 +323,15 @@ static graft_status bind_rows(head_step *hs, const int64_t *rows, int64_t m, gra
     tensor *all = &hs->in[hs->i_all], *index = &hs->in[hs->i_index];
     *index = (tensor){GRAFT_DTYPE_I64, 1, {m}, (void *)rows};
     if (hs->place != HEAD_STEP_FEATURES_STAGED) {
+        if (!hs->features) return err_set(e, GRAFT_E_INTERNAL, "head step: no training set");
         *all = value_tensor(g, g->inputs[hs->i_all],
                             hs->dev_features ? hs->dev_features : (void *)hs->features);
         all->dims[0] = hs->n_all;
         return GRAFT_OK;
     }
-    if (m > hs->rows) {
-        if (hs->staged) train_exec_host_free(&hs->run, hs->staged);
-        free(hs->index);
-        hs->staged = train_exec_host_alloc(&hs->run, sizeof(float) * (size_t)(m * w));
-        hs->index = malloc(sizeof(int64_t) * (size_t)m);
-        if (!hs->staged || !hs->index) return oom(e);
-        hs->rows = m;
-    }
-    for (int64_t i = 0; i < m; i++) {
+    TRY(ensure_rows(hs, m, true, e));
+    for (int64_t i = 0; i < m; i++)
         memcpy(hs->staged + i * w, hs->features + rows[i] * w, sizeof(float) * (size_t)w);
-        hs->index[i] = i;
-    }
     hs->feature_h2d_bytes += (int64_t)sizeof(float) * m * w;
     *all = (tensor){GRAFT_DTYPE_F32, 2, {m, w}, hs->staged};
     index->data = hs->index;
@@ -358,10 +369,9 @@ static graft_status sums_back(head_step *hs, graft_err *e) {
     return hs->on_device ? d->synchronize(d->impl, e) : GRAFT_OK;
 }
 
-graft_status head_step_run(head_step *hs, const int64_t *rows, const void *y, int64_t m,
-                           const loss_spec *l, float loss_scale, graft_err *e) {
-    if (!hs->ready || m < 1) return err_set(e, GRAFT_E_INTERNAL, "head step: not set up");
-    TRY(bind_rows(hs, rows, m, e));
+/* The run over the rows bound: masks, targets y (m), weights, then the sums back. */
+static graft_status run_batch(head_step *hs, const void *y, int64_t m, const loss_spec *l,
+                              float loss_scale, graft_err *e) {
     TRY(bind_masks(hs, m, e));
     hs->in[hs->i_targets] = hs->ce ? (tensor){GRAFT_DTYPE_I64, 1, {m}, (void *)y}
                                    : (tensor){GRAFT_DTYPE_F32, 2, {m, hs->outputs}, (void *)y};
@@ -373,6 +383,26 @@ graft_status head_step_run(head_step *hs, const int64_t *rows, const void *y, in
     hs->host_state.scale = loss_scale;
     TRY(train_exec_run(&hs->run, hs->in, e));
     return sums_back(hs, e);
+}
+
+graft_status head_step_run(head_step *hs, const int64_t *rows, const void *y, int64_t m,
+                           const loss_spec *l, float loss_scale, graft_err *e) {
+    if (!hs->ready || m < 1) return err_set(e, GRAFT_E_INTERNAL, "head step: not set up");
+    TRY(bind_rows(hs, rows, m, e));
+    return run_batch(hs, y, m, l, loss_scale, e);
+}
+
+graft_status head_step_run_rows(head_step *hs, const float *x, const void *y, int64_t m,
+                                const loss_spec *l, float loss_scale, graft_err *e) {
+    if (!hs->ready || m < 1) return err_set(e, GRAFT_E_INTERNAL, "head step: not set up");
+    TRY(ensure_rows(hs, m, false, e));
+    hs->in[hs->i_all] = (tensor){GRAFT_DTYPE_F32, 2, {m, hs->in_width}, (void *)x};
+    hs->in[hs->i_index] = (tensor){GRAFT_DTYPE_I64, 1, {m}, hs->index};
+    bool resident = hs->place == HEAD_STEP_FEATURES_DEVICE;
+    if (resident) TRY(train_exec_input_on_device(&hs->run, hs->i_all, false, e));
+    graft_status st = run_batch(hs, y, m, l, loss_scale, e);
+    if (resident) TRY(train_exec_input_on_device(&hs->run, hs->i_all, true, e));
+    return st;
 }
 
 graft_status head_step_state(head_step *hs, train_state *out, graft_err *e) {

@@ -57,6 +57,9 @@ graft_status head_step_set_data(head_step *hs, const float *x, int64_t n, bool f
  * og's. loss_scale: fp16's current scale (host runs; a device reads its own). */
 graft_status head_step_run(head_step *hs, const int64_t *rows, const void *y, int64_t m,
                            const loss_spec *l, float loss_scale, graft_err *e);
+/* The same on rows x (m, in_width) of host memory (trainer_step's: the caller gathered them). */
+graft_status head_step_run_rows(head_step *hs, const float *x, const void *y, int64_t m,
+                                const loss_spec *l, float loss_scale, graft_err *e);
 /* The training state the loss writes: the host's, or a copy of the device's (a wait). */
 graft_status head_step_state(head_step *hs, train_state *out, graft_err *e);
 /* The loss sums of the state zeroed (an epoch's start) and, when scale is not NULL, the loss

@@ -181,11 +181,29 @@ static graft_status block_head(void *user, const float *to, int64_t n, float *dt
     return head_pause_step(c->t, to, c->y, n, c->loss, c->correct, dto, e);
 }
 
+/* A head alone: its step graph (head_step.h) on rows x (n, dim); *loss and *correct from the
+ * training state (a device's: a wait). */
+static graft_status graph_step(graft_trainer *t, const float *x, const void *y, int64_t n,
+                               double *loss, int64_t *correct, graft_err *e) {
+    bool fp16 = t->options.precision == GRAFT_PRECISION_FP16;
+    TRY(head_step_run_rows(&t->hs, x, y, n, &t->loss, fp16 ? t->scaler.scale : 1.0f, e));
+    train_state s;
+    TRY(head_step_state(&t->hs, &s, e));
+    *loss = s.step_loss;
+    *correct = s.step_correct;
+    if (!isfinite(*loss) && !fp16)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "the training loss is %s",
+                       isnan(*loss) ? "NaN" : "infinite");
+    return GRAFT_OK;
+}
+
 graft_status trainer_step(graft_trainer *t, const float *x, const void *y, int64_t n, double lr,
                           double *loss, int64_t *correct, graft_err *e) {
     double t0 = now_seconds();
     TRY(trainer_device_current(t, e));
-    if (t->blocks) {
+    if (t->hs.ready) {
+        TRY(graph_step(t, x, y, n, loss, correct, e));
+    } else if (t->blocks) {
         block_head_call c = {t, y, loss, correct};
         TRY(blocks_step(t->blocks, x, n, block_head, &c, e));
     } else {
