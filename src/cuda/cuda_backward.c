@@ -2,6 +2,7 @@
  * hands the call to the rule of its forward op (cuda_backward.h), and leaves every case no rule
  * covers (another dtype, an op without a GPU rule) to the CPU reference on copies. */
 #include "cuda_backward.h"
+#include "elementwise_launch.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,25 @@ static graft_status zero_all(const cuda_bwd *b) {
     return GRAFT_OK;
 }
 
+/* Cast: the gradient converted to its input's dtype (what the CPU rule does: the half-precision
+ * emulation's rounding pairs run it in any float dtype); a pair ew_cast lacks goes to the CPU. */
+static graft_status cast_backward(const cuda_bwd *b, bool *handled) {
+    const tensor *dy = b->dout[0];
+    tensor *dx = b->din[0];
+    *handled = false;
+    if (b->n_in < 1 || b->n_out < 1 || !dx || !dy || tensor_numel(dx) != tensor_numel(dy))
+        return GRAFT_OK;
+    cudaStream_t s = b->be->stream;
+    cudaError_t err = dy->dtype == dx->dtype
+                          ? cudaMemcpyAsync(dx->data, dy->data, (size_t)tensor_nbytes(dx),
+                                            cudaMemcpyDeviceToDevice, s)
+                          : ew_cast(dy->dtype, dy->data, dx->dtype, dx->data, tensor_numel(dx), s);
+    if (err == cudaErrorNotSupported) return GRAFT_OK;
+    if (err != cudaSuccess) return cuda_fail(b->call->err, err, "converting Cast's gradient");
+    *handled = true;
+    return GRAFT_OK;
+}
+
 static graft_status k_backward(cuda_backend *be, const op_call *c, void **state, bool *handled) {
     *handled = false;
     backward_layout l;
@@ -82,6 +102,7 @@ static graft_status k_backward(cuda_backend *be, const op_call *c, void **state,
                   .dout = c->in + l.n_fwd_in + l.n_fwd_out,
                   .din = c->out,
                   .state = s};
+    if (!strcmp(l.op, "Cast")) return cast_backward(&b, handled);
     if (!plain_f32(&b)) return GRAFT_OK;
     if (!any_out) {
         *handled = true;

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""tools/bench_head_gpu.py: a head's training over cached features on the GPU, graft
+(tests/bench_head_device: trainer_run through the head's step graph) beside PyTorch doing the
+same in one run: the features already on the GPU, a Linear head (or one hidden layer), AdamW,
+cross-entropy, a fresh permutation each epoch, batch 256. Prints seconds per epoch and the ratio.
+  python3 tools/bench_head_gpu.py BUILD MODEL [--rows N] [--width W] [--epochs E] [--hidden H]"""
+import argparse
+import subprocess
+import time
+
+import torch
+
+
+def torch_epochs(rows, width, batch, epochs, hidden, dtype):
+    dev = "cuda"
+    g = torch.Generator(device=dev).manual_seed(0)
+    x = torch.rand(rows, width, device=dev, generator=g) - 0.5
+    y = torch.randint(0, 10, (rows,), device=dev, generator=g)
+    layers = [torch.nn.Linear(width, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 10)] \
+        if hidden else [torch.nn.Linear(width, 10)]
+    head = torch.nn.Sequential(*layers).to(dev)
+    opt = torch.optim.AdamW(head.parameters(), lr=1e-3, foreach=True)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    times = []
+    for _ in range(epochs):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        order = torch.randperm(rows, device=dev)
+        for at in range(0, rows, batch):
+            idx = order[at:at + batch]
+            with torch.autocast("cuda", dtype=dtype, enabled=dtype != torch.float32):
+                loss = loss_fn(head(x[idx]), y[idx])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build")
+    ap.add_argument("model")
+    ap.add_argument("--rows", type=int, default=20000)
+    ap.add_argument("--width", type=int, default=2048)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--hidden", type=int, default=0)
+    a = ap.parse_args()
+    rows = []
+    for prec, dt in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+        cmd = [f"{a.build}/tests/bench_head_device", a.model, "cuda:0", str(a.rows), str(a.width),
+               str(a.batch), str(a.epochs), str(a.hidden), prec]
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        print(out.stdout.strip(), out.stderr.strip()[-400:])
+        later = float(out.stdout.split("later ")[1].split(" s")[0]) if out.returncode == 0 else float("nan")
+        first = float(out.stdout.split("first ")[1].split(" s")[0]) if out.returncode == 0 else float("nan")
+        t = torch_epochs(a.rows, a.width, a.batch, a.epochs, a.hidden, dt)
+        tl = sum(t[1:]) / max(1, len(t) - 1)
+        rows.append((prec, first, later, t[0], tl))
+    print(f"| head {a.width}->{'%d->' % a.hidden if a.hidden else ''}10, {a.rows} rows, batch {a.batch} "
+          "| graft first / later epoch | PyTorch eager first / later | graft / PyTorch (later) |")
+    print("|---|---|---|---|")
+    for prec, f, l, tf, tl in rows:
+        print(f"| {prec} | {f:.4f} / {l:.4f} s | {tf:.4f} / {tl:.4f} s | {l / tl:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
