@@ -11,7 +11,7 @@ grep "^  " "$OUT/gt.log"; grep -c "runs on the CPU" "$OUT/gt.log"
 img=(--resize 0 --crop 8 --grayscale --mean 0.3053,0.3053,0.3053 --std 0.376,0.376,0.376)
 for d in cpu cuda:0; do
     $B/graft finetune --model models/digits_cnn.onnx --data examples/digits/train --val examples/digits/val \
-        --out "$OUT/head_$d.onnx" "${img[@]}" --lr 0.01 --epochs 100 --hidden 64 --dropout 0.2 \
+        --out "$OUT/head_$d.onnx" "${img[@]}" --lr 0.01 --epochs 100 --head mlp:64 --dropout 0.2 \
         --device $d >"$OUT/head_$d.log" 2>&1
     echo "head-only finetune on $d: rc=$? $(grep -E '^epoch 100/' "$OUT/head_$d.log")"
 done
