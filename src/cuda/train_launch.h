@@ -1,5 +1,5 @@
-/* train_launch.h: launchers of the head-training kernels (src/cuda/train.cu, train_optim.cu):
- * batch gathers, activations and dropout, losses, gradient norms and the fused optimizers. */
+/* train_launch.h: launchers of the training ops' kernels (src/cuda/train.cu: TrainLoss's losses;
+ * train_optim.cu: OptimizerStep's gradient norms and fused optimizers). */
 #ifndef GRAFT_CUDA_TRAIN_LAUNCH_H
 #define GRAFT_CUDA_TRAIN_LAUNCH_H
 
@@ -15,8 +15,6 @@ extern "C" {
 
 /* How the head's compute copies are rounded: the values of graft_precision (FP32, BF16, FP16). */
 enum { TRAIN_ROUND_NONE = 0, TRAIN_ROUND_BF16 = 1, TRAIN_ROUND_F16 = 2 };
-/* Activations: the values of graft_activation. */
-enum { TRAIN_ACT_RELU = 0, TRAIN_ACT_GELU = 1, TRAIN_ACT_TANH = 2 };
 /* Losses: the values of loss_kind (src/train/loss.h). */
 enum { TRAIN_LOSS_CE = 0, TRAIN_LOSS_BCE = 1, TRAIN_LOSS_MSE = 2 };
 /* Optimizers: the values of optim_kind (src/train/optim.h). */
@@ -26,29 +24,6 @@ enum { TRAIN_OPT_SGD = 0, TRAIN_OPT_ADAM = 1, TRAIN_OPT_ADAMW = 2, TRAIN_OPT_LAM
 #define TRAIN_PARTIALS 128
 
 /* ---- forward, losses, backward (train.cu) -------------------------------------------------- */
-
-/* dst (m, cols) = round(src[idx[i]] rows); src may be mapped host memory. */
-cudaError_t train_gather_rows(float *dst, const float *src, const int64_t *idx, int64_t m,
-                              int64_t cols, int round, cudaStream_t stream);
-/* dst (m) = src[idx[i]] (class indices). */
-cudaError_t train_gather_i64(int64_t *dst, const int64_t *src, const int64_t *idx, int64_t m,
-                             cudaStream_t stream);
-/* dst (n) = round(src) (src == dst allowed: nothing to do in fp32). */
-cudaError_t train_round(float *dst, const float *src, int64_t n, int round, cudaStream_t stream);
-/* z (m, cols) rounded in place; y = round(act(z)), then dropout with probability p:
- * round(y * mask / (1 - p)), the mask drawn from a counter hash of (seed, element) (not the CPU
- * head's RNG stream). p == 0: no dropout. */
-cudaError_t train_act_forward(float *y, float *z, int64_t m, int64_t cols, int act, float p,
-                              uint64_t seed, int round, cudaStream_t stream);
-/* g (m, cols), in place: through the dropout mask of (seed, p), then times act'(z), rounded. */
-cudaError_t train_act_backward(float *g, const float *z, int64_t m, int64_t cols, int act, float p,
-                               uint64_t seed, int round, cudaStream_t stream);
-/* acc (cols) += round(sum over the m rows of g (m, cols)), the sum in double. */
-cudaError_t train_colsum_add(float *acc, const float *g, int64_t m, int64_t cols, int round,
-                             cudaStream_t stream);
-/* acc (n) += round(v). */
-cudaError_t train_add_rounded(float *acc, const float *v, int64_t n, int round,
-                              cudaStream_t stream);
 
 typedef struct train_loss_args {
     int kind; /* TRAIN_LOSS_* */
