@@ -165,7 +165,7 @@ static bool row_is_piece(const blocks *b, int k) {
 }
 
 /* The batch's pieces (from, side inputs) out of rows (n, row), and d_to's buffer. */
-static graft_status unpack_rows(blocks *b, const float *rows, int64_t n, graft_err *e) {
+graft_status blocks_unpack_rows(blocks *b, const float *rows, int64_t n, graft_err *e) {
     if (n != b->batch) {
         free_pieces(b);
         for (int k = 0; k < b->frozen.n_pieces; k++) {
@@ -292,7 +292,7 @@ graft_status blocks_step(blocks *b, const float *rows, int64_t n, blocks_head_fn
 graft_status blocks_run_training(blocks *b, const float *rows, int64_t n, blocks_head_fn head,
                                  void *user, const float *dto, graft_err *e) {
     double t0 = now_seconds();
-    TRY(unpack_rows(b, rows, n, e));
+    TRY(blocks_unpack_rows(b, rows, n, e));
     tensor *dt = &b->inputs[1 + b->tg.n_side + b->n_params]; /* d_to (acc/ inputs follow) */
     dt->dtype = GRAFT_DTYPE_F32;
     dt->ndim = 2;
@@ -348,7 +348,7 @@ graft_status blocks_features(blocks *b, const float *rows, int64_t n, const floa
 graft_status blocks_run_features(blocks *b, const float *rows, int64_t n, const float **out,
                                  graft_err *e) {
     double t0 = now_seconds();
-    TRY(unpack_rows(b, rows, n, e));
+    TRY(blocks_unpack_rows(b, rows, n, e));
     TRY(train_exec_run(&b->eval, b->inputs, e));
     b->sec_eval += now_seconds() - t0;
     const tensor *to = train_exec_output(&b->eval, 0);

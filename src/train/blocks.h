@@ -95,6 +95,9 @@ void blocks_chunks_free(blocks *b);
  * m: the model blocks_init read (the training run is rebuilt on its device). */
 graft_status blocks_make_resident(blocks *b, const struct optim_graph *og, int og_first,
                                   graft_model *m, int threads, graft_err *e);
+/* The batch's pieces (`from`, then the side inputs: frozen.pieces' order) out of rows
+ * (n, frozen.row) into inputs[0 .. frozen.n_pieces), valid until the next call. */
+graft_status blocks_unpack_rows(blocks *b, const float *rows, int64_t n, graft_err *e);
 /* Write the current weights into m's constants (m: the model blocks_init read). */
 graft_status blocks_write_back(blocks *b, graft_model *m, graft_err *e);
 

@@ -99,21 +99,73 @@ static int input_named(const ir_graph *g, const char *name) {
     return input_pos(g, ir_find_value(g, name));
 }
 
-/* The head's master tensor value v of graph g names. */
-static tensor *layer_tensor(head *h, const ir_graph *g, int v) {
-    const char *name = g->values[v].name;
+/* The fp32 masters of the source graph's parameter `name`: a head layer's, or a block's. */
+static float *master_of(const head_step *hs, const char *name) {
+    const head *h = hs->hg->h;
     for (int j = 0; j < h->n_layers; j++) {
-        if (!strcmp(name, h->layers[j].w_name)) return &h->layers[j].w;
-        if (!strcmp(name, h->layers[j].b_name)) return &h->layers[j].b;
+        if (!strcmp(name, h->layers[j].w_name)) return h->layers[j].w.data;
+        if (!strcmp(name, h->layers[j].b_name)) return h->layers[j].b.data;
     }
+    for (int j = 0; hs->b && j < hs->b->n_params; j++) /* names[j]: "blocks/<model name>" */
+        if (!strcmp(name, hs->b->names[j] + strlen("blocks/"))) return hs->b->data[j];
     return NULL;
 }
 
 /* opt's parameter whose masters are data (-1: none). */
 static int opt_index(const optim *opt, const float *data) {
-    for (int k = 0; k < optim_param_count(opt); k++)
+    for (int k = 0; data && k < optim_param_count(opt); k++)
         if (optim_get_param(opt, k)->data == data) return k;
     return -1;
+}
+
+/* The head's weights are parameters whatever their size (a one-output bias above blocks). */
+static void set_names(head_step *hs, train_graph_options *o) {
+    const head *h = hs->hg->h;
+    int n = 0;
+    for (int j = 0; j < h->n_layers; j++) {
+        hs->head_names[n++] = h->layers[j].w_name;
+        hs->head_names[n++] = h->layers[j].b_name;
+    }
+    o->param_names = hs->head_names;
+    o->n_param_names = n;
+}
+
+/* Side input i of tg: a dropout mask of hg's (its index), or -1. */
+static int mask_index(const head_step *hs, const char *name) {
+    for (int j = 0; j < hs->hg->tg.n_side; j++)
+        if (!strcmp(name, hs->hg->tg.g.values[hs->hg->tg.side[j]].name)) return j;
+    return -1;
+}
+
+/* Blocks: the frozen piece a side input of tg (source name `name`) is, or -1. */
+static int piece_index(const head_step *hs, const char *name) {
+    for (int k = 1; k < hs->n_pieces; k++)
+        if (!strcmp(name, hs->piece_name[k])) return k;
+    return -1;
+}
+
+/* The side inputs: dropout masks, and for blocks the frozen pieces (`from` is piece 0). */
+static graft_status find_sides(head_step *hs, graft_err *e) {
+    const ir_graph *g = &hs->tg.g;
+    int n = hs->tg.n_side;
+    hs->i_mask = calloc((size_t)n + 1, sizeof(int));
+    hs->mask_of = calloc((size_t)n + 1, sizeof(int));
+    hs->i_piece = calloc((size_t)hs->n_pieces + 1, sizeof(int));
+    if (!hs->i_mask || !hs->mask_of || !hs->i_piece) return oom(e);
+    if (hs->b) hs->i_piece[0] = input_pos(g, hs->tg.from);
+    for (int i = 0; i < n; i++) {
+        const char *name = hs->src->values[hs->tg.model_side[i]].name;
+        int j = mask_index(hs, name), k = j < 0 && hs->b ? piece_index(hs, name) : -1;
+        if (j >= 0) {
+            hs->i_mask[hs->n_masks] = input_pos(g, hs->tg.side[i]);
+            hs->mask_of[hs->n_masks++] = j;
+        } else if (k >= 0) {
+            hs->i_piece[k] = input_pos(g, hs->tg.side[i]);
+        } else {
+            return err_set(e, GRAFT_E_INTERNAL, "step graph: an unknown input '%s'", name);
+        }
+    }
+    return GRAFT_OK;
 }
 
 static graft_status find_inputs(head_step *hs, graft_err *e) {
@@ -123,22 +175,10 @@ static graft_status find_inputs(head_step *hs, graft_err *e) {
     hs->i_targets = input_named(g, "loss/targets");
     hs->i_weights = input_named(g, "loss/weights");
     hs->i_state = input_named(g, "loss/state");
-    if (hs->i_all < 0 || hs->i_index < 0 || hs->i_targets < 0 || hs->i_state < 0)
-        return err_set(e, GRAFT_E_INTERNAL, "head step: an input went missing");
-    hs->n_masks = hs->tg.n_side;
-    hs->i_mask = calloc((size_t)hs->n_masks + 1, sizeof(int));
-    hs->mask_of = calloc((size_t)hs->n_masks + 1, sizeof(int));
-    if (!hs->i_mask || !hs->mask_of) return oom(e);
-    for (int i = 0; i < hs->n_masks; i++) {
-        const char *name = g->values[hs->tg.side[i]].name;
-        hs->i_mask[i] = input_pos(g, hs->tg.side[i]);
-        hs->mask_of[i] = -1;
-        for (int j = 0; j < hs->hg->tg.n_side; j++)
-            if (!strcmp(name, hs->hg->tg.g.values[hs->hg->tg.side[j]].name)) hs->mask_of[i] = j;
-        if (hs->mask_of[i] < 0 || hs->i_mask[i] < 0)
-            return err_set(e, GRAFT_E_INTERNAL, "head step: an unknown mask '%s'", name);
-    }
-    return GRAFT_OK;
+    bool rows = hs->b || (hs->i_all >= 0 && hs->i_index >= 0);
+    if (!rows || hs->i_targets < 0 || hs->i_state < 0)
+        return err_set(e, GRAFT_E_INTERNAL, "step graph: an input went missing");
+    return find_sides(hs, e);
 }
 
 /* A tensor over data with value v's dtype and shape. */
@@ -147,6 +187,26 @@ static tensor value_tensor(const ir_graph *g, int v, void *data) {
     tensor t = {x->dtype, x->ndim, {0}, data};
     memcpy(t.dims, x->dims, sizeof t.dims);
     return t;
+}
+
+/* Parameter i of graph tg (source src) bound in inputs: og's weights buffer (device) or the
+ * masters; *k its index in opt. */
+static graft_status bind_weights(head_step *hs, const train_graph *tg, const ir_graph *src, int i,
+                                 const optim *opt, train_exec *x, tensor *inputs, int *k,
+                                 graft_err *e) {
+    const char *name = src->values[tg->model_params[i]].name;
+    int at = input_pos(&tg->g, tg->params[i]);
+    *k = opt_index(opt, master_of(hs, name));
+    if (*k < 0 || at < 0)
+        return err_set(e, GRAFT_E_INTERNAL, "step graph: parameter '%s' is not the optimizer's",
+                       name);
+    void *w = optim_get_param(opt, *k)->data;
+    if (hs->on_device) {
+        w = optim_graph_device_buffer(hs->og, *k, OG_W);
+        TRY(train_exec_input_on_device(x, at, true, e));
+    }
+    inputs[at] = value_tensor(&tg->g, tg->params[i], w);
+    return GRAFT_OK;
 }
 
 /* The parameters, their sums and the state bound: og's buffers (device) or the masters, the
@@ -158,25 +218,19 @@ static graft_status bind_params(head_step *hs, const optim *opt, graft_err *e) {
     hs->i_acc = calloc((size_t)n + 1, sizeof(int));
     if (!hs->i_param || !hs->i_acc) return oom(e);
     for (int i = 0; i < n; i++) {
-        int v = hs->tg.params[i];
-        tensor *w = layer_tensor(hs->hg->h, g, v);
-        int k = w ? opt_index(opt, w->data) : -1;
+        int v = hs->tg.params[i], k;
+        TRY(bind_weights(hs, &hs->tg, hs->src, i, opt, &hs->run, hs->in, &k, e));
         char acc[1100];
         snprintf(acc, sizeof acc, "acc/%.1000s", g->values[v].name);
         hs->i_param[i] = input_pos(g, v);
         hs->i_acc[i] = input_named(g, acc);
-        if (k < 0 || hs->i_param[i] < 0 || hs->i_acc[i] < 0)
-            return err_set(e, GRAFT_E_INTERNAL, "head step: parameter '%s' is not the optimizer's",
-                           g->values[v].name);
-        void *wd = w->data, *gd = (void *)optim_get_param(opt, k)->grad;
+        if (hs->i_acc[i] < 0) return err_set(e, GRAFT_E_INTERNAL, "step graph: no sum %d", i);
+        void *gd = (void *)optim_get_param(opt, k)->grad;
         if (hs->on_device) {
-            wd = optim_graph_device_buffer(hs->og, k, OG_W);
             gd = optim_graph_device_buffer(hs->og, k, OG_G);
-            TRY(train_exec_input_on_device(&hs->run, hs->i_param[i], true, e));
             TRY(train_exec_input_on_device(&hs->run, hs->i_acc[i], true, e));
             TRY(train_exec_output_on_device(&hs->run, 1 + i, true, e));
         }
-        hs->in[hs->i_param[i]] = value_tensor(g, v, wd);
         hs->in[hs->i_acc[i]] = value_tensor(g, v, gd);
     }
     int sv = g->inputs[hs->i_state];
@@ -188,58 +242,69 @@ static graft_status bind_params(head_step *hs, const optim *opt, graft_err *e) {
     return GRAFT_OK;
 }
 
-/* Evaluation on the device: the head's forward reading og's weights there. */
+/* Evaluation: the forward reading the same weights (og's on a device). */
 static graft_status init_eval(head_step *hs, const optim *opt, graft_model *m, int threads,
                               graft_err *e) {
     train_graph_options fo = {
-        .forward_only = true, .scalar_params = true, .round_to = round_to(hs->hg->h)};
-    TRY(train_graph_build(&hs->hg->g_eval, "features", "logits", &fo, &hs->fwd, e));
-    TRY(train_exec_init_device(&hs->eval, &hs->fwd.g, threads, m, e));
+        .forward_only = true, .scalar_params = hs->b == NULL, .round_to = round_to(hs->hg->h)};
+    const char *from = hs->b ? hs->piece_name[0] : "features";
+    const char *to = hs->src_eval->values[hs->src_eval->outputs[0]].name;
+    set_names(hs, &fo);
+    TRY(train_graph_build(hs->src_eval, from, to, &fo, &hs->fwd, e));
+    if (hs->on_device)
+        TRY(train_exec_init_device(&hs->eval, &hs->fwd.g, threads, m, e));
+    else
+        TRY(train_exec_init(&hs->eval, &hs->fwd.g, false, threads, e));
+    hs->have_eval = true;
     const ir_graph *g = &hs->fwd.g;
     hs->eval_in = calloc((size_t)g->n_inputs + 1, sizeof *hs->eval_in);
-    hs->eval_param = calloc((size_t)hs->fwd.n_params + 1, sizeof(int));
-    if (!hs->eval_in || !hs->eval_param) return oom(e);
+    hs->eval_piece = calloc((size_t)hs->n_pieces + 1, sizeof(int));
+    if (!hs->eval_in || !hs->eval_piece) return oom(e);
     for (int i = 0; i < hs->fwd.n_params; i++) {
-        int v = hs->fwd.params[i], at = input_pos(g, v);
-        tensor *w = layer_tensor(hs->hg->h, g, v);
-        int k = w ? opt_index(opt, w->data) : -1;
-        void *d = k >= 0 ? optim_graph_device_buffer(hs->og, k, OG_W) : NULL;
-        if (at < 0 || !d)
-            return err_set(e, GRAFT_E_INTERNAL, "head step: no weights for '%s'",
-                           g->values[v].name);
-        hs->eval_in[at] = value_tensor(g, v, d);
-        TRY(train_exec_input_on_device(&hs->eval, at, true, e));
+        int k;
+        TRY(bind_weights(hs, &hs->fwd, hs->src_eval, i, opt, &hs->eval, hs->eval_in, &k, e));
+    }
+    if (hs->b) {
+        hs->eval_piece[0] = input_pos(g, hs->fwd.from);
+        for (int i = 0; i < hs->fwd.n_side; i++) {
+            int k = piece_index(hs, hs->src_eval->values[hs->fwd.model_side[i]].name);
+            if (k < 0) return err_set(e, GRAFT_E_INTERNAL, "step graph: an unknown input");
+            hs->eval_piece[k] = input_pos(g, hs->fwd.side[i]);
+        }
     }
     train_exec_keep_kernel_state(&hs->eval);
     return GRAFT_OK;
 }
 
+/* The step graph from the source graph: gradient sums, a head alone's Gather, the loss; its
+ * executor and bindings; the evaluation graph. */
 static graft_status init(head_step *hs, const optim *opt, const loss_spec *l, int64_t accumulate,
                          bool fp16, graft_model *m, int threads, graft_err *e) {
-    head *h = hs->hg->h;
-    train_graph_options o = {.scalar_params = true, .round_to = round_to(h)};
-    TRY(train_graph_build(&hs->hg->g, "features", "logits", &o, &hs->tg, e));
+    train_graph_options o = {.scalar_params = hs->b == NULL, .round_to = round_to(hs->hg->h)};
+    const char *from = hs->b ? hs->piece_name[0] : "features";
+    set_names(hs, &o);
+    TRY(train_graph_build(hs->src, from, hs->src->values[hs->src->outputs[0]].name, &o, &hs->tg,
+                          e));
     TRY(train_graph_accumulate_grads(&hs->tg, e));
-    TRY(add_gather(hs, e));
+    if (!hs->b) TRY(add_gather(hs, e));
     TRY(add_loss(hs, l, accumulate, fp16, e));
     if (hs->on_device)
         TRY(train_exec_init_device(&hs->run, &hs->tg.g, threads, m, e));
     else
         TRY(train_exec_init(&hs->run, &hs->tg.g, false, threads, e));
     if (train_exec_on_device(&hs->run) != hs->on_device)
-        return err_set(e, GRAFT_E_INTERNAL, "head step: not where the optimizer is");
-    train_exec_keep_kernel_state(&hs->run); /* products only: they read the weights afresh */
+        return err_set(e, GRAFT_E_INTERNAL, "step graph: not where the optimizer is");
+    /* a head's products read their weights afresh; blocks' Conv keeps reordered weights */
+    if (!hs->b) train_exec_keep_kernel_state(&hs->run);
     exec_disable_graphs(&hs->run.x); /* resident inputs updated in place: no recorded replay */
     hs->in = calloc((size_t)hs->tg.g.n_inputs + 1, sizeof *hs->in);
     if (!hs->in) return oom(e);
     TRY(find_inputs(hs, e));
     TRY(bind_params(hs, opt, e));
-    return hs->on_device ? init_eval(hs, opt, m, threads, e) : GRAFT_OK;
+    return hs->b || hs->on_device ? init_eval(hs, opt, m, threads, e) : GRAFT_OK;
 }
 
-graft_status head_step_init(head_step *hs, head_graph *hg, optim_graph *og, const optim *opt,
-                            const loss_spec *l, int64_t accumulate, bool fp16, graft_model *m,
-                            int threads, graft_err *e) {
+static void start(head_step *hs, head_graph *hg, optim_graph *og, const loss_spec *l) {
     memset(hs, 0, sizeof *hs);
     hs->hg = hg, hs->og = og;
     hs->on_device = og->on_device;
@@ -247,7 +312,47 @@ graft_status head_step_init(head_step *hs, head_graph *hg, optim_graph *og, cons
     hs->in_width = hg->h->layers[0].in;
     hs->outputs = hg->outputs;
     hs->host_state.scale = 1.0f;
+}
+
+graft_status head_step_init(head_step *hs, head_graph *hg, optim_graph *og, const optim *opt,
+                            const loss_spec *l, int64_t accumulate, bool fp16, graft_model *m,
+                            int threads, graft_err *e) {
+    start(hs, hg, og, l);
+    hs->src = &hg->g, hs->src_eval = &hg->g_eval;
     graft_status st = init(hs, opt, l, accumulate, fp16, m, threads, e);
+    if (st != GRAFT_OK) head_step_free(hs);
+    hs->ready = st == GRAFT_OK;
+    return st;
+}
+
+/* Blocks: each frozen piece's name in the model (`from`, then the blocks' side inputs). */
+static graft_status piece_names(head_step *hs, graft_model *m, const char *from, graft_err *e) {
+    const blocks *b = hs->b;
+    hs->n_pieces = b->frozen.n_pieces;
+    if (hs->n_pieces != 1 + b->tg.n_side)
+        return err_set(e, GRAFT_E_INTERNAL, "step graph: %d frozen pieces for %d side inputs",
+                       hs->n_pieces, b->tg.n_side);
+    hs->piece_name = calloc((size_t)hs->n_pieces + 1, sizeof(char *));
+    if (!hs->piece_name) return oom(e);
+    for (int k = 0; k < hs->n_pieces; k++) {
+        const char *name = k ? m->g.values[b->tg.model_side[k - 1]].name : from;
+        if (!(hs->piece_name[k] = ir_strdup(name))) return oom(e);
+    }
+    return GRAFT_OK;
+}
+
+graft_status head_step_init_blocks(head_step *hs, head_graph *hg, blocks *b, const char *from,
+                                   optim_graph *og, const optim *opt, const loss_spec *l,
+                                   int64_t accumulate, bool fp16, graft_model *m, int threads,
+                                   graft_err *e) {
+    start(hs, hg, og, l);
+    hs->b = b;
+    int logits;
+    graft_status st = piece_names(hs, m, from, e);
+    if (st == GRAFT_OK) st = head_step_blocks_graph(hs, m, from, true, &hs->base, &logits, e);
+    if (st == GRAFT_OK) st = head_step_blocks_graph(hs, m, from, false, &hs->base_eval, &logits, e);
+    hs->src = &hs->base, hs->src_eval = &hs->base_eval;
+    if (st == GRAFT_OK) st = init(hs, opt, l, accumulate, fp16, m, threads, e);
     if (st != GRAFT_OK) head_step_free(hs);
     hs->ready = st == GRAFT_OK;
     return st;
@@ -269,12 +374,17 @@ void head_step_free(head_step *hs) {
     train_graph_free(&hs->tg);
     train_graph_free(&hs->fwd);
     free(hs->in), free(hs->eval_in), free(hs->i_param), free(hs->i_acc), free(hs->i_mask);
-    free(hs->eval_param), free(hs->mask_of);
+    free(hs->mask_of), free(hs->i_piece), free(hs->eval_piece);
+    for (int k = 0; hs->piece_name && k < hs->n_pieces; k++) free(hs->piece_name[k]);
+    free(hs->piece_name);
+    ir_graph_free(&hs->base);
+    ir_graph_free(&hs->base_eval);
     memset(hs, 0, sizeof *hs);
 }
 
 graft_status head_step_set_data(head_step *hs, const float *x, int64_t n, bool force_host,
                                 graft_err *e) {
+    if (hs->b) return err_set(e, GRAFT_E_INTERNAL, "step graph: blocks take rows per step");
     drop_data(hs);
     hs->features = x;
     hs->n_all = n;
@@ -392,9 +502,26 @@ graft_status head_step_run(head_step *hs, const int64_t *rows, const void *y, in
     return run_batch(hs, y, m, l, loss_scale, e);
 }
 
+/* Blocks: the batch's frozen pieces out of rows (m, frozen row) into the inputs at[k]. */
+static graft_status bind_pieces(head_step *hs, const float *rows, int64_t m, const int *at,
+                                tensor *inputs, graft_err *e) {
+    TRY(blocks_unpack_rows(hs->b, rows, m, e));
+    for (int k = 0; k < hs->n_pieces; k++) {
+        if (at[k] < 0) return err_set(e, GRAFT_E_INTERNAL, "step graph: piece %d is not read", k);
+        inputs[at[k]] = hs->b->inputs[k];
+    }
+    return GRAFT_OK;
+}
+
 graft_status head_step_run_rows(head_step *hs, const float *x, const void *y, int64_t m,
                                 const loss_spec *l, float loss_scale, graft_err *e) {
     if (!hs->ready || m < 1) return err_set(e, GRAFT_E_INTERNAL, "head step: not set up");
+    if (hs->b) {
+        TRY(bind_pieces(hs, x, m, hs->i_piece, hs->in, e));
+        TRY(run_batch(hs, y, m, l, loss_scale, e));
+        hs->b->steps++; /* the blocks' counters (tests) */
+        return GRAFT_OK;
+    }
     TRY(ensure_rows(hs, m, false, e));
     hs->in[hs->i_all] = (tensor){GRAFT_DTYPE_F32, 2, {m, hs->in_width}, (void *)x};
     hs->in[hs->i_index] = (tensor){GRAFT_DTYPE_I64, 1, {m}, hs->index};
@@ -413,13 +540,10 @@ graft_status head_step_state(head_step *hs, train_state *out, graft_err *e) {
     return train_exec_download(&hs->run, out, hs->og->dev[0], sizeof *out, e);
 }
 
-graft_status head_step_reset_sums(head_step *hs, const float *scale, const int64_t *tracker,
-                                  graft_err *e) {
+graft_status head_step_reset_sums(head_step *hs, graft_err *e) {
     train_state s;
     TRY(head_step_state(hs, &s, e));
     s.epoch_loss = 0.0, s.epoch_correct = 0;
-    if (scale) s.scale = *scale;
-    if (tracker) s.growth_tracker = *tracker;
     if (!hs->on_device) {
         hs->host_state = s;
         return GRAFT_OK;
@@ -429,10 +553,15 @@ graft_status head_step_reset_sums(head_step *hs, const float *scale, const int64
 
 graft_status head_step_logits(head_step *hs, const float *x, int64_t n, const float **logits,
                               graft_err *e) {
-    if (!hs->on_device) return head_graph_logits(hs->hg, x, n, logits, e);
+    if (!hs->have_eval) return head_graph_logits(hs->hg, x, n, logits, e);
     const ir_graph *g = &hs->fwd.g;
-    int at = input_pos(g, hs->fwd.from);
-    hs->eval_in[at] = (tensor){GRAFT_DTYPE_F32, 2, {n, hs->in_width}, (void *)x};
+    if (hs->b) {
+        TRY(bind_pieces(hs, x, n, hs->eval_piece, hs->eval_in, e));
+        hs->b->evals++;
+    } else {
+        int at = input_pos(g, hs->fwd.from);
+        hs->eval_in[at] = (tensor){GRAFT_DTYPE_F32, 2, {n, hs->in_width}, (void *)x};
+    }
     TRY(train_exec_run(&hs->eval, hs->eval_in, e));
     const tensor *out = train_exec_output(&hs->eval, 0);
     if (out->dtype != GRAFT_DTYPE_F32 || tensor_numel(out) != n * hs->outputs)

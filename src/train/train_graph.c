@@ -31,7 +31,9 @@ typedef struct tg_build {
     unsigned char *backward;  /* per g node: gets a Backward node */
     bool want_from;           /* options.grad_from */
     bool scalar_params;       /* options.scalar_params */
-    graft_dtype round_to;     /* options.round_to (0: none) */
+    const char *const *param_names; /* options.param_names (n_param_names) */
+    int n_param_names;
+    graft_dtype round_to; /* options.round_to (0: none) */
 } tg_build;
 
 static graft_status find_tensor(const ir_graph *m, const char *name, const char *what, int *v,
@@ -100,6 +102,13 @@ static graft_status append(int **list, int *n, int v, graft_err *e) {
     return GRAFT_OK;
 }
 
+/* Whether val is one of options.param_names (a parameter whatever its size). */
+static bool named(const tg_build *b, const ir_value *val) {
+    for (int i = 0; i < b->n_param_names; i++)
+        if (val->name && !strcmp(val->name, b->param_names[i])) return true;
+    return false;
+}
+
 /* Parameters and side inputs (model indices), in the order trainable nodes first read them. */
 static graft_status classify_inputs(tg_build *b, int from, graft_err *e) {
     const ir_graph *m = b->m;
@@ -116,7 +125,7 @@ static graft_status classify_inputs(tg_build *b, int from, graft_err *e) {
             if (!val->is_const) {
                 TRY(append(&tg->model_side, &tg->n_side, v, e));
             } else if (dtype_is_float(val->dtype) &&
-                       tensor_numel(&val->data) > (b->scalar_params ? 0 : 1) &&
+                       tensor_numel(&val->data) > (b->scalar_params || named(b, val) ? 0 : 1) &&
                        !takes_no_grad(n->op_type, k)) {
                 b->param[v] = 1;
                 TRY(append(&tg->model_params, &tg->n_params, v, e));
@@ -509,6 +518,8 @@ static graft_status finish(tg_build *b, graft_err *e) {
 static graft_status build(tg_build *b, const train_graph_options *o, graft_err *e) {
     int from, to;
     b->scalar_params = o && o->scalar_params;
+    b->param_names = o ? o->param_names : NULL;
+    b->n_param_names = o && o->param_names ? o->n_param_names : 0;
     b->round_to = o ? o->round_to : GRAFT_DTYPE_UNDEFINED;
     TRY(find_tensor(b->m, b->from_name, "tensor to train from", &from, e));
     TRY(find_tensor(b->m, b->to_name, "output", &to, e));

@@ -26,6 +26,9 @@ typedef struct train_graph_options {
     bool grad_from;     /* also output d(loss)/d(from), after the parameters' gradients */
     bool scalar_params; /* one-element float constants are parameters too (a head's bias of one
                            output); by default they stay constants (epsilons, GELU's factors) */
+    const char *const *param_names; /* float constants with these names are parameters whatever
+                                       their size (a head's one-output bias above blocks) */
+    int n_param_names;
     /* GRAFT_DTYPE_BF16 or F16: emulate that precision by rounding `from`, every parameter and
      * every f32 output of a trainable node through a Cast there and back (the model's names go
      * to the rounded values; Cast's backward rounds the gradients at the same points). Side

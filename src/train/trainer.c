@@ -460,11 +460,11 @@ graft_status trainer_run(graft_trainer *t, const float *x, const void *y, int64_
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                        "the checkpoint stopped at sample %lld of an epoch of %lld: other data?",
                        (long long)t->epoch_at, (long long)n);
-    if (t->hs.ready) return trainer_run_head(t, x, y, n, vx, vy, vn, e);
+    if (t->hs.ready && !t->blocks) return trainer_run_head(t, x, y, n, vx, vy, vn, e);
     if (t->blocks && train_exec_on_device(&t->blocks->run) && t->epoch == 0 && t->epoch_at == 0)
-        ctx_log(t->model->ctx, GRAFT_LOG_INFO,
-                "the blocks after '%s' train on %s (fp32), the head on the CPU",
-                t->options.train_from, t->backbone->device_name);
+        ctx_log(t->model->ctx, GRAFT_LOG_INFO, "the blocks after '%s' train on %s%s",
+                t->options.train_from, t->backbone->device_name,
+                t->hs.on_device ? " with the head, as one graph" : " (fp32), the head on the CPU");
     epoch_state s = {0};
     s.order = malloc(sizeof(int64_t) * (size_t)n);
     int64_t xb_count = t->options.batch_size * t->dim;
@@ -484,7 +484,7 @@ graft_status trainer_run(graft_trainer *t, const float *x, const void *y, int64_
     if (st == GRAFT_OK) st = trainer_sync_host(t, e); /* export and checkpoints read the host's */
     if (t->blocks) {
         blocks_rows_free(t->blocks, s.xb);
-        log_block_times(t);
+        if (!t->hs.ready) log_block_times(t);
     } else {
         free(s.xb);
     }

@@ -39,8 +39,8 @@ struct graft_trainer {
     int64_t dim; /* feature size; 0 until known */
     head h;
     head_graph hg; /* the head's training graph (the loss in the pause: blocks, data-parallel) */
-    /* A head alone, not data-parallel: its whole step as one graph (head_step.h) on og's device
-     * (hs.ready); trainer_head.c runs its epochs. */
+    /* Not data-parallel (blocks: unchunked): the whole step as one graph (head_step.h) on og's
+     * device (hs.ready); trainer_head.c runs a head alone's epochs. */
     head_step hs;
     bool head_ready;
     optim *opt;
@@ -161,7 +161,10 @@ graft_status trainer_apply_step(graft_trainer *t, double lr, graft_err *e);
 /* The error for a NaN or infinite training loss of the batch of rows (m of them). */
 graft_status trainer_non_finite_loss(graft_trainer *t, double loss, const int64_t *rows, int64_t m,
                                      graft_err *e);
-/* The head's step graph (t->hs) when the head trains alone and not data-parallel. */
+/* Whether a step runs as one graph (t->hs): not data-parallel, and blocks unchunked (and
+ * GRAFT_STEP_GRAPH not 0, which keeps blocks on the pause's path for comparison). */
+bool trainer_step_graph_wanted(const graft_trainer *t);
+/* The step graph (t->hs) when trainer_step_graph_wanted. */
 graft_status trainer_head_setup(graft_trainer *t, int threads, graft_err *e);
 
 /* Whole tensors as a batch source (slices along dim 0); identity hashes their bytes. */

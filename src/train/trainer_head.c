@@ -16,11 +16,22 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+bool trainer_step_graph_wanted(const graft_trainer *t) {
+    if (trainer_dist(t)) return false; /* the all-reduce and rank dropout: the pause's path */
+    if (!t->blocks) return true;
+    const char *env = getenv("GRAFT_STEP_GRAPH");
+    return t->blocks->fixed == 0 && !(env && !strcmp(env, "0"));
+}
+
 graft_status trainer_head_setup(graft_trainer *t, int threads, graft_err *e) {
-    if (t->blocks || trainer_dist(t)) return GRAFT_OK;
+    if (!trainer_step_graph_wanted(t)) return GRAFT_OK;
     bool fp16 = t->options.precision == GRAFT_PRECISION_FP16;
-    return head_step_init(&t->hs, &t->hg, &t->og, t->opt, &t->loss, t->options.accumulate, fp16,
-                          t->resident ? t->model : NULL, threads, e);
+    graft_model *m = t->model; /* the device's executors run where og does */
+    int64_t k = t->options.accumulate;
+    if (t->blocks)
+        return head_step_init_blocks(&t->hs, &t->hg, t->blocks, t->options.train_from, &t->og,
+                                     t->opt, &t->loss, k, fp16, m, threads, e);
+    return head_step_init(&t->hs, &t->hg, &t->og, t->opt, &t->loss, k, fp16, m, threads, e);
 }
 
 /* The state's loss sums for the host: a NaN or infinite loss (not fp16's, which the scaler
@@ -87,7 +98,7 @@ static graft_status head_epoch(graft_trainer *t, int64_t *order, char *yb, const
     int64_t correct_before = t->epoch_correct;
     bool fp16 = t->options.precision == GRAFT_PRECISION_FP16;
     TRY(trainer_device_current(t, e));
-    TRY(head_step_reset_sums(&t->hs, NULL, NULL, e));
+    TRY(head_step_reset_sums(&t->hs, e));
     for (int64_t at = t->epoch_at; at < n && !*stop; at += b) {
         int64_t m = n - at < b ? n - at : b;
         for (int64_t i = 0; i < m; i++)

@@ -31,7 +31,7 @@ graft_status trainer_resident_setup(graft_trainer *t, int threads, graft_err *e)
     graft_status st = optim_graph_init_model(&t->og, t->opt, fp16, clip, t->model, threads, e);
     if (st == GRAFT_OK && !t->og.on_device)
         st = err_set(e, GRAFT_E_INTERNAL, "the optimizer is not on the device");
-    if (st == GRAFT_OK && !t->blocks) return GRAFT_OK;
+    if (st == GRAFT_OK && (!t->blocks || trainer_step_graph_wanted(t))) return GRAFT_OK;
     if (st == GRAFT_OK) /* an error here leaves the blocks half changed: no way back */
         return blocks_make_resident(t->blocks, &t->og, t->n_head_params, t->model, threads, e);
     if (st != GRAFT_E_OUT_OF_MEMORY) return st;
