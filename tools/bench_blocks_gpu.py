@@ -10,8 +10,10 @@ in eval mode (frozen statistics), validation after every epoch:
                   a second time so every frozen row comes from the cache: its `head` time is the
                   epochs of the blocks and the head (and their validation); everything
                   resident on the GPU (trainer_resident.c)
-  graft_warm_host the same with GRAFT_RESIDENT=0: weights and optimizer on the host, uploaded
-                  and downloaded every step (the path before residency)
+  graft_warm_pause the same with GRAFT_STEP_GRAPH=0: the head and its loss on the host in the
+                  blocks' pause (the path before the step graph), weights and optimizer resident
+  graft_warm_host the same with GRAFT_RESIDENT=0: also the weights and optimizer on the host,
+                  uploaded and downloaded every step (the path before residency)
   torch_frozen    the frozen part (stem..layer3) under no_grad every epoch, on images already
                   decoded and resident on the GPU, then layer4 + fc forward and backward
   torch_cached    layer3's activations computed once and kept on the GPU, then the same epochs
@@ -138,12 +140,19 @@ def main():
     subprocess.run(["rm", "-rf", cache])
     cold = graft_run(a, model, cache, os.path.join(a.work, "graft_cold.log"))
     warm = graft_run(a, model, cache, os.path.join(a.work, "graft_warm.log"))
+    os.environ["GRAFT_STEP_GRAPH"] = "0"  # the head and its loss on the host, in the pause
+    pause = graft_run(a, model, cache, os.path.join(a.work, "graft_warm_pause.log"))
+    del os.environ["GRAFT_STEP_GRAPH"]
     os.environ["GRAFT_RESIDENT"] = "0"  # the same with the weights and optimizer on the host
     host = graft_run(a, model, cache, os.path.join(a.work, "graft_warm_host.log"))
     del os.environ["GRAFT_RESIDENT"]
     imgs = a.train * a.epochs
-    rows = [("graft_warm (blocks + head epochs, everything resident on the GPU)", warm[2]),
-            ("graft_warm_host (GRAFT_RESIDENT=0: weights and optimizer on the host)", host[2])]
+    rows = [("graft_warm (blocks, head and loss one graph, everything resident on the GPU)",
+             warm[2]),
+            ("graft_warm_pause (GRAFT_STEP_GRAPH=0: the head and loss on the host in a pause)",
+             pause[2]),
+            ("graft_warm_host (GRAFT_RESIDENT=0: also weights and optimizer on the host)",
+             host[2])]
     print(f"ResNet-50 layer4 + head, {a.train} train / {a.val} val images, {a.epochs} epochs, "
           f"batch {a.batch}, SGD lr {a.lr}, fp32")
     print(f"frozen part's one pass: graft {cold[1]:.2f} s (cold run's backbone phase)", end="")

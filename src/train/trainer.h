@@ -161,8 +161,9 @@ graft_status trainer_apply_step(graft_trainer *t, double lr, graft_err *e);
 /* The error for a NaN or infinite training loss of the batch of rows (m of them). */
 graft_status trainer_non_finite_loss(graft_trainer *t, double loss, const int64_t *rows, int64_t m,
                                      graft_err *e);
-/* Whether a step runs as one graph (t->hs): not data-parallel, and blocks unchunked (and
- * GRAFT_STEP_GRAPH not 0, which keeps blocks on the pause's path for comparison). */
+/* Whether a step runs as one graph (t->hs): not data-parallel, and blocks unchunked (and neither
+ * GRAFT_STEP_GRAPH nor GRAFT_RESIDENT 0, which keep blocks on the pause's path, resident or
+ * not, for comparison). */
 bool trainer_step_graph_wanted(const graft_trainer *t);
 /* The step graph (t->hs) when trainer_step_graph_wanted. */
 graft_status trainer_head_setup(graft_trainer *t, int threads, graft_err *e);

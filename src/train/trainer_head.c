@@ -19,8 +19,9 @@ static double now_seconds(void) {
 bool trainer_step_graph_wanted(const graft_trainer *t) {
     if (trainer_dist(t)) return false; /* the all-reduce and rank dropout: the pause's path */
     if (!t->blocks) return true;
-    const char *env = getenv("GRAFT_STEP_GRAPH");
-    return t->blocks->fixed == 0 && !(env && !strcmp(env, "0"));
+    const char *env = getenv("GRAFT_STEP_GRAPH"), *res = getenv("GRAFT_RESIDENT");
+    bool off = (env && !strcmp(env, "0")) || (res && !strcmp(res, "0"));
+    return t->blocks->fixed == 0 && !off;
 }
 
 graft_status trainer_head_setup(graft_trainer *t, int threads, graft_err *e) {
