@@ -8,8 +8,8 @@ the epochs that train layer4 + a Linear(2048, 10) head with SGD (momentum 0.9), 
 in eval mode (frozen statistics), validation after every epoch:
   graft_warm      graft finetune --unfreeze 1 --device cuda:0 --precision fp32 --cache DIR, run
                   a second time so every frozen row comes from the cache: its `head` time is the
-                  epochs of the blocks and the head (and their validation); everything
-                  resident on the GPU (trainer_resident.c)
+                  epochs of the blocks and the head (and their validation); GRAFT_STEP_GRAPH=1:
+                  blocks, head and loss one graph, everything resident on the GPU
   graft_warm_pause the same with GRAFT_STEP_GRAPH=0: the head and its loss on the host in the
                   blocks' pause (the path before the step graph), weights and optimizer resident
   graft_warm_host the same with GRAFT_RESIDENT=0: also the weights and optimizer on the host,
@@ -139,6 +139,7 @@ def main():
     cache = os.path.join(a.work, "cache")
     subprocess.run(["rm", "-rf", cache])
     cold = graft_run(a, model, cache, os.path.join(a.work, "graft_cold.log"))
+    os.environ["GRAFT_STEP_GRAPH"] = "1"  # blocks, head and loss as one graph on the GPU
     warm = graft_run(a, model, cache, os.path.join(a.work, "graft_warm.log"))
     os.environ["GRAFT_STEP_GRAPH"] = "0"  # the head and its loss on the host, in the pause
     pause = graft_run(a, model, cache, os.path.join(a.work, "graft_warm_pause.log"))
@@ -147,7 +148,7 @@ def main():
     host = graft_run(a, model, cache, os.path.join(a.work, "graft_warm_host.log"))
     del os.environ["GRAFT_RESIDENT"]
     imgs = a.train * a.epochs
-    rows = [("graft_warm (blocks, head and loss one graph, everything resident on the GPU)",
+    rows = [("graft_warm (GRAFT_STEP_GRAPH=1: blocks, head and loss one graph, all resident)",
              warm[2]),
             ("graft_warm_pause (GRAFT_STEP_GRAPH=0: the head and loss on the host in a pause)",
              pause[2]),

@@ -21,7 +21,10 @@ bool trainer_step_graph_wanted(const graft_trainer *t) {
     if (!t->blocks) return true;
     const char *env = getenv("GRAFT_STEP_GRAPH"), *res = getenv("GRAFT_RESIDENT");
     bool off = (env && !strcmp(env, "0")) || (res && !strcmp(res, "0"));
-    return t->blocks->fixed == 0 && !off;
+    /* Blocks on a device take it when asked (GRAFT_STEP_GRAPH=1) until a GPU has checked it
+     * (tools/gpu_step_run.sh; docs/gpu-status.md): the resident pause's path is the default. */
+    bool asked = env && !strcmp(env, "1");
+    return t->blocks->fixed == 0 && !off && (!t->resident || asked);
 }
 
 graft_status trainer_head_setup(graft_trainer *t, int threads, graft_err *e) {
