@@ -74,21 +74,20 @@ static graft_status report_step(graft_trainer *t, const train_state *s, int64_t 
 
 /* One micro-batch of rows rows (m) and its targets, and the optimizer step it completes. */
 static graft_status micro_batch(graft_trainer *t, const int64_t *rows, const void *yb, int64_t m,
-                                bool *stop, graft_err *e) {
+                                train_state *s, bool *look, graft_err *e) {
     double lr = trainer_current_lr(t), t0 = now_seconds();
     TRY(trainer_device_current(t, e));
     float scale = t->options.precision == GRAFT_PRECISION_FP16 ? t->scaler.scale : 1.0f;
     TRY(head_step_run(&t->hs, rows, yb, m, &t->loss, scale, e));
-    train_state s;
-    bool look = !t->hs.on_device || t->options.callback;
-    if (look) TRY(head_step_state(&t->hs, &s, e));
-    if (look) TRY(check_state(t, &s, rows, m, e)); /* before the step changes the weights */
+    *look = !t->hs.on_device || t->options.callback;
+    if (*look) TRY(head_step_state(&t->hs, s, e));
+    if (*look) TRY(check_state(t, s, rows, m, e)); /* before the step changes the weights */
     double t1 = now_seconds();
     if (++t->micro % t->options.accumulate == 0) TRY(trainer_apply_step(t, lr, e));
     double t2 = now_seconds();
     t->step_seconds += t2 - t1;
     t->head_seconds += t2 - t0;
-    return look ? report_step(t, &s, m, stop, e) : GRAFT_OK;
+    return GRAFT_OK;
 }
 
 /* One epoch; *stop set when the callback asks. */
@@ -107,8 +106,14 @@ static graft_status head_epoch(graft_trainer *t, int64_t *order, char *yb, const
         int64_t m = n - at < b ? n - at : b;
         for (int64_t i = 0; i < m; i++)
             memcpy(yb + (size_t)i * ls, (const char *)y + (size_t)order[at + i] * ls, ls);
-        TRY(micro_batch(t, order + at, yb, m, stop, e));
+        train_state s;
+        bool look;
+        TRY(micro_batch(t, order + at, yb, m, &s, &look, e));
         t->epoch_at = at + m;
+        if (!look) continue;
+        t->epoch_loss = loss_before + s.epoch_loss; /* where a checkpoint now would resume */
+        t->epoch_correct = correct_before + s.epoch_correct;
+        TRY(report_step(t, &s, m, stop, e));
     }
     train_state s;
     TRY(head_step_state(&t->hs, &s, e));
