@@ -1,6 +1,7 @@
 /* bench_head.c: one epoch of head training over cached features, head.c's reference forward and
- * backward next to the head's training graph (head_graph.c) and the whole trainer step (graph,
- * loss, optimizer), for fp32/bf16/fp16 linear and MLP-with-dropout heads, in one run; prints
+ * backward next to the head's training graph (head_graph.c, the loss in the pause) and the whole
+ * trainer step as trainer_run takes it (the step graph gathering its rows, the loss, the
+ * optimizer), for fp32/bf16/fp16 linear and MLP-with-dropout heads, in one run; prints
  * seconds per epoch and the reference's time over the graph's. No assertion: read the table.
  *   bench_head [ROWS [WIDTH [BATCH]]]   (default 100000 2048 256) */
 #include <stdio.h>
@@ -63,22 +64,40 @@ static void free_trainer(graft_trainer *t) {
     free(t);
 }
 
-/* Seconds for an epoch: 0 head.c's forward + backward, 1 the graph's step, 2 trainer_step. */
+/* What trainer_run does per micro-batch of a head alone: the step graph on rows idx of the
+ * training set (its Gather picks them), then the optimizer's step. */
+static graft_status run_step(graft_trainer *t, const int64_t *idx, const int64_t *y, int64_t m,
+                             graft_err *e) {
+    float scale = t->options.precision == GRAFT_PRECISION_FP16 ? t->scaler.scale : 1.0f;
+    TRY(head_step_run(&t->hs, idx, y, m, &t->loss, scale, e));
+    return ++t->micro % t->options.accumulate == 0 ? trainer_apply_step(t, 1e-3, e) : GRAFT_OK;
+}
+
+/* Seconds for an epoch: 0 head.c's forward + backward, 1 the graph's step, 2 the trainer's step
+ * as trainer_run takes it (the step graph gathering its rows, and the optimizer). */
 static double epoch(graft_trainer *t, int how, const float *x, const int64_t *y, int64_t rows,
                     int64_t width, int64_t batch, const float *dl, graft_err *e) {
+    int64_t *idx = malloc(sizeof(int64_t) * (size_t)rows);
+    if (!idx || head_step_set_data(&t->hs, x, rows, false, e) != GRAFT_OK) {
+        free(idx);
+        return -1.0;
+    }
+    for (int64_t i = 0; i < rows; i++) idx[i] = i;
     double t0 = now();
     for (int64_t at = 0; at < rows; at += batch) {
         int64_t m = rows - at < batch ? rows - at : batch;
         const float *xb = x + at * width, *lg;
-        double loss;
-        int64_t correct;
         graft_status st = how == 0 ? head_forward(&t->h, xb, m, true, &lg, e)
                           : how == 1
                               ? head_graph_step(&t->hg, xb, m, fixed_grad, (void *)dl, NULL, e)
-                              : trainer_step(t, xb, y + at, m, 1e-3, &loss, &correct, e);
+                              : run_step(t, idx + at, y + at, m, e);
         if (st == GRAFT_OK && how == 0) st = head_backward(&t->h, dl, m, e);
-        if (st != GRAFT_OK) return -1.0;
+        if (st != GRAFT_OK) {
+            free(idx);
+            return -1.0;
+        }
     }
+    free(idx);
     return now() - t0;
 }
 

@@ -217,20 +217,21 @@ static graft_status bind_params(head_step *hs, const optim *opt, graft_err *e) {
     hs->i_param = calloc((size_t)n + 1, sizeof(int));
     hs->i_acc = calloc((size_t)n + 1, sizeof(int));
     if (!hs->i_param || !hs->i_acc) return oom(e);
+    hs->host_grad = calloc((size_t)n + 1, sizeof(float *));
+    if (!hs->host_grad) return oom(e);
     for (int i = 0; i < n; i++) {
         int v = hs->tg.params[i], k;
         TRY(bind_weights(hs, &hs->tg, hs->src, i, opt, &hs->run, hs->in, &k, e));
+        hs->host_grad[i] = (float *)optim_get_param(opt, k)->grad;
+        hs->i_param[i] = input_pos(g, v);
+        if (!hs->on_device) continue; /* the run's gradients are added on the host */
         char acc[1100];
         snprintf(acc, sizeof acc, "acc/%.1000s", g->values[v].name);
-        hs->i_param[i] = input_pos(g, v);
         hs->i_acc[i] = input_named(g, acc);
         if (hs->i_acc[i] < 0) return err_set(e, GRAFT_E_INTERNAL, "step graph: no sum %d", i);
-        void *gd = (void *)optim_get_param(opt, k)->grad;
-        if (hs->on_device) {
-            gd = optim_graph_device_buffer(hs->og, k, OG_G);
-            TRY(train_exec_input_on_device(&hs->run, hs->i_acc[i], true, e));
-            TRY(train_exec_output_on_device(&hs->run, 1 + i, true, e));
-        }
+        void *gd = optim_graph_device_buffer(hs->og, k, OG_G);
+        TRY(train_exec_input_on_device(&hs->run, hs->i_acc[i], true, e));
+        TRY(train_exec_output_on_device(&hs->run, 1 + i, true, e));
         hs->in[hs->i_acc[i]] = value_tensor(g, v, gd);
     }
     int sv = g->inputs[hs->i_state];
@@ -285,7 +286,8 @@ static graft_status init(head_step *hs, const optim *opt, const loss_spec *l, in
     set_names(hs, &o);
     TRY(train_graph_build(hs->src, from, hs->src->values[hs->src->outputs[0]].name, &o, &hs->tg,
                           e));
-    TRY(train_graph_accumulate_grads(&hs->tg, e));
+    /* a device adds the gradients where the optimizer keeps them; the host adds them itself */
+    if (hs->on_device) TRY(train_graph_accumulate_grads(&hs->tg, e));
     if (!hs->b) TRY(add_gather(hs, e));
     TRY(add_loss(hs, l, accumulate, fp16, e));
     if (hs->on_device)
@@ -374,6 +376,7 @@ void head_step_free(head_step *hs) {
     train_graph_free(&hs->tg);
     train_graph_free(&hs->fwd);
     free(hs->in), free(hs->eval_in), free(hs->i_param), free(hs->i_acc), free(hs->i_mask);
+    free(hs->host_grad);
     free(hs->mask_of), free(hs->i_piece), free(hs->eval_piece);
     for (int k = 0; hs->piece_name && k < hs->n_pieces; k++) free(hs->piece_name[k]);
     free(hs->piece_name);
@@ -460,18 +463,25 @@ static graft_status bind_masks(head_step *hs, int64_t m, graft_err *e) {
     return GRAFT_OK;
 }
 
-/* The run's gradient sums copied over the optimizer's gradients they started from. */
+/* The run's gradients added to the optimizer's (host), or its sums copied over them (device). */
 static graft_status sums_back(head_step *hs, graft_err *e) {
     graft_backend *d = &hs->run.device;
     for (int i = 0; i < hs->n_params; i++) {
         const tensor *sum = train_exec_output(&hs->run, 1 + i);
+        const tensor *w = &hs->in[hs->i_param[i]];
+        int64_t count = tensor_numel(w);
+        if (sum->dtype != GRAFT_DTYPE_F32 || tensor_numel(sum) != count)
+            return err_set(e, GRAFT_E_INTERNAL, "step graph: gradient %d has the wrong size", i);
+        if (!hs->on_device) {
+            const float *src = sum->data;
+            float *dst = hs->host_grad[i];
+#pragma omp parallel for if (count >= ((int64_t)1 << 16)) schedule(static)
+            for (int64_t k = 0; k < count; k++) dst[k] += src[k];
+            continue;
+        }
         tensor *acc = &hs->in[hs->i_acc[i]];
         size_t bytes = (size_t)tensor_nbytes(acc);
-        if (sum->dtype != GRAFT_DTYPE_F32 || tensor_numel(sum) != tensor_numel(acc))
-            return err_set(e, GRAFT_E_INTERNAL, "head step: gradient %d has the wrong size", i);
-        if (!hs->on_device)
-            memcpy(acc->data, sum->data, bytes);
-        else if (train_exec_output_is_on_device(&hs->run, 1 + i))
+        if (train_exec_output_is_on_device(&hs->run, 1 + i))
             TRY(d->copy_on_device(d->impl, acc->data, sum->data, bytes, e));
         else
             TRY(d->copy_to_device(d->impl, acc->data, sum->data, bytes, e));

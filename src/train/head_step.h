@@ -31,7 +31,8 @@ typedef struct head_step {
     bool have_eval;
     tensor *in, *eval_in;                              /* per input of tg.g / fwd.g */
     int i_all, i_index, i_targets, i_weights, i_state; /* input positions in tg.g */
-    int *i_param, *i_acc;                              /* per parameter */
+    int *i_param, *i_acc; /* per parameter (i_acc: device runs, whose sums stay there) */
+    float **host_grad;    /* per parameter: the optimizer's gradient on the host */
     int *i_mask, *mask_of;     /* per mask input: its position, the index of hg's mask it reads */
     int *i_piece, *eval_piece; /* blocks: per frozen piece, its input in tg.g and fwd.g */
     char **piece_name;         /* blocks: per frozen piece, its name in the model */
