@@ -209,6 +209,10 @@ graft_status trainer_step(graft_trainer *t, const float *x, const void *y, int64
     } else {
         TRY(head_pause_step(t, x, y, n, loss, correct, NULL, e));
     }
+    return trainer_micro_done(t, lr, t0, e);
+}
+
+graft_status trainer_micro_done(graft_trainer *t, double lr, double t0, graft_err *e) {
     double t1 = now_seconds();
     if (++t->micro % t->options.accumulate == 0) TRY(trainer_apply_step(t, lr, e));
     double t2 = now_seconds();

@@ -156,6 +156,9 @@ graft_status trainer_end_epoch(graft_trainer *t, double loss, double acc, const 
  * reads the loss sums at an epoch's end, or after each step when a callback wants its loss. */
 graft_status trainer_run_head(graft_trainer *t, const float *x, const void *y, int64_t n,
                               const float *vx, const void *vy, int64_t vn, graft_err *e);
+/* A micro-batch's end (its run began at t0, now_seconds' clock): every `accumulate` of them an
+ * optimizer step at rate lr; the times counted. */
+graft_status trainer_micro_done(graft_trainer *t, double lr, double t0, graft_err *e);
 /* An optimizer step of the accumulated gradients at rate lr, then the step counted. */
 graft_status trainer_apply_step(graft_trainer *t, double lr, graft_err *e);
 /* The error for a NaN or infinite training loss of the batch of rows (m of them). */

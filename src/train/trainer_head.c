@@ -82,12 +82,7 @@ static graft_status micro_batch(graft_trainer *t, const int64_t *rows, const voi
     *look = !t->hs.on_device || t->options.callback;
     if (*look) TRY(head_step_state(&t->hs, s, e));
     if (*look) TRY(check_state(t, s, rows, m, e)); /* before the step changes the weights */
-    double t1 = now_seconds();
-    if (++t->micro % t->options.accumulate == 0) TRY(trainer_apply_step(t, lr, e));
-    double t2 = now_seconds();
-    t->step_seconds += t2 - t1;
-    t->head_seconds += t2 - t0;
-    return GRAFT_OK;
+    return trainer_micro_done(t, lr, t0, e);
 }
 
 /* One epoch; *stop set when the callback asks. */
