@@ -1,14 +1,21 @@
 #!/usr/bin/env python3
-"""tools/bench_cpu.py: graft against ONNX Runtime on the CPU, side by side in one run.
+"""tools/bench_cpu.py: graft against ONNX Runtime and OpenVINO on the CPU, side by side in one run
+(issue 17's benchmark).
 
 Loads build/release/libgraft.so through ctypes, runs each generated model (tests/data/gen) with
-the same inputs in both engines for a few warm-up and timed iterations (median), and prints a
-table with the ratio graft/ORT (below 1: graft is faster). ORT runs with its default graph
-optimisations and the same thread count. Usage:
+the same inputs in every engine, interleaved (graft, ORT, OpenVINO, twice), a few warm-up and
+timed iterations each (medians; the better of the two rounds), and prints a table with graft's
+time over each peer's and over the faster peer's (below 1: graft is faster), and each engine's
+load time (file to first result). ORT runs with its default graph optimisations, OpenVINO
+(PyPI `openvino`; skipped with a note when absent) with its latency hint, both with the same
+thread count as graft. On a bigger machine pin the cores: `taskset -c 0,1 python3 ...`. Usage:
     python3 tools/bench_cpu.py [--lib build/release/libgraft.so] [--gen tests/data/gen]
-        [--models resnet18,resnet50,bert_base] [--threads 2] [--iters 10]
-        [--onnx A.onnx,B.onnx --batch 1]   (any image model: a random float input per graph
-                                            input, symbolic sizes as batch and 224)
+        [--models resnet50,bert_base] [--batches 1,8] [--seq 128] [--threads 2] [--iters 10]
+        [--ov-precision f32|bf16]
+        [--onnx A.onnx,B.onnx]   (any image model: a random float input per graph input,
+                                  symbolic sizes as the batch and 224)
+Generated models take the batch from --batches (their saved inputs give the rest of the shape:
+the first row repeated); `--batches 0` keeps the saved inputs as they are.
 """
 import argparse
 import ctypes as C
@@ -71,6 +78,46 @@ def random_feeds(path, batch):
     return feeds
 
 
+def openvino_runner(path, feeds, threads, precision):
+    """A compiled OpenVINO model and a function running it on feeds; None without openvino.
+    precision: "f32", or "bf16" (OpenVINO's default on CPUs with AVX512_BF16 or AMX)."""
+    try:
+        import openvino as ov
+    except ImportError:
+        return None
+    core = ov.Core()
+    core.set_property("CPU", {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY",
+                              "INFERENCE_PRECISION_HINT": precision})
+    model = core.read_model(path)
+    model.reshape({k: list(v.shape) for k, v in feeds.items()})
+    compiled = core.compile_model(model, "CPU")
+    req = compiled.create_infer_request()
+    return lambda: req.infer(feeds)
+
+
+def load_time(make):
+    """Seconds from the file to the first result: make() builds a runner, which runs once."""
+    t0 = time.perf_counter()
+    run = make()
+    if run is None:
+        return None, None
+    (run[0] if isinstance(run, tuple) else run)()
+    return time.perf_counter() - t0, run
+
+
+def with_batch(feeds, batch, seq):
+    """The saved inputs at another batch (their first row repeated) and, for text (2-D inputs),
+    another sequence length (the row's tokens repeated)."""
+    out = {}
+    for k, v in feeds.items():
+        if batch > 0:
+            v = np.repeat(v[:1], batch, axis=0)
+        if seq > 0 and v.ndim == 2:
+            v = np.resize(v, (v.shape[0], seq)) if seq != v.shape[1] else v
+        out[k] = np.ascontiguousarray(v)
+    return out
+
+
 def median_time(fn, warmup, iters):
     for _ in range(warmup):
         fn()
@@ -82,15 +129,36 @@ def median_time(fn, warmup, iters):
     return float(np.median(times))
 
 
+def bench_one(lib, name, path, feeds, args, so):
+    """(name, batch, graft ms, ORT ms, OpenVINO ms or None, load times) of one model."""
+    lg, (run_graft, _keep) = load_time(lambda: graft_runner(lib, path, feeds, args.threads))
+    def ort_runner():
+        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        return lambda: sess.run(None, feeds)
+    lo, run_ort = load_time(ort_runner)
+    lv, run_ov = load_time(lambda: openvino_runner(path, feeds, args.threads, args.ov_precision))
+    runs = [run_graft, run_ort] + ([run_ov] if run_ov else [])
+    best = [float("inf")] * len(runs)
+    for _ in range(2):  # interleaved twice: the machine's load moves every engine alike
+        for k, fn in enumerate(runs):
+            best[k] = min(best[k], median_time(fn, 2, args.iters))
+    batch = next(iter(feeds.values())).shape[0]
+    t_ov = best[2] * 1e3 if run_ov else None
+    return (name, batch, best[0] * 1e3, best[1] * 1e3, t_ov, (lg, lo, lv))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", default="build/release/libgraft.so")
     ap.add_argument("--gen", default="tests/data/gen")
-    ap.add_argument("--models", default="resnet18,resnet50,bert_base")
+    ap.add_argument("--models", default="resnet50,bert_base")
+    ap.add_argument("--batches", default="1,8")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--seq", type=int, default=128, help="text models' sequence (0: saved)")
+    ap.add_argument("--ov-precision", default="f32", choices=["f32", "bf16"],
+                    help="OpenVINO's inference precision (its default on a bf16 CPU is bf16)")
     ap.add_argument("--onnx", default="", help="ONNX files to run instead of --models")
-    ap.add_argument("--batch", type=int, default=1, help="the batch for --onnx files")
     args = ap.parse_args()
     lib = C.CDLL(args.lib)
     lib.graft_last_error.restype = C.c_char_p
@@ -98,26 +166,33 @@ def main():
     so.intra_op_num_threads = args.threads
     rows = []
     for name in (args.onnx or args.models).split(","):
-        if args.onnx:
-            path, feeds = name, random_feeds(name, args.batch)
-            name = name.rsplit("/", 1)[-1].removesuffix(".onnx")[:24]
-        else:
-            path = f"{args.gen}/{name}.onnx"
-            man = json.load(open(f"{args.gen}/{name}.json"))
-            feeds = {i: np.load(f"{args.gen}/{name}.in.{i}.npy") for i in man["inputs"]}
-        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-        run_graft, _keep = graft_runner(lib, path, feeds, args.threads)
-        # interleaved twice, medians of each: the machine's load moves both alike
-        t_ort, t_graft = [], []
-        for _ in range(2):
-            t_ort.append(median_time(lambda: sess.run(None, feeds), 2, args.iters))
-            t_graft.append(median_time(run_graft, 2, args.iters))
-        t_ort, t_graft = min(t_ort), min(t_graft)
-        batch = next(iter(feeds.values())).shape[0]
-        rows.append((name, batch, t_graft * 1e3, t_ort * 1e3, t_graft / t_ort))
-    print(f"{'model':<24}{'batch':>6}{'graft ms':>11}{'ORT ms':>10}{'graft/ORT':>11}")
-    for r in rows:
-        print(f"{r[0]:<24}{r[1]:>6}{r[2]:>11.1f}{r[3]:>10.1f}{r[4]:>11.2f}")
+        for batch in (int(b) for b in args.batches.split(",")):
+            if args.onnx:
+                path, feeds = name, random_feeds(name, max(batch, 1))
+                label = name.rsplit("/", 1)[-1].removesuffix(".onnx")[:24]
+            else:
+                path, label = f"{args.gen}/{name}.onnx", name
+                man = json.load(open(f"{args.gen}/{name}.json"))
+                saved = {i: np.load(f"{args.gen}/{name}.in.{i}.npy") for i in man["inputs"]}
+                feeds = with_batch(saved, batch, args.seq)
+            rows.append(bench_one(lib, label, path, feeds, args, so))
+    try:
+        import openvino as ov
+        ov_name = f"OpenVINO {ov.__version__.split('-')[0]}"
+    except ImportError:
+        ov_name = "OpenVINO (not installed: pip install openvino)"
+    print(f"{args.threads} threads each; ONNX Runtime {ort.__version__} (fp32), {ov_name} "
+          f"({args.ov_precision}); text models at sequence {args.seq or 'as saved'}")
+    print("| model | batch | graft ms | ORT ms | OpenVINO ms | graft/ORT | graft/OpenVINO "
+          "| graft/faster peer | load s: graft, ORT, OpenVINO |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, batch, g, o, v, loads in rows:
+        faster = min(o, v) if v else o
+        vs = f"{v:.1f}" if v else "-"
+        gv = f"{g / v:.2f}" if v else "-"
+        ld = ", ".join(f"{x:.2f}" if x is not None else "-" for x in loads)
+        print(f"| {name} | {batch} | {g:.1f} | {o:.1f} | {vs} | {g / o:.2f} | {gv} "
+              f"| {g / faster:.2f} | {ld} |")
 
 
 if __name__ == "__main__":
