@@ -169,6 +169,7 @@ if setup_build build/release --buildtype=release; then
     run_suite image_folder_data python3 tools/make_image_folder.py build/test-logs/images
     run_suite dataset $R/tests/test_dataset build/test-logs/images "$GEN/bad/valid_small.onnx"
     rm -rf build/test-logs/uint8_input && mkdir -p build/test-logs/uint8_input
+    run_suite cpu_bf16 $R/tests/test_cpu_bf16 "$GEN"
     run_suite uint8_input $R/tests/test_uint8_input "$GEN" build/test-logs/uint8_input \
         "$(find build/test-logs/images -name '*.jpg' | sort | head -1)"
     run_suite uint8_input_ort python3 tools/check_export.py build/test-logs/uint8_input
@@ -314,6 +315,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     run_suite asan_checkpoint $A/tests/test_checkpoint models/digits_cnn.onnx
     run_suite asan_dataset $A/tests/test_dataset build/test-logs/images "$GEN/bad/valid_small.onnx"
     mkdir -p build/test-logs/uint8_input-asan
+    run_suite asan_cpu_bf16 $A/tests/test_cpu_bf16 "$GEN"
     run_suite asan_uint8_input $A/tests/test_uint8_input "$GEN" build/test-logs/uint8_input-asan \
         "$(find build/test-logs/images -name '*.jpg' | sort | head -1)"
     run_suite asan_image_files $A/tests/test_image_files build/test-logs/image_files-asan

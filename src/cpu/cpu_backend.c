@@ -2,6 +2,7 @@
  * the case, else to the op's reference kernel; keeps the fast kernels' per-node state. */
 #include "cpu_backend.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -158,6 +159,30 @@ static void cpu_destroy(void *impl) {
     dnnl_backend_fini(be);
 #endif
     free(be);
+}
+
+bool cpu_backend_bf16_capable(char *why, size_t size) {
+#if GRAFT_HAVE_DNNL
+    if (dnnl_bf16_capable()) return true;
+    snprintf(why, size,
+             "this CPU has neither AVX512_BF16 nor AMX (graft list their use as "
+             "`graft devices` features)");
+#else
+    snprintf(why, size, "this graft was built without oneDNN");
+#endif
+    return false;
+}
+
+graft_status cpu_backend_set_bf16(graft_backend *b, bool on, graft_err *e) {
+    cpu_backend *be = b->impl;
+    char why[160];
+    if (on && (be->reference_only || !cpu_backend_bf16_capable(why, sizeof why)))
+        return err_set(e, GRAFT_E_UNSUPPORTED, "bfloat16 inference on the CPU: %s; it runs in fp32",
+                       be->reference_only ? "the reference kernels compute in fp32" : why);
+    if (be->bf16_products == on) return GRAFT_OK;
+    be->bf16_products = on;
+    cpu_release_state(be);
+    return GRAFT_OK;
 }
 
 graft_status cpu_backend_create(int num_threads, bool reference_only, graft_backend *out,

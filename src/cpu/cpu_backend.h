@@ -28,6 +28,9 @@ typedef struct cpu_backend {
      * their packed copy is made again on every run (the primitives are kept). Conv does not
      * follow it (its weights are checked by address and a sampled fingerprint). */
     bool weights_vary;
+    /* bf16 inference (graft_model_set_precision): Conv computes with bf16 inputs and weights
+     * (AVX512_BF16 or AMX kernels), float32 accumulation and outputs; the graph stays float32. */
+    bool bf16_products;
 } cpu_backend;
 
 /* A fast kernel. It sets *handled = false (and returns GRAFT_OK) for cases it does not cover
@@ -57,12 +60,20 @@ graft_status cpu_run_plain(cpu_backend *be, int node_index, const op_call *call)
 
 graft_status cpu_backend_create(int num_threads, bool reference_only, graft_backend *out,
                                 graft_err *e);
+/* Whether this CPU (and build) computes bf16 products fast: AVX512_BF16 or AMX through oneDNN.
+ * why (size bytes) says what is missing when not. */
+bool cpu_backend_bf16_capable(char *why, size_t size);
+/* bf16 products on (cpu_backend.bf16_products) or off; kernel state is dropped so every Conv
+ * rebuilds. An error when on and not cpu_backend_bf16_capable. */
+graft_status cpu_backend_set_bf16(graft_backend *b, bool on, graft_err *e);
 /* Where the backend's debug lines go (the fused groups it runs); NULL: nowhere. */
 void cpu_backend_set_log(graft_backend *b, fusion_log_fn log, void *user);
 
 #if GRAFT_HAVE_DNNL
 /* oneDNN fast kernels (src/cpu/dnnl_*.c). */
 graft_status dnnl_backend_init(cpu_backend *be, graft_err *e);
+/* oneDNN's ISA on this CPU has bf16 products (AVX512_BF16 or AMX). */
+bool dnnl_bf16_capable(void);
 void dnnl_backend_fini(cpu_backend *be);
 graft_status dnnl_run_Conv(cpu_backend *be, const op_call *call, void **state, bool *handled);
 /* The f32 activations through oneDNN's eltwise primitive (dnnl_eltwise.c). */

@@ -53,6 +53,12 @@ dnnl_status_t dnnl_plain_md(dnnl_memory_desc_t *md, int ndim, const int64_t *dim
     return dnnl_memory_desc_init_by_strides(md, ndim, d, dnnl_f32, strides);
 }
 
+bool dnnl_bf16_capable(void) {
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    return ((unsigned)isa & (unsigned)dnnl_cpu_isa_avx512_core_bf16) ==
+           (unsigned)dnnl_cpu_isa_avx512_core_bf16;
+}
+
 dnnl_primitive_attr_t dnnl_make_attr(void) {
     dnnl_primitive_attr_t attr = NULL;
     if (dnnl_primitive_attr_create(&attr) != dnnl_success) return NULL;

@@ -29,6 +29,7 @@ typedef struct conv_state {
     uint64_t w_fingerprint;
     bool has_bias;
     bool x_nhwc, y_nhwc; /* X / Y channels-last (the layout plan): the primitive runs on them */
+    bool bf16;           /* built for bf16 products (cpu_backend.bf16_products) */
     dnnl_conv_post post;
     bool usable; /* false: oneDNN cannot run this case well; the reference runs */
     dnnl_primitive_t conv;
@@ -125,15 +126,21 @@ static graft_status conv_user_mds(const op_call *c, int64_t group, const conv_st
 /* The convolution descriptor: plain or `any` activations, `any` weights. Anything but success
  * means oneDNN does not take this case (graft's reference then runs it). */
 static dnnl_status_t conv_desc_init(const op_call *c, const nn_window *win, bool any_activations,
-                                    const dnnl_memory_desc_t *x_md, const dnnl_memory_desc_t *w_md,
-                                    const dnnl_memory_desc_t *b_md, const dnnl_memory_desc_t *y_md,
-                                    dnnl_convolution_desc_t *desc) {
-    dnnl_memory_desc_t src_any, w_any, dst_any;
+                                    bool bf16, const dnnl_memory_desc_t *x_md,
+                                    const dnnl_memory_desc_t *w_md, const dnnl_memory_desc_t *b_md,
+                                    const dnnl_memory_desc_t *y_md, dnnl_convolution_desc_t *desc) {
+    dnnl_memory_desc_t src_any, w_any, dst_any, src_bf16;
     const dnnl_memory_desc_t *src = x_md, *dst = y_md;
-    dnnl_status_t st = dnnl_memory_desc_init_by_tag(&w_any, w_md->ndims, w_md->dims, dnnl_f32,
-                                                    dnnl_format_tag_any);
+    dnnl_data_type_t in_type = bf16 ? dnnl_bf16 : dnnl_f32; /* X and W; Y stays f32 */
+    dnnl_status_t st =
+        dnnl_memory_desc_init_by_tag(&w_any, w_md->ndims, w_md->dims, in_type, dnnl_format_tag_any);
+    if (bf16 && !any_activations) { /* X's layout in bf16: a reorder converts it per run */
+        src_bf16 = *x_md;
+        src_bf16.data_type = dnnl_bf16;
+        src = &src_bf16;
+    }
     if (st == dnnl_success && any_activations) {
-        st = dnnl_memory_desc_init_by_tag(&src_any, x_md->ndims, x_md->dims, dnnl_f32,
+        st = dnnl_memory_desc_init_by_tag(&src_any, x_md->ndims, x_md->dims, in_type,
                                           dnnl_format_tag_any);
         if (st == dnnl_success)
             st = dnnl_memory_desc_init_by_tag(&dst_any, y_md->ndims, y_md->dims, dnnl_f32,
@@ -211,7 +218,8 @@ static graft_status conv_build(cpu_backend *be, const op_call *c, conv_state *s)
      * primitive's layouts with reorders from X and to Y; else blocked where that pays */
     bool any = s->x_nhwc != s->y_nhwc ||
                (!s->x_nhwc && !s->y_nhwc && conv_wants_blocked_activations(&win));
-    if (conv_desc_init(c, &win, any, &x_md, &w_md, &b_md, &y_md, &desc) != dnnl_success)
+    s->bf16 = be->bf16_products;
+    if (conv_desc_init(c, &win, any, s->bf16, &x_md, &w_md, &b_md, &y_md, &desc) != dnnl_success)
         return GRAFT_OK; /* not usable */
     dnnl_primitive_desc_t pd = NULL;
     bool post_ops = s->post.add || s->post.act;
@@ -259,7 +267,7 @@ static graft_status conv_state_get(cpu_backend *be, const op_call *c, const dnnl
                                    void **state, conv_state **out) {
     conv_state *s = *state;
     bool x_nhwc = cpu_in_nhwc(be, c, 0), y_nhwc = cpu_out_nhwc(be, c, 0);
-    if (s && conv_state_matches(s, c, post, x_nhwc, y_nhwc)) {
+    if (s && conv_state_matches(s, c, post, x_nhwc, y_nhwc) && s->bf16 == be->bf16_products) {
         *out = s;
         return GRAFT_OK;
     }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../core/half.h"
+#include "../cpu/cpu_backend.h"
 #include "build.h"
 #include "model.h"
 
@@ -130,11 +131,20 @@ graft_status graft_model_set_precision(graft_model *m, graft_dtype dt) {
                        "the model already runs in %s; reload it to change precision",
                        graft_dtype_name(m->precision));
     if (dt == GRAFT_DTYPE_F32) return GRAFT_OK;
-    /* The CPU's reference kernels compute half types too (slowly): tests use them to check the
-     * conversion where there is no GPU. */
+    /* On the CPU, bf16: the graph stays float32 and the products (Conv) run with bf16 inputs
+     * and weights where the CPU has AVX512_BF16 or AMX. The reference kernels compute half types
+     * too (slowly): tests use them to check the conversion where there is no GPU. */
+    if (!m->have_device && dt == GRAFT_DTYPE_BF16 && !m->ctx->options.use_reference_kernels) {
+        TRY(cpu_backend_set_bf16(&m->backend, true, e));
+        model_release_state(m);
+        m->summary_ready = false;
+        m->precision = dt;
+        return GRAFT_OK;
+    }
     if (!m->have_device && !m->ctx->options.use_reference_kernels)
         return err_set(e, GRAFT_E_UNSUPPORTED,
-                       "%s inference runs on a GPU; this model runs on the CPU (fp32 only)",
+                       "%s inference runs on a GPU; this model runs on the CPU (fp32, or bf16 "
+                       "on a CPU with AVX512_BF16 or AMX)",
                        graft_dtype_name(dt));
     exec_free(&m->exec);
     model_release_state(m);

@@ -116,8 +116,11 @@ static graft_status cache_key(const graft_trainer *t, const graft_batch_source *
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                        "the data source has no identity, so its features cannot be cached");
     const ir_graph *g = &t->backbone->g;
-    *key = (feature_cache_key){feature_cache_model_hash(g), g->values[g->outputs[0]].name,
-                               src->identity};
+    uint64_t h = feature_cache_model_hash(g);
+    /* bf16 on the CPU computes from the same float32 graph: its features are another set */
+    if (!t->backbone->have_device && t->backbone->precision == GRAFT_DTYPE_BF16)
+        h ^= 0x62663136637075ull; /* "bf16cpu" */
+    *key = (feature_cache_key){h, g->values[g->outputs[0]].name, src->identity};
     return GRAFT_OK;
 }
 
