@@ -11,7 +11,7 @@ load time (file to first result). ORT runs with its default graph optimisations,
 thread count as graft. On a bigger machine pin the cores: `taskset -c 0,1 python3 ...`. Usage:
     python3 tools/bench_cpu.py [--lib build/release/libgraft.so] [--gen tests/data/gen]
         [--models resnet50,bert_base] [--batches 1,8] [--seq 128] [--threads 2] [--iters 10]
-        [--ov-precision f32|bf16]
+        [--precision fp32|bf16] [--ov-precision f32|bf16]
         [--onnx A.onnx,B.onnx]   (any image model: a random float input per graph input,
                                   symbolic sizes as the batch and 224)
 Generated models take the batch from --batches (their saved inputs give the rest of the shape:
@@ -43,11 +43,13 @@ class CtxOptions(C.Structure):
                 ("device", C.c_char_p), ("allow_tf32", C.c_int)]
 
 
-def graft_runner(lib, path, feeds, threads):
+def graft_runner(lib, path, feeds, threads, precision="fp32"):
     ctx, model = C.c_void_p(), C.c_void_p()
     opts = CtxOptions(threads, 2, None, None, 0, None, 0)
     assert lib.graft_ctx_create(C.byref(opts), C.byref(ctx)) == 0
     if lib.graft_model_load(ctx, path.encode(), C.byref(model)) != 0:
+        raise RuntimeError(lib.graft_last_error(ctx).decode())
+    if precision == "bf16" and lib.graft_model_set_precision(model, 16) != 0:  # GRAFT_DTYPE_BF16
         raise RuntimeError(lib.graft_last_error(ctx).decode())
     arr = (Named * len(feeds))()
     keep = []
@@ -131,7 +133,8 @@ def median_time(fn, warmup, iters):
 
 def bench_one(lib, name, path, feeds, args, so):
     """(name, batch, graft ms, ORT ms, OpenVINO ms or None, load times) of one model."""
-    lg, (run_graft, _keep) = load_time(lambda: graft_runner(lib, path, feeds, args.threads))
+    lg, (run_graft, _keep) = load_time(
+        lambda: graft_runner(lib, path, feeds, args.threads, args.precision))
     def ort_runner():
         sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
         return lambda: sess.run(None, feeds)
@@ -156,10 +159,13 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--seq", type=int, default=128, help="text models' sequence (0: saved)")
-    ap.add_argument("--ov-precision", default="f32", choices=["f32", "bf16"],
-                    help="OpenVINO's inference precision (its default on a bf16 CPU is bf16)")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+                    help="graft's (bf16 on the CPU: AVX512_BF16 or AMX products); ORT stays fp32")
+    ap.add_argument("--ov-precision", default=None, choices=["f32", "bf16"],
+                    help="OpenVINO's inference precision (default: graft's)")
     ap.add_argument("--onnx", default="", help="ONNX files to run instead of --models")
     args = ap.parse_args()
+    args.ov_precision = args.ov_precision or ("bf16" if args.precision == "bf16" else "f32")
     lib = C.CDLL(args.lib)
     lib.graft_last_error.restype = C.c_char_p
     so = ort.SessionOptions()
@@ -181,7 +187,8 @@ def main():
         ov_name = f"OpenVINO {ov.__version__.split('-')[0]}"
     except ImportError:
         ov_name = "OpenVINO (not installed: pip install openvino)"
-    print(f"{args.threads} threads each; ONNX Runtime {ort.__version__} (fp32), {ov_name} "
+    print(f"{args.threads} threads each; graft {args.precision}, ONNX Runtime {ort.__version__} "
+          f"(fp32), {ov_name} "
           f"({args.ov_precision}); text models at sequence {args.seq or 'as saved'}")
     print("| model | batch | graft ms | ORT ms | OpenVINO ms | graft/ORT | graft/OpenVINO "
           "| graft/faster peer | load s: graft, ORT, OpenVINO |")
