@@ -2,13 +2,15 @@
  * where the CPU has AVX512_BF16 or AMX, the generated ResNet-18 and ResNet-50 on 32 images give
  * the fp32 model's classes (every image whose fp32 top two are further apart than twice the
  * largest logit error; random weights make near ties, so at least 30 of 32 in all) and logits
- * within 3e-2 of the largest; elsewhere the call fails with a message naming what the CPU lacks and
- * the model keeps running in fp32. fp16 on the CPU stays refused. Usage: test_cpu_bf16 GEN */
+ * within 3e-2 of the largest, BERT-base's output within 5e-2 of its largest; elsewhere the call
+ * fails with a message naming what the CPU lacks and the model keeps running in fp32. fp16 on the
+ * CPU stays refused. Usage: test_cpu_bf16 GEN */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/cli/npy.h"
 #include "../src/core/rng.h"
 #include "../src/cpu/cpu_backend.h"
 #include "test_util.h"
@@ -88,6 +90,50 @@ static void compare(graft_ctx *ctx, const char *name, const float *x) {
            diff / big);
 }
 
+/* BERT-base (its saved inputs): the encoder's output in bf16 within 5e-2 of fp32's largest. */
+static void compare_text(graft_ctx *ctx) {
+    static const char *names[3] = {"input_ids", "attention_mask", "token_type_ids"};
+    graft_named_tensor in[3];
+    char path[1024], err[200];
+    int n = 0;
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/bert_base.in.%s.npy", gen, names[i]);
+        in[n].name = names[i];
+        if (npy_read(path, &in[n].tensor, err, sizeof err) == 0) n++;
+    }
+    snprintf(path, sizeof path, "%s/bert_base.onnx", gen);
+    float *out[2] = {NULL, NULL};
+    int64_t count = 0;
+    for (int k = 0; k < 2 && n == 3; k++) {
+        graft_model *m = NULL;
+        const graft_tensor *y = NULL;
+        graft_status st = graft_model_load(ctx, path, &m);
+        if (st == GRAFT_OK && k) st = graft_model_set_precision(m, GRAFT_DTYPE_BF16);
+        if (st == GRAFT_OK) st = graft_model_run(m, in, 3);
+        if (st == GRAFT_OK) st = graft_model_output(m, 0, &y);
+        if (st == GRAFT_OK && y->dtype == GRAFT_DTYPE_F32) {
+            count = graft_tensor_numel(y);
+            out[k] = malloc(sizeof(float) * (size_t)count);
+            if (out[k]) memcpy(out[k], y->data, sizeof(float) * (size_t)count);
+        }
+        graft_model_free(m);
+    }
+    double diff = INFINITY, big = 1e-30;
+    if (out[0] && out[1]) {
+        diff = 0;
+        for (int64_t i = 0; i < count; i++) {
+            diff = fmax(diff, fabs((double)out[1][i] - out[0][i]));
+            big = fmax(big, fabs((double)out[0][i]));
+        }
+    }
+    CHECK("cpu_bf16_bert_base_matches_fp32", diff <= 5e-2 * big,
+          "%d inputs read, output within %.3g of the largest (bound 5e-2): %s", n, diff / big,
+          graft_last_error(ctx));
+    printf("  bert_base: output within %.2g of the largest\n", diff / big);
+    for (int i = 0; i < n; i++) free(in[i].tensor.data);
+    free(out[0]), free(out[1]);
+}
+
 int main(int argc, char **argv) {
     gen = argc > 1 ? argv[1] : "tests/data/gen";
     graft_ctx_options o = GRAFT_CTX_OPTIONS_INIT;
@@ -105,9 +151,11 @@ int main(int argc, char **argv) {
     if (capable) {
         compare(ctx, "resnet18", x);
         compare(ctx, "resnet50", x);
+        compare_text(ctx);
     } else {
         SKIP("cpu_bf16_resnet18_matches_fp32", why);
         SKIP("cpu_bf16_resnet50_matches_fp32", why);
+        SKIP("cpu_bf16_bert_base_matches_fp32", why);
         char path[1024];
         snprintf(path, sizeof path, "%s/resnet18.onnx", gen);
         graft_model *m = NULL;

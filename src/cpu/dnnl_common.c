@@ -147,6 +147,19 @@ uint64_t dnnl_weights_fingerprint(const tensor *w) {
 }
 
 /* Copy `from` (memory over user data) into a new buffer in layout `md`, once. */
+graft_status dnnl_make_reorder(cpu_backend *be, const dnnl_memory_desc_t *from,
+                               const dnnl_memory_desc_t *to, const op_call *c,
+                               dnnl_primitive_t *prim) {
+    dnnl_engine_t engine = (dnnl_engine_t)be->dnnl_engine;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_attr_t attr = dnnl_make_attr();
+    dnnl_status_t st = dnnl_reorder_primitive_desc_create(&pd, from, engine, to, engine, attr);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (st == dnnl_success) st = dnnl_primitive_create(prim, pd);
+    dnnl_destroy_pd(&pd);
+    return dnnl_check(st, c, "create a reorder");
+}
+
 graft_status dnnl_reorder_once(cpu_backend *be, dnnl_memory_t from, const dnnl_memory_desc_t *md,
                                const op_call *c, void **buf, dnnl_memory_t *to) {
     const dnnl_memory_desc_t *from_md = NULL;

@@ -49,6 +49,10 @@ uint64_t dnnl_weights_fingerprint(const tensor *w);
 
 /* Copy `from` (memory over user data) into a new buffer *buf (malloc'ed) in layout `md`, with
  * *to a memory object over it. */
+/* A reorder primitive from one layout (or dtype) to another. */
+graft_status dnnl_make_reorder(cpu_backend *be, const dnnl_memory_desc_t *from,
+                               const dnnl_memory_desc_t *to, const op_call *c,
+                               dnnl_primitive_t *prim);
 graft_status dnnl_reorder_once(cpu_backend *be, dnnl_memory_t from, const dnnl_memory_desc_t *md,
                                const op_call *c, void **buf, dnnl_memory_t *to);
 

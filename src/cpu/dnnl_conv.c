@@ -83,18 +83,6 @@ static bool conv_state_matches(const conv_state *s, const op_call *c, const dnnl
 }
 
 /* A reorder primitive between two layouts, kept for every call (activations). */
-static graft_status make_reorder(cpu_backend *be, const dnnl_memory_desc_t *from,
-                                 const dnnl_memory_desc_t *to, const op_call *c,
-                                 dnnl_primitive_t *prim) {
-    dnnl_engine_t engine = (dnnl_engine_t)be->dnnl_engine;
-    dnnl_primitive_desc_t pd = NULL;
-    dnnl_primitive_attr_t attr = dnnl_make_attr();
-    dnnl_status_t st = dnnl_reorder_primitive_desc_create(&pd, from, engine, to, engine, attr);
-    if (attr) dnnl_primitive_attr_destroy(attr);
-    if (st == dnnl_success) st = dnnl_primitive_create(prim, pd);
-    dnnl_destroy_pd(&pd);
-    return dnnl_check(st, c, "create an activation reorder");
-}
 
 /* An activation's descriptor: row-major, or channels-last. */
 static dnnl_status_t activation_md(dnnl_memory_desc_t *md, const tensor *t, bool nhwc) {
@@ -172,8 +160,8 @@ static graft_status conv_activation(cpu_backend *be, const op_call *c,
     if (dnnl_memory_desc_equal(user_md, prim_md)) return GRAFT_OK;
     *(is_src ? &s->src_bytes : &s->dst_bytes) = dnnl_memory_desc_get_size(prim_md);
     TRY(dnnl_make_memory(be, user_md, NULL, c, user));
-    return make_reorder(be, is_src ? user_md : prim_md, is_src ? prim_md : user_md, c,
-                        is_src ? &s->src_reorder : &s->dst_reorder);
+    return dnnl_make_reorder(be, is_src ? user_md : prim_md, is_src ? prim_md : user_md, c,
+                             is_src ? &s->src_reorder : &s->dst_reorder);
 }
 
 /* The convolution primitive, with the post-ops of s->post (in ONNX's order: Conv -> Add ->
@@ -256,7 +244,7 @@ static graft_status conv_build(cpu_backend *be, const op_call *c, conv_state *s)
     if (st == GRAFT_OK && s->has_bias) st = dnnl_make_memory(be, &b_md, NULL, c, &s->bias);
     if (st == GRAFT_OK && s->post.add && !s->epilogue && s->dst_reorder) {
         st = dnnl_make_memory(be, &y_md, NULL, c, &s->residual);
-        if (st == GRAFT_OK) st = make_reorder(be, &y_md, dst_md, c, &s->residual_reorder);
+        if (st == GRAFT_OK) st = dnnl_make_reorder(be, &y_md, dst_md, c, &s->residual_reorder);
     }
     dnnl_destroy_memory(&w_user);
     dnnl_destroy_pd(&pd);

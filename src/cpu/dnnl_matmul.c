@@ -29,6 +29,12 @@ typedef struct matmul_state {
     /* the inner-product path: a bias (1-D, B's columns) and an activation post-op */
     bool ip_bias;
     dnnl_linear_act act;
+    /* bf16 products (cpu_backend.bf16_products): A converted per run into a (over a_buf) from
+     * a_user (the caller's float32), B packed in bf16 */
+    bool bf16;
+    dnnl_primitive_t a_reorder;
+    dnnl_memory_t a_user;
+    void *a_buf;
 } matmul_state;
 
 static void matmul_state_destroy(dnnl_node_state *base) {
@@ -40,6 +46,9 @@ static void matmul_state_destroy(dnnl_node_state *base) {
     dnnl_destroy_memory(&s->bias);
     dnnl_destroy_memory(&s->b_user);
     free(s->b_buf);
+    dnnl_destroy_primitive(&s->a_reorder);
+    dnnl_destroy_memory(&s->a_user);
+    free(s->a_buf);
     free(s);
 }
 
@@ -149,16 +158,18 @@ static graft_status matmul_build_ip(cpu_backend *be, const op_call *c, matmul_st
     const tensor *a = c->in[0], *b = c->in[1];
     int64_t k = b->dims[0], n = b->dims[1], rows = tensor_numel(a) / k;
     dnnl_dims_t sd = {rows, k}, wd = {n, k}, dd = {rows, n}, ws = {1, n}, bd = {n};
-    dnnl_memory_desc_t src_md, w_any, w_md, dst_md, bias_md;
+    dnnl_memory_desc_t src_md, src_in, w_any, w_md, dst_md, bias_md;
+    dnnl_data_type_t in_type = s->bf16 ? dnnl_bf16 : dnnl_f32; /* A and B; Y stays f32 */
     if (s->ip_bias)
         TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&bias_md, 1, bd, dnnl_f32, dnnl_a), c, "bias"));
     TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&src_md, 2, sd, dnnl_f32, dnnl_ab), c, "A"));
-    TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&w_any, 2, wd, dnnl_f32, dnnl_format_tag_any), c,
+    TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&src_in, 2, sd, in_type, dnnl_ab), c, "A"));
+    TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&w_any, 2, wd, in_type, dnnl_format_tag_any), c,
                    "B"));
     TRY(dnnl_check(dnnl_memory_desc_init_by_strides(&w_md, 2, wd, dnnl_f32, ws), c, "B"));
     TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&dst_md, 2, dd, dnnl_f32, dnnl_ab), c, "Y"));
     dnnl_inner_product_desc_t desc;
-    if (dnnl_inner_product_forward_desc_init(&desc, dnnl_forward_inference, &src_md, &w_any,
+    if (dnnl_inner_product_forward_desc_init(&desc, dnnl_forward_inference, &src_in, &w_any,
                                              s->ip_bias ? &bias_md : NULL, &dst_md) != dnnl_success)
         return GRAFT_OK;
     dnnl_primitive_attr_t attr = dnnl_make_attr();
@@ -191,7 +202,15 @@ static graft_status matmul_build_ip(cpu_backend *be, const op_call *c, matmul_st
     }
     dnnl_destroy_pd(&pd);
     if (st != GRAFT_OK || !s->usable) return st;
-    TRY(dnnl_make_memory(be, &src_md, NULL, c, &s->a));
+    if (s->bf16) { /* A's bf16 copy, made by a reorder before each product */
+        s->a_buf = malloc(dnnl_memory_desc_get_size(&src_in));
+        if (!s->a_buf) return op_error(c->node, c->err, GRAFT_E_OUT_OF_MEMORY, "bf16 A");
+        TRY(dnnl_make_memory(be, &src_in, s->a_buf, c, &s->a));
+        TRY(dnnl_make_memory(be, &src_md, NULL, c, &s->a_user));
+        TRY(dnnl_make_reorder(be, &src_md, &src_in, c, &s->a_reorder));
+    } else {
+        TRY(dnnl_make_memory(be, &src_md, NULL, c, &s->a));
+    }
     if (s->ip_bias) TRY(dnnl_make_memory(be, &bias_md, NULL, c, &s->bias));
     return dnnl_make_memory(be, &dst_md, NULL, c, &s->y);
 }
@@ -206,20 +225,28 @@ graft_status dnnl_run_linear(cpu_backend *be, const op_call *c, const tensor *bi
         (bias && (bias->dtype != GRAFT_DTYPE_F32 || tensor_numel(bias) != b->dims[1])))
         return GRAFT_OK;
     matmul_state *s = *state;
-    if (!s || !matmul_state_matches(s, c) || s->ip_bias != (bias != NULL) || s->act != act) {
+    if (!s || !matmul_state_matches(s, c) || s->ip_bias != (bias != NULL) || s->act != act ||
+        s->bf16 != be->bf16_products) {
         if (s) matmul_state_destroy(&s->base);
         *state = NULL;
         s = matmul_state_new(c);
         if (!s) return op_error(c->node, c->err, GRAFT_E_OUT_OF_MEMORY, "matmul state");
         s->ip_bias = bias != NULL;
         s->act = act;
+        s->bf16 = be->bf16_products;
         graft_status st = matmul_build_ip(be, c, s);
         *state = s;
         if (st != GRAFT_OK) return st;
     }
     if (!s->usable) return GRAFT_OK;
     TRY(matmul_repack_b(be, c, s));
-    TRY(dnnl_check(dnnl_memory_set_data_handle(s->a, a->data), c, "bind A"));
+    if (s->a_reorder) {
+        TRY(dnnl_check(dnnl_memory_set_data_handle(s->a_user, a->data), c, "bind A"));
+        dnnl_exec_arg_t conv[2] = {{DNNL_ARG_FROM, s->a_user}, {DNNL_ARG_TO, s->a}};
+        TRY(dnnl_execute(be, s->a_reorder, 2, conv, c));
+    } else {
+        TRY(dnnl_check(dnnl_memory_set_data_handle(s->a, a->data), c, "bind A"));
+    }
     TRY(dnnl_check(dnnl_memory_set_data_handle(s->y, y->data), c, "bind Y"));
     if (bias) TRY(dnnl_check(dnnl_memory_set_data_handle(s->bias, bias->data), c, "bind bias"));
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, s->a},
