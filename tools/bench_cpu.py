@@ -6,12 +6,13 @@ Loads build/release/libgraft.so through ctypes, runs each generated model (tests
 the same inputs in every engine, interleaved (graft, ORT, OpenVINO, twice), a few warm-up and
 timed iterations each (medians; the better of the two rounds), and prints a table with graft's
 time over each peer's and over the faster peer's (below 1: graft is faster), and each engine's
-load time (file to first result). ORT runs with its default graph optimisations, OpenVINO
+load time (file to first result); with --memory each engine's peak resident memory (VmHWM over
+the RSS before it loaded the model, in a process of its own). ORT runs with its default graph optimisations, OpenVINO
 (PyPI `openvino`; skipped with a note when absent) with its latency hint, both with the same
 thread count as graft. On a bigger machine pin the cores: `taskset -c 0,1 python3 ...`. Usage:
     python3 tools/bench_cpu.py [--lib build/release/libgraft.so] [--gen tests/data/gen]
         [--models resnet50,bert_base] [--batches 1,8] [--seq 128] [--threads 2] [--iters 10]
-        [--precision fp32|bf16] [--ov-precision f32|bf16]
+        [--precision fp32|bf16] [--ov-precision f32|bf16] [--memory]
         [--onnx A.onnx,B.onnx]   (any image model: a random float input per graph input,
                                   symbolic sizes as the batch and 224)
 Generated models take the batch from --batches (their saved inputs give the rest of the shape:
@@ -150,6 +151,61 @@ def bench_one(lib, name, path, feeds, args, so):
     return (name, batch, best[0] * 1e3, best[1] * 1e3, t_ov, (lg, lo, lv))
 
 
+def feeds_for(args, name, batch):
+    """(label, path, feeds) of a model name (or --onnx file) at a batch."""
+    if args.onnx:
+        return name.rsplit("/", 1)[-1].removesuffix(".onnx")[:24], name, \
+            random_feeds(name, max(batch, 1))
+    man = json.load(open(f"{args.gen}/{name}.json"))
+    saved = {i: np.load(f"{args.gen}/{name}.in.{i}.npy") for i in man["inputs"]}
+    return name, f"{args.gen}/{name}.onnx", with_batch(saved, batch, args.seq)
+
+
+def rss_kb(field):
+    """This process's VmRSS (now) or VmHWM (its peak) in KiB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def child_peak(args, so):
+    """--child ENGINE: one engine loads the model and runs it 3 times in this process; prints
+    the resident memory it added at its peak (VmHWM over the RSS before loading), in KiB."""
+    engine, name, batch = args.child.split(":")
+    _, path, feeds = feeds_for(args, name, int(batch))
+    base = rss_kb("VmRSS")
+    if engine == "graft":
+        lib = C.CDLL(args.lib)
+        lib.graft_last_error.restype = C.c_char_p
+        run, _keep = graft_runner(lib, path, feeds, args.threads, args.precision)
+    elif engine == "ort":
+        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        run = lambda: sess.run(None, feeds)  # noqa: E731
+    else:
+        run = openvino_runner(path, feeds, args.threads, args.ov_precision)
+    for _ in range(3):
+        run()
+    print(rss_kb("VmHWM") - base)
+
+
+def peaks(args, name, batch):
+    """Each engine's peak added memory in MiB (a process of its own each; None: not run)."""
+    import subprocess
+    import sys
+    out = []
+    for engine in ("graft", "ort", "openvino"):
+        cmd = [sys.executable, __file__, "--child", f"{engine}:{name}:{batch}", "--lib", args.lib,
+               "--gen", args.gen, "--threads", str(args.threads), "--seq", str(args.seq),
+               "--precision", args.precision, "--ov-precision", args.ov_precision]
+        if args.onnx:
+            cmd += ["--onnx", args.onnx]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        out.append(int(r.stdout.split()[-1]) / 1024 if r.returncode == 0 and r.stdout else None)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", default="build/release/libgraft.so")
@@ -164,24 +220,24 @@ def main():
     ap.add_argument("--ov-precision", default=None, choices=["f32", "bf16"],
                     help="OpenVINO's inference precision (default: graft's)")
     ap.add_argument("--onnx", default="", help="ONNX files to run instead of --models")
+    ap.add_argument("--memory", action="store_true",
+                    help="also each engine's peak resident memory (a process of its own each)")
+    ap.add_argument("--child", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.ov_precision = args.ov_precision or ("bf16" if args.precision == "bf16" else "f32")
-    lib = C.CDLL(args.lib)
-    lib.graft_last_error.restype = C.c_char_p
     so = ort.SessionOptions()
     so.intra_op_num_threads = args.threads
-    rows = []
+    if args.child:
+        return child_peak(args, so)
+    lib = C.CDLL(args.lib)
+    lib.graft_last_error.restype = C.c_char_p
+    rows, mems = [], []
     for name in (args.onnx or args.models).split(","):
         for batch in (int(b) for b in args.batches.split(",")):
-            if args.onnx:
-                path, feeds = name, random_feeds(name, max(batch, 1))
-                label = name.rsplit("/", 1)[-1].removesuffix(".onnx")[:24]
-            else:
-                path, label = f"{args.gen}/{name}.onnx", name
-                man = json.load(open(f"{args.gen}/{name}.json"))
-                saved = {i: np.load(f"{args.gen}/{name}.in.{i}.npy") for i in man["inputs"]}
-                feeds = with_batch(saved, batch, args.seq)
+            label, path, feeds = feeds_for(args, name, batch)
             rows.append(bench_one(lib, label, path, feeds, args, so))
+            if args.memory:
+                mems.append((label, batch, peaks(args, name, batch)))
     try:
         import openvino as ov
         ov_name = f"OpenVINO {ov.__version__.split('-')[0]}"
@@ -200,6 +256,12 @@ def main():
         ld = ", ".join(f"{x:.2f}" if x is not None else "-" for x in loads)
         print(f"| {name} | {batch} | {g:.1f} | {o:.1f} | {vs} | {g / o:.2f} | {gv} "
               f"| {g / faster:.2f} | {ld} |")
+    if mems:
+        print("\n| model | batch | peak added memory MiB: graft | ORT | OpenVINO |")
+        print("|---|---|---|---|---|")
+        for name, batch, (g, o, v) in mems:
+            f = [f"{x:.0f}" if x is not None else "-" for x in (g, o, v)]
+            print(f"| {name} | {batch} | {f[0]} | {f[1]} | {f[2]} |")
 
 
 if __name__ == "__main__":

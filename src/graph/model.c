@@ -2,6 +2,9 @@
 #include "model.h"
 
 #include <stdlib.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <string.h>
 
 #include "../cpu/cpu_backend.h"
@@ -55,14 +58,18 @@ static graft_status prepare(graft_model *m, graft_err *e) {
     return GRAFT_OK;
 }
 
-static graft_status load_common(graft_ctx *ctx, const void *data, size_t size, const char *base_dir,
-                                const char *what, graft_model **out) {
+/* owned: data's malloc'ed buffer, freed once parsed (NULL: the caller's, kept). */
+static graft_status load_common(graft_ctx *ctx, const void *data, size_t size, void *owned,
+                                const char *base_dir, const char *what, graft_model **out) {
     graft_err *e = &ctx->err;
     graft_model *m = calloc(1, sizeof *m);
-    if (!m) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory loading %s", what);
+    if (!m) {
+        free(owned);
+        return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory loading %s", what);
+    }
     m->ctx = ctx;
     m->keep_batchnorm = ctx->options.keep_batchnorm != 0;
-    graft_status st = onnx_parse_model(data, size, base_dir, what, &m->g, e);
+    graft_status st = onnx_parse_model_owned(data, size, owned, base_dir, what, &m->g, e);
     if (st == GRAFT_OK) {
         st = prepare(m, e);
         if (st != GRAFT_OK) err_prefix(e, "%s", what);
@@ -73,6 +80,9 @@ static graft_status load_common(graft_ctx *ctx, const void *data, size_t size, c
         graft_model_free(m);
         return st;
     }
+#ifdef __GLIBC__
+    malloc_trim(0); /* the parsed message's freed pieces back to the system, not kept in the heap */
+#endif
     ctx_log(ctx, GRAFT_LOG_INFO, "loaded %s: %d nodes after passes (%lld in the file)", what,
             m->g.n_nodes, (long long)m->original_node_count);
     *out = m;
@@ -116,9 +126,8 @@ graft_status graft_model_load(graft_ctx *ctx, const char *path, graft_model **ou
     }
     char *slash = strrchr(dir, '/');
     if (slash) *slash = '\0';
-    graft_status st = load_common(ctx, data, size, slash ? dir : ".", path, out);
-    free(dir);
-    free(data);
+    graft_status st = load_common(ctx, data, size, data, slash ? dir : ".", path, out);
+    free(dir); /* data: freed as soon as it was parsed */
     return st;
 }
 
@@ -130,7 +139,7 @@ graft_status graft_model_load_memory(graft_ctx *ctx, const void *data, size_t si
         return err_set(&ctx->err, GRAFT_E_INVALID_ARGUMENT,
                        "graft_model_load_memory: NULL argument");
     *out = NULL;
-    return load_common(ctx, data, size, base_dir, "<memory>", out);
+    return load_common(ctx, data, size, NULL, base_dir, "<memory>", out);
 }
 
 void graft_model_free(graft_model *m) {

@@ -194,12 +194,12 @@ static graft_status convert_header(const Onnx__ModelProto *mp, ir_graph *g, graf
     return GRAFT_OK;
 }
 
-static graft_status convert_initializers(const Onnx__GraphProto *gp, const char *base_dir,
-                                         ir_graph *g, graft_err *e) {
+static graft_status convert_initializers(Onnx__GraphProto *gp, const char *base_dir, ir_graph *g,
+                                         graft_err *e) {
     if (gp->n_sparse_initializer)
         return err_set(e, GRAFT_E_UNSUPPORTED, "sparse initializers are not supported");
     for (size_t i = 0; i < gp->n_initializer; i++) {
-        const Onnx__TensorProto *tp = gp->initializer[i];
+        Onnx__TensorProto *tp = gp->initializer[i];
         if (!tp->name || !tp->name[0])
             return err_set(e, GRAFT_E_MALFORMED_MODEL, "initializer #%zu has no name", i);
         int v;
@@ -209,6 +209,11 @@ static graft_status convert_initializers(const Onnx__GraphProto *gp, const char 
             return err_set(e, GRAFT_E_MALFORMED_MODEL, "initializer '%s' is given twice", tp->name);
         graft_status st = onnx_tensor_from_proto(tp, base_dir, &val->data, e);
         if (st) return err_prefix(e, "initializer '%s'", tp->name);
+        /* the parsed copy of the bytes goes as soon as the graph has its own: a load holds
+         * about one model's weights beside the file's bytes, not two */
+        free(tp->raw_data.data);
+        tp->raw_data.data = NULL;
+        tp->raw_data.len = 0;
         val->is_const = true;
         val->dtype = val->data.dtype;
         val->ndim = val->data.ndim;
@@ -243,11 +248,11 @@ static graft_status convert_io(const Onnx__GraphProto *gp, ir_graph *g, graft_er
     return GRAFT_OK;
 }
 
-static graft_status convert_model(const Onnx__ModelProto *mp, const char *base_dir, ir_graph *g,
+static graft_status convert_model(Onnx__ModelProto *mp, const char *base_dir, ir_graph *g,
                                   graft_err *e) {
     if (!mp->graph) return err_set(e, GRAFT_E_MALFORMED_MODEL, "the model has no graph");
     TRY(convert_header(mp, g, e));
-    const Onnx__GraphProto *gp = mp->graph;
+    Onnx__GraphProto *gp = mp->graph;
     TRY(convert_initializers(gp, base_dir, g, e));
     TRY(convert_io(gp, g, e));
     for (size_t i = 0; i < gp->n_node; i++) TRY(convert_node(g, gp->node[i], (int)i, e));
@@ -278,7 +283,11 @@ static graft_status convert_model(const Onnx__ModelProto *mp, const char *base_d
 
 graft_status onnx_parse_model(const void *data, size_t size, const char *base_dir, const char *what,
                               ir_graph *g, graft_err *e) {
-    ir_graph_init(g);
+    return onnx_parse_model_owned(data, size, NULL, base_dir, what, g, e);
+}
+
+/* The file's size and nesting checked before it is parsed. */
+static graft_status check_bytes(const void *data, size_t size, const char *what, graft_err *e) {
     if (size == 0)
         return err_set(e, GRAFT_E_MALFORMED_MODEL, "%s: the file is empty, not an ONNX model",
                        what);
@@ -287,8 +296,17 @@ graft_status onnx_parse_model(const void *data, size_t size, const char *base_di
                        "%s: %zu bytes is over graft's limit of %lld bytes for a model file (put "
                        "large weights in external data)",
                        what, size, (long long)ONNX_MAX_FILE_BYTES);
-    TRY(onnx_check_nesting(data, size, what, e));
-    Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, size, data);
+    return onnx_check_nesting(data, size, what, e);
+}
+
+graft_status onnx_parse_model_owned(const void *data, size_t size, void *owned,
+                                    const char *base_dir, const char *what, ir_graph *g,
+                                    graft_err *e) {
+    ir_graph_init(g);
+    graft_status checked = check_bytes(data, size, what, e);
+    Onnx__ModelProto *mp = checked == GRAFT_OK ? onnx__model_proto__unpack(NULL, size, data) : NULL;
+    free(owned); /* the message holds its own copy of every byte */
+    if (checked != GRAFT_OK) return checked;
     if (!mp)
         return err_set(e, GRAFT_E_MALFORMED_MODEL,
                        "%s: not a valid ONNX model (the %zu bytes do not parse as a ModelProto; "

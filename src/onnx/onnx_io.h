@@ -23,6 +23,11 @@ graft_status onnx_check_nesting(const void *data, size_t size, const char *what,
  * allowed); `what` names the source in messages (a path, or "<memory>"). */
 graft_status onnx_parse_model(const void *data, size_t size, const char *base_dir, const char *what,
                               ir_graph *g, graft_err *e);
+/* The same, freeing `owned` (the buffer data points into, malloc'ed; NULL: none) as soon as the
+ * bytes are parsed, so a load does not hold the file beside the parsed weights. */
+graft_status onnx_parse_model_owned(const void *data, size_t size, void *owned,
+                                    const char *base_dir, const char *what, ir_graph *g,
+                                    graft_err *e);
 
 /* Convert a TensorProto to a tensor (allocates out->data); checks that the stored data matches
  * the declared dims and type. */
