@@ -273,7 +273,9 @@ static graft_status init_eval(head_step *hs, const optim *opt, graft_model *m, i
             hs->eval_piece[k] = input_pos(g, hs->fwd.side[i]);
         }
     }
-    train_exec_keep_kernel_state(&hs->eval);
+    /* a head's products read their weights afresh; blocks' Conv keeps reordered weights, which
+     * an update of a few elements could leave stale: dropped before each run */
+    if (!hs->b) train_exec_keep_kernel_state(&hs->eval);
     return GRAFT_OK;
 }
 
