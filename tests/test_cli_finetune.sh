@@ -250,4 +250,17 @@ rc=$?
 if [ $rc = 130 ] && [ -s "$TMP/ci/last.safetensors" ] && grep -q "checkpoint written to" "$TMP/int.txt" &&
     [ ! -e "$TMP/i.onnx" ]; then pass finetune_ctrl_c_checkpoints
 else fail finetune_ctrl_c_checkpoints "rc $rc: $(tail -2 "$TMP/int.txt")"; fi
+# Blocks under an MLP head (with and without dropout) as one step graph, and with the head and
+# its loss in the blocks' pause (GRAFT_STEP_GRAPH=0): the same epochs to the digit.
+for d in 0 0.3; do
+    sg=(--model $M --data $TRAIN --val $VAL "${IMG[@]}" --seed 1 --head mlp:64 --dropout $d
+        --no-cache --epochs 5 --batch 16 --lr 0.01 --device cpu
+        --train-from /backbone/backbone.6/MaxPool_output_0)
+    "$GRAFT" finetune "${sg[@]}" --out "$TMP/sg1.onnx" >"$TMP/sg1.txt" 2>&1
+    GRAFT_STEP_GRAPH=0 "$GRAFT" finetune "${sg[@]}" --out "$TMP/sg0.onnx" >"$TMP/sg0.txt" 2>&1
+    a=$(grep '^epoch 5/5' "$TMP/sg1.txt" | sed 's/, [0-9.]*s$//')
+    b=$(grep '^epoch 5/5' "$TMP/sg0.txt" | sed 's/, [0-9.]*s$//')
+    if [ -n "$a" ] && [ "$a" = "$b" ]; then pass "step_graph_equals_pause_mlp_dropout_$d"
+    else fail "step_graph_equals_pause_mlp_dropout_$d" "'$a' vs '$b': $(tail -1 "$TMP/sg1.txt")"; fi
+done
 exit 0

@@ -353,7 +353,7 @@ graft_status head_step_init_blocks(head_step *hs, head_graph *hg, blocks *b, con
     hs->b = b;
     int logits;
     graft_status st = piece_names(hs, m, from, e);
-    if (st == GRAFT_OK) st = head_step_blocks_graph(hs, m, from, true, &hs->base, &logits, e);
+    if (st == GRAFT_OK) st = head_step_blocks_graph(hs, m, from, hg->h->dropout > 0.0f, &hs->base, &logits, e);
     if (st == GRAFT_OK) st = head_step_blocks_graph(hs, m, from, false, &hs->base_eval, &logits, e);
     hs->src = &hs->base, hs->src_eval = &hs->base_eval;
     if (st == GRAFT_OK) st = init(hs, opt, l, accumulate, fp16, m, threads, e);
