@@ -63,9 +63,15 @@ static graft_status cast_backward(const cuda_bwd *b, bool *handled) {
     const tensor *dy = b->dout[0];
     tensor *dx = b->din[0];
     *handled = false;
-    if (b->n_in < 1 || b->n_out < 1 || !dx || !dy || tensor_numel(dx) != tensor_numel(dy))
-        return GRAFT_OK;
+    if (b->n_in < 1 || b->n_out < 1 || !dx) return GRAFT_OK;
     cudaStream_t s = b->be->stream;
+    if (!dy) { /* no gradient flows in */
+        cudaError_t z = cudaMemsetAsync(dx->data, 0, (size_t)tensor_nbytes(dx), s);
+        if (z != cudaSuccess) return cuda_fail(b->call->err, z, "zeroing Cast's gradient");
+        *handled = true;
+        return GRAFT_OK;
+    }
+    if (tensor_numel(dx) != tensor_numel(dy)) return GRAFT_OK;
     cudaError_t err = dy->dtype == dx->dtype
                           ? cudaMemcpyAsync(dx->data, dy->data, (size_t)tensor_nbytes(dx),
                                             cudaMemcpyDeviceToDevice, s)
