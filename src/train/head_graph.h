@@ -1,9 +1,10 @@
 /* head_graph.h: training a head through the training graph (train_graph.h) on a CPU backend:
  * the head (head.h) as an IR graph, its forward, the loss in the executor's pause and its
- * backward in one pass, with the products on oneDNN's sgemm. Every head trains this way: bf16 and
- * fp16 round what they compute with by Casts there and back, dropout multiplies by masks drawn
- * as head.c draws them, and a head above trained blocks also gives d(loss)/d(features). head.c's
- * forward and backward stay as the reference the tests compare with. */
+ * backward in one pass, with the products on oneDNN's sgemm. Data-parallel runs and the blocks'
+ * pause train a head this way (others through head_step.h, built from this graph): bf16 and fp16
+ * round what they compute with by Casts there and back, dropout multiplies by masks drawn as head.c
+ * draws them, and a head above trained blocks also gives d(loss)/d(features). head.c's forward and
+ * backward stay as the reference the tests compare with. */
 #ifndef GRAFT_TRAIN_HEAD_GRAPH_H
 #define GRAFT_TRAIN_HEAD_GRAPH_H
 

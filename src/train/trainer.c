@@ -181,7 +181,8 @@ static graft_status block_head(void *user, const float *to, int64_t n, float *dt
     return head_pause_step(c->t, to, c->y, n, c->loss, c->correct, dto, e);
 }
 
-/* A head alone: its step graph (head_step.h) on rows x (n, dim); *loss and *correct from the
+/* The step graph (head_step.h: a head alone, or blocks with it) on rows x (n, dim); *loss and
+ * *correct from the
  * training state (a device's: a wait). */
 static graft_status graph_step(graft_trainer *t, const float *x, const void *y, int64_t n,
                                double *loss, int64_t *correct, graft_err *e) {
