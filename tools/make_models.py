@@ -35,6 +35,11 @@ Models (into --out, default tests/data/gen/ under the repository root):
                            source's last reader, a source read after its views, a view that is
                            a graph output and one of another output; opset 17, input
                            (2, 16, 64), outputs `y`, `flat` and `flat_again`.
+  residual_inplace         residual blocks whose Conv -> Add [-> Relu] groups the CPU writes
+                           over their residual: plain ones, a chain of them, a residual the
+                           group's own Conv reads, one read again later, one with a reshape
+                           read later, a 1x1 Conv -> Add without activation; opset 17, input
+                           (2, 16, 12, 12), outputs `y` and `z`.
 
 Weights: random but shaped like trained ones, so that activations stay O(1) and relative-error
 comparisons mean something. ResNet convs are Kaiming-normal (fan_in); BN gamma ~ 1 +- 0.1
@@ -729,6 +734,44 @@ def build_reshape_views(seed):
     return model, feeds
 
 
+def build_residual_inplace(seed):
+    rng = np.random.default_rng(seed)
+    g = Builder("scoped")
+    c, shape = 16, [2, 16, 12, 12]
+
+    def conv(scope, x, k=3):
+        w = g.init(f"{scope}.weight", normal(rng, (c, c, k, k), math.sqrt(1.0 / (c * k * k))))
+        b = g.init(f"{scope}.bias", normal(rng, c, 0.1))
+        return g.node(scope, "Conv", [x, w, b], kernel_shape=[k, k], pads=[k // 2] * 4,
+                      strides=[1, 1])
+
+    def relu(scope, x):
+        return g.node(scope, "Relu", [x])
+
+    def block(scope, x, res, k=3, act=True):
+        y = g.node(scope, "Add", [conv(scope, x, k), res])
+        return relu(scope, y) if act else y
+
+    a = relu("/a", conv("/a", "input"))
+    b = block("/b", a, a)                        # the group's Conv reads its residual: no
+    d = block("/d", relu("/d1", conv("/d1", b)), b)  # plain: over b
+    f = block("/f", relu("/f1", conv("/f1", d)), d)  # a chain: over d, itself over b
+    e = block("/e", relu("/e1", conv("/e1", f)), f)  # f read again below: no
+    e = g.node("/e2", "Mul", [e, f])
+    v = g.node("/v", "Flatten", [e], axis=1)     # a view of e read after the next block
+    h = block("/h", relu("/h1", conv("/h1", e)), e)  # so not over e
+    k = block("/k", relu("/k1", conv("/k1", h, k=1)), h, k=1, act=False)  # Conv -> Add
+    g.node("/y", "Identity", [k], outputs=["y"])
+    g.node("/z", "Mul", [v, g.const("/z", 0.5, np.float32)], outputs=["z"])
+    inputs = [helper.make_tensor_value_info("input", TensorProto.FLOAT, shape)]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape),
+               helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, c * 144])]
+    model = g.model("main_graph", inputs, outputs, opset=17, ir_version=8,
+                    doc=f"residual groups written over their residual, seed {seed}")
+    feeds = {"input": np.random.default_rng(seed + 1).standard_normal(shape).astype(np.float32)}
+    return model, feeds
+
+
 # ----------------------------------------------------------------------------------------
 # Driver
 # ----------------------------------------------------------------------------------------
@@ -747,6 +790,7 @@ MODELS = {
     "mobilenet_tiny": dict(build=lambda: build_mobilenet_tiny(seed=3001), external=False),
     "conv_acts": dict(build=lambda: build_conv_acts(seed=3101), external=False),
     "reshape_views": dict(build=lambda: build_reshape_views(seed=3201), external=False),
+    "residual_inplace": dict(build=lambda: build_residual_inplace(seed=3301), external=False),
 }
 
 

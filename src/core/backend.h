@@ -57,6 +57,10 @@ typedef struct graft_backend {
     /* Optional: the name of the fused group node_index ends (static storage), else NULL; a
      * profile lists the group's time under it. */
     const char *(*group_name)(void *impl, int node_index);
+    /* Optional: a value the group node_index ends reads that may share its buffer with the
+     * group's output 0 (the last member's), when nothing reads that value afterwards (a residual
+     * the convolution adds in place); -1 when none. */
+    int (*group_inplace_input)(void *impl, const ir_graph *g, int node_index);
     /* Optional (device backends): timing marks for profiles. mark queues mark k (k >= 0) after
      * the work queued so far; mark_seconds waits for marks a and b and gives the device time
      * between them. */

@@ -103,6 +103,25 @@ static const char *cpu_group_name(void *impl, int node_index) {
     return fusion_group_name(((cpu_backend *)impl)->groups, node_index);
 }
 
+/* graft_backend.group_inplace_input: a Conv -> Add [-> activation] group's residual, which the
+ * convolution then adds where it lies (dnnl_conv_run copies nothing), when no other member reads
+ * it. */
+static int cpu_group_inplace_input(void *impl, const ir_graph *g, int node_index) {
+    cpu_backend *be = impl;
+    const char *name = fusion_group_name(be->groups, node_index);
+    const int *m = NULL;
+    int n = fusion_group_members(be->groups, node_index, &m);
+    if (!name || strncmp(name, "conv_add", 8) != 0 || n < 2) return -1;
+    const ir_node *add = &g->nodes[m[1]];
+    int y = g->nodes[m[0]].outputs[0];
+    if (add->n_in != 2 || y < 0) return -1;
+    int r = add->inputs[0] == y ? add->inputs[1] : add->inputs[1] == y ? add->inputs[0] : -1;
+    for (int k = 0; k < n && r >= 0; k++)
+        for (int i = 0; i < g->nodes[m[k]].n_in; i++)
+            if (k != 1 && g->nodes[m[k]].inputs[i] == r) return -1;
+    return r;
+}
+
 /* graft_backend.plan_groups: the oneDNN fused groups, BERT's linear layers and Conv's (none with
  * reference kernels only). */
 static void cpu_plan_groups(void *impl, const ir_graph *g, const unsigned char *on_host,
@@ -215,6 +234,7 @@ graft_status cpu_backend_create(int num_threads, bool reference_only, graft_back
                            .synchronize = cpu_synchronize,
                            .plan_groups = cpu_plan_groups,
                            .group_name = cpu_group_name,
+                           .group_inplace_input = cpu_group_inplace_input,
                            .destroy = cpu_destroy};
     return GRAFT_OK;
 }

@@ -338,15 +338,20 @@ graft_status dnnl_conv_run(cpu_backend *be, const op_call *c, const dnnl_conv_po
     if (!s->usable) return GRAFT_OK;
     void *src_buf = s->src_bytes ? malloc(s->src_bytes) : NULL;
     void *dst_buf = s->dst_bytes ? malloc(s->dst_bytes) : NULL;
+    /* the epilogue adds the residual after the convolution: when the residual is Y's own buffer
+     * (planned in place), the convolution writes elsewhere and the epilogue adds it to Y */
+    bool aside = s->epilogue && s->post.add && residual->data == c->out[0]->data;
+    void *aside_buf = aside ? malloc((size_t)tensor_nbytes(c->out[0]) + 1) : NULL;
     graft_status st = GRAFT_OK;
-    if ((s->src_bytes && !src_buf) || (s->dst_bytes && !dst_buf))
+    if ((s->src_bytes && !src_buf) || (s->dst_bytes && !dst_buf) || (aside && !aside_buf))
         st = op_error(c->node, c->err, GRAFT_E_OUT_OF_MEMORY, "no memory for blocked activations");
     dnnl_memory_t src_user = s->src_reorder ? s->src_user : s->src;
     dnnl_memory_t dst_user = s->dst_reorder ? s->dst_user : s->dst;
     if (st == GRAFT_OK)
         st = dnnl_check(dnnl_memory_set_data_handle(src_user, x->data), c, "bind X");
     if (st == GRAFT_OK)
-        st = dnnl_check(dnnl_memory_set_data_handle(dst_user, c->out[0]->data), c, "bind Y");
+        st = dnnl_check(dnnl_memory_set_data_handle(dst_user, aside ? aside_buf : c->out[0]->data),
+                        c, "bind Y");
     if (st == GRAFT_OK && s->src_reorder)
         st = dnnl_check(dnnl_memory_set_data_handle(s->src, src_buf), c, "bind blocked X");
     if (st == GRAFT_OK && s->dst_reorder)
@@ -363,8 +368,13 @@ graft_status dnnl_conv_run(cpu_backend *be, const op_call *c, const dnnl_conv_po
         memmove(c->out[0]->data, residual->data, (size_t)tensor_nbytes(c->out[0]));
     }
     if (st == GRAFT_OK) st = conv_execute(be, c, s);
-    if (st == GRAFT_OK && s->epilogue && (s->post.add || post_is_relu(&s->post)))
+    if (st == GRAFT_OK && aside) {
+        tensor conv_y = *c->out[0];
+        conv_y.data = aside_buf;
+        conv_epilogue(c->out[0], &conv_y, post_is_relu(&s->post)); /* Y holds the residual */
+    } else if (st == GRAFT_OK && s->epilogue && (s->post.add || post_is_relu(&s->post))) {
         conv_epilogue(c->out[0], s->post.add ? residual : NULL, post_is_relu(&s->post));
+    }
     if (st == GRAFT_OK && s->act_prim) {
         st = dnnl_check(dnnl_memory_set_data_handle(s->act_mem, c->out[0]->data), c, "bind Y");
         dnnl_exec_arg_t args[2] = {{DNNL_ARG_SRC, s->act_mem}, {DNNL_ARG_DST, s->act_mem}};
@@ -372,6 +382,7 @@ graft_status dnnl_conv_run(cpu_backend *be, const op_call *c, const dnnl_conv_po
     }
     free(src_buf);
     free(dst_buf);
+    free(aside_buf);
     *handled = st == GRAFT_OK;
     return st;
 }

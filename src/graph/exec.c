@@ -43,6 +43,8 @@ graft_status exec_init(executor *x, ir_graph *g, graft_backend *host, graft_back
     }
     const char *views = getenv("GRAFT_PLAN_VIEWS");
     x->plan_views = !(views && strcmp(views, "0") == 0);
+    const char *poison = getenv("GRAFT_POISON_OUTPUTS");
+    x->poison_outputs = poison && strcmp(poison, "1") == 0;
     const char *cache = getenv("GRAFT_PLAN_CACHE");
     x->plan_cache = cache && *cache ? atoi(cache) : EXEC_PLAN_CACHE;
     if (x->plan_cache < 0 || x->plan_cache > EXEC_PLAN_CACHE) x->plan_cache = EXEC_PLAN_CACHE;
@@ -114,6 +116,10 @@ static graft_status plan_place(executor *x, bool dev, int *which, int64_t *sizes
     const ir_graph *g = x->g;
     exec_plan *p = &x->plan;
     int n = 0;
+    int *src = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    if (!src) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory planning memory");
+    exec_plan_inplace(x, dev, src);
+    x->inplace_src = src; /* exec_view_source answers in-place outputs too, while planning */
     for (int v = 0; v < g->n_values; v++) {
         if (!exec_plans_value(x, v, dev) || exec_view_source(x, v, dev) >= 0) continue;
         const ir_value *val = &g->values[v];
@@ -124,6 +130,8 @@ static graft_status plan_place(executor *x, bool dev, int *which, int64_t *sizes
         slot[v] = n++;
     }
     exec_plan_views(x, dev, slot, last);
+    x->inplace_src = NULL;
+    free(src);
     TRY(plan_memory(n, sizes, first, last, offs, dev ? &p->device_arena_bytes : &p->arena_bytes,
                     e));
     for (int v = 0; v < g->n_values; v++) {
@@ -194,7 +202,8 @@ static graft_status alloc_output(executor *x, run_state *rs, int v, bool dev,
     void *arena = dev ? x->device_arena : x->arena;
     if (rs->planned && x->plan.bytes[v] == bytes && arena) {
         t->data = (char *)arena + x->plan.offsets[v];
-        if (!dev && !x->plan.view[v]) memset(t->data, 0, (size_t)bytes); /* a view holds data */
+        if (!dev && !x->plan.view[v] && x->poison_outputs) /* a view holds data */
+            memset(t->data, 0xFF, (size_t)bytes);
         x->owned[v] = 2;
         return GRAFT_OK;
     }

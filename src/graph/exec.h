@@ -59,6 +59,8 @@ typedef struct executor {
     int64_t *seen_bytes;
     /* reshapes' outputs share their inputs' planned bytes (GRAFT_PLAN_VIEWS=0: not) */
     bool plan_views;
+    int *inplace_src;     /* while planning a place: per value, the input it overwrites, or -1 */
+    bool poison_outputs;  /* fill each host output with 0xFF bytes before its node runs */
     int n_fallback_nodes; /* nodes placed on the host because the device has no kernel */
     /* CUDA-graph replay of the planned forward (exec_graph.c) */
     bool graph_safe;      /* placement allows recording: no device node reads host-computed data */

@@ -24,6 +24,10 @@ graft_status exec_outputs_place(executor *x, graft_err *e);
 bool exec_plans_value(const executor *x, int v, bool dev);
 int exec_view_source(const executor *x, int w, bool dev);
 void exec_plan_views(const executor *x, bool dev, int *slot, int *last);
+/* Fused groups' outputs written over an input they read last (the backend's
+ * group_inplace_input, e.g. a convolution's residual): src[w] = that input, else -1; such a w is
+ * planned as a view of it. */
+void exec_plan_inplace(const executor *x, bool dev, int *src);
 
 /* Profiling (exec_profile.c). */
 double exec_now(void);

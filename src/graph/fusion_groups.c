@@ -194,6 +194,14 @@ const char *fusion_group_name(const fusion_groups *gs, int node_index) {
     return gr->members[gr->n - 1] == node_index ? gr->fusion->name : NULL;
 }
 
+int fusion_group_members(const fusion_groups *gs, int node_index, const int **members) {
+    if (!fusion_in_group(gs, node_index)) return 0;
+    const group *gr = &gs->groups[gs->group_of[node_index]];
+    if (gr->members[gr->n - 1] != node_index) return 0;
+    *members = gr->members;
+    return gr->n;
+}
+
 graft_status fusion_group_step(fusion_groups *gs, void *backend, int node_index,
                                const op_call *call, fusion_run_node_fn run_node, fusion_log_fn log,
                                void *log_user) {

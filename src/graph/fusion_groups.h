@@ -68,6 +68,8 @@ void fusion_groups_release_state(fusion_groups *gs);
 bool fusion_in_group(const fusion_groups *gs, int node_index);
 /* The rule name of the group node_index is the last member of (static storage), else NULL. */
 const char *fusion_group_name(const fusion_groups *gs, int node_index);
+/* The members (in graph order) of the group node_index is the last member of; 0 when none. */
+int fusion_group_members(const fusion_groups *gs, int node_index, const int **members);
 /* A member's call: recorded, and at the group's last member the group runs (through its rule,
  * or each member through run_node when the rule declines). */
 graft_status fusion_group_step(fusion_groups *gs, void *backend, int node_index,

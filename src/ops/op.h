@@ -28,7 +28,8 @@ typedef graft_status (*op_infer_fn)(const ir_node *node, const value_info *in, i
                                     value_info *out, int n_out, graft_err *e);
 
 /* One kernel call. Inputs are NULL where omitted. Outputs come with dtype and shape set by the
- * op's inference and data allocated (zero-filled); the kernel writes the values. */
+ * op's inference and data allocated but NOT zero-filled: the kernel writes every element (tests
+ * fill outputs with NaN bytes first, GRAFT_POISON_OUTPUTS=1, to catch one that does not). */
 typedef struct op_call {
     const ir_node *node;
     const tensor *const *in;

@@ -306,7 +306,11 @@ graft_status ref_LayerNormalization(const op_call *c) {
         job.inv_std = c->out[2];
         TRY(op_check_output(c, 2, job.inv_std->dtype, s.outer));
     }
-    if (s.n == 0 || s.outer == 0) return GRAFT_OK;
+    if (s.n == 0 || s.outer == 0) { /* empty rows: their statistics are 0 */
+        if (job.mean) memset(job.mean->data, 0, (size_t)tensor_nbytes(job.mean));
+        if (job.inv_std) memset(job.inv_std->data, 0, (size_t)tensor_nbytes(job.inv_std));
+        return GRAFT_OK;
+    }
     void *block = NULL;
     graft_status st = ln_prepare_operands(c, &job, x->ndim - axis, x->dims + axis, &block);
     if (st == GRAFT_OK) layernorm_rows(&job);

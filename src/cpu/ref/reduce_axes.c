@@ -285,9 +285,12 @@ static graft_status run_reduce(const op_call *c, reduce_kind kind) {
     TRY(op_check_output(c, 0, x->dtype, g.n_out));
     if (g.n_out == 0) return GRAFT_OK;
     bool mean = kind == REDUCE_MEAN;
-    /* An integer mean of nothing stays 0 (the zero-filled output) rather than divide by 0;
-     * every other empty reduction is its identity (0, 1, -inf, ...), which the loops give. */
-    if (g.n_red == 0 && mean && !dtype_is_float(x->dtype)) return GRAFT_OK;
+    /* An integer mean of nothing is 0 rather than a division by 0; every other empty reduction
+     * is its identity (0, 1, -inf, ...), which the loops give. */
+    if (g.n_red == 0 && mean && !dtype_is_float(x->dtype)) {
+        memset(y->data, 0, (size_t)tensor_nbytes(y));
+        return GRAFT_OK;
+    }
     if (g.n_red == 1 && reduce_kind_keeps_single(kind)) {
         /* Only size-1 dims reduced: the values stay, in the same order. */
         memcpy(y->data, x->data, (size_t)tensor_nbytes(x));

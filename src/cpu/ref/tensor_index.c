@@ -163,7 +163,7 @@ graft_status ref_Tile(const op_call *c) {
 }
 
 /* Trilu: keeps the elements on and above (upper) or on and below the k-th diagonal of each
- * matrix of the last two axes; the others are zero (the zero-filled output). */
+ * matrix of the last two axes; the others are zero. */
 graft_status ref_Trilu(const op_call *c) {
     const tensor *x = c->in[0];
     if (!x) return op_missing_input(c, 0);
@@ -177,6 +177,7 @@ graft_status ref_Trilu(const op_call *c) {
     size_t elem = graft_dtype_size(x->dtype);
     const char *src = x->data;
     char *dst = c->out[0]->data;
+    memset(dst, 0, (size_t)tensor_nbytes(c->out[0]));
     for (int64_t m = 0; m < mats; m++)
         for (int64_t i = 0; i < rows; i++) {
             /* columns kept in row i: j - i >= k (upper) or j - i <= k (lower) */
