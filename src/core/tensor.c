@@ -114,6 +114,11 @@ bool shapes_equal(int ndim_a, const int64_t *a, int ndim_b, const int64_t *b) {
     return true;
 }
 
+void *host_alloc_aligned(size_t bytes) {
+    void *p = NULL;
+    return posix_memalign(&p, 64, bytes ? bytes : 1) == 0 ? p : NULL;
+}
+
 graft_status tensor_alloc(tensor *t, graft_err *e) {
     int64_t nbytes = tensor_nbytes(t);
     if (nbytes < 0) {

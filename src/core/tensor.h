@@ -3,6 +3,7 @@
 #define GRAFT_CORE_TENSOR_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "error.h"
@@ -22,6 +23,10 @@ int64_t tensor_numel(const tensor *t);
 int64_t tensor_nbytes(const tensor *t);
 bool shapes_equal(int ndim_a, const int64_t *a, int ndim_b, const int64_t *b);
 
+/* bytes (at least 1) of host memory aligned to a cache line (64 bytes: vector loads never split
+ * a line, as they would at malloc's 16), uninitialised; freed with free(). NULL when out of
+ * memory. */
+void *host_alloc_aligned(size_t bytes);
 /* Allocate data for t (dtype and shape already set), zero-filled. */
 graft_status tensor_alloc(tensor *t, graft_err *e);
 /* Set dtype/shape and allocate. */

@@ -165,7 +165,7 @@ graft_status dnnl_reorder_once(cpu_backend *be, dnnl_memory_t from, const dnnl_m
     const dnnl_memory_desc_t *from_md = NULL;
     TRY(dnnl_check(dnnl_memory_get_memory_desc(from, &from_md), c, "query a memory layout"));
     size_t bytes = dnnl_memory_desc_get_size(md);
-    *buf = malloc(bytes ? bytes : 1);
+    *buf = host_alloc_aligned(bytes);
     if (!*buf) return op_error(c->node, c->err, GRAFT_E_OUT_OF_MEMORY, "reordering weights");
     TRY(dnnl_make_memory(be, md, *buf, c, to));
     dnnl_engine_t engine = (dnnl_engine_t)be->dnnl_engine;

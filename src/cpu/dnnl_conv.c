@@ -336,12 +336,12 @@ graft_status dnnl_conv_run(cpu_backend *be, const op_call *c, const dnnl_conv_po
     conv_state *s = NULL;
     TRY(conv_state_get(be, c, post, state, &s));
     if (!s->usable) return GRAFT_OK;
-    void *src_buf = s->src_bytes ? malloc(s->src_bytes) : NULL;
-    void *dst_buf = s->dst_bytes ? malloc(s->dst_bytes) : NULL;
+    void *src_buf = s->src_bytes ? host_alloc_aligned(s->src_bytes) : NULL;
+    void *dst_buf = s->dst_bytes ? host_alloc_aligned(s->dst_bytes) : NULL;
     /* the epilogue adds the residual after the convolution: when the residual is Y's own buffer
      * (planned in place), the convolution writes elsewhere and the epilogue adds it to Y */
     bool aside = s->epilogue && s->post.add && residual->data == c->out[0]->data;
-    void *aside_buf = aside ? malloc((size_t)tensor_nbytes(c->out[0]) + 1) : NULL;
+    void *aside_buf = aside ? host_alloc_aligned((size_t)tensor_nbytes(c->out[0])) : NULL;
     graft_status st = GRAFT_OK;
     if ((s->src_bytes && !src_buf) || (s->dst_bytes && !dst_buf) || (aside && !aside_buf))
         st = op_error(c->node, c->err, GRAFT_E_OUT_OF_MEMORY, "no memory for blocked activations");

@@ -203,7 +203,7 @@ static graft_status matmul_build_ip(cpu_backend *be, const op_call *c, matmul_st
     dnnl_destroy_pd(&pd);
     if (st != GRAFT_OK || !s->usable) return st;
     if (s->bf16) { /* A's bf16 copy, made by a reorder before each product */
-        s->a_buf = malloc(dnnl_memory_desc_get_size(&src_in));
+        s->a_buf = host_alloc_aligned(dnnl_memory_desc_get_size(&src_in));
         if (!s->a_buf) return op_error(c->node, c->err, GRAFT_E_OUT_OF_MEMORY, "bf16 A");
         TRY(dnnl_make_memory(be, &src_in, s->a_buf, c, &s->a));
         TRY(dnnl_make_memory(be, &src_md, NULL, c, &s->a_user));

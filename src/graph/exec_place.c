@@ -125,7 +125,7 @@ graft_status exec_buffer_alloc(executor *x, bool dev, size_t bytes, void **out, 
                        "a buffer of %zu bytes is over this run's limit of %zu bytes", bytes,
                        x->max_buffer_bytes);
     if (dev) return x->device->alloc(x->device->impl, bytes, out, e);
-    *out = malloc(bytes ? bytes : 1);
+    *out = host_alloc_aligned(bytes);
     if (!*out)
         return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of host memory allocating %zu bytes", bytes);
     if (x->poison_outputs) memset(*out, 0xFF, bytes);

@@ -119,7 +119,7 @@ bool exec_arenas_ensure(executor *x) {
     const exec_plan *p = &x->plan;
     if (p->arena_bytes > x->arena_cap) {
         free(x->arena);
-        x->arena = malloc((size_t)p->arena_bytes);
+        x->arena = host_alloc_aligned((size_t)p->arena_bytes);
         x->arena_cap = x->arena ? p->arena_bytes : 0;
         if (!x->arena) return false;
     }
