@@ -96,17 +96,17 @@ graft_status dnnl_conv_run(cpu_backend *be, const op_call *call, const dnnl_conv
                            const tensor *residual, void **state, bool *handled);
 /* The CPU's fused Conv groups (dnnl_fuse.c), ending with a rule whose name is NULL. */
 extern const fusion_rule dnnl_conv_fusions[];
-/* BERT's MatMul -> Add(bias) [-> GELU] as one inner product (src/cpu/dnnl_fuse_bert.c). */
+/* BERT's MatMul -> Add(bias) [-> GELU] as one oneDNN matmul (src/cpu/dnnl_fuse_bert.c). */
 extern const fusion_rule dnnl_bert_fusions[];
 
-/* What follows a linear layer's bias in its inner product. */
+/* What follows a linear layer's bias in its product (a post-op). */
 typedef enum dnnl_linear_act {
     DNNL_ACT_NONE,
     DNNL_ACT_GELU_ERF,
     DNNL_ACT_GELU_TANH
 } dnnl_linear_act;
 /* y = act(A B + bias) for the MatMul call c (A (..., K), 2-D constant B (K, N), bias (N) or
- * NULL) as oneDNN's inner product with B packed once; y has the MatMul output's size. *handled
+ * NULL) as oneDNN's matmul with B packed once; y has the MatMul output's size. *handled
  * = false for what it does not cover (dtypes, shapes, no oneDNN). state: the caller's slot. */
 graft_status dnnl_run_linear(cpu_backend *be, const op_call *c, const tensor *bias,
                              dnnl_linear_act act, tensor *y, void **state, bool *handled);

@@ -1,5 +1,5 @@
 /* dnnl_fuse_bert.c: the CPU's fused groups for BERT: MatMul -> Add(bias) and MatMul -> Add(bias)
- * -> GELU (a Gelu node or PyTorch's erf chain) as one oneDNN inner product with its bias and a
+ * -> GELU (a Gelu node or PyTorch's erf chain) as one oneDNN matmul with its bias and a
  * GELU post-op, matched by src/graph/fusion_bert_match.c (as on the GPU). */
 #include "graft_config.h"
 

@@ -1,8 +1,9 @@
 /* dnnl_matmul.c: MatMul (numpy semantics, batch dims broadcast) and Gemm (transposes as strides,
  * alpha as an output scale, C as a fused bias or an added pass) through oneDNN's matmul, f32. A
- * MatMul by a 2-D B (a layer's weights) runs as oneDNN's inner product instead, with B packed
- * once into its blocked layout and kept in the node's state, keyed by B's address and a
- * fingerprint (as Conv's weights): oneDNN's matmul keeps B plain and is ~1.5x slower there. */
+ * MatMul by a 2-D B (a layer's weights) runs over A's rows as one 2-D matmul with B packed once
+ * into the layout the primitive prefers (format `any`) and kept in the node's state, keyed by B's
+ * address and a fingerprint (as Conv's weights): ~1.5x the plain-B matmul at 32 rows, and 5-13%
+ * ahead of oneDNN's inner product (what this path used before) at BERT-base's 128 and 1024. */
 #include "graft_config.h"
 
 #include <stdlib.h>
@@ -26,7 +27,7 @@ typedef struct matmul_state {
     void *b_buf;
     const void *b_data;
     uint64_t b_fingerprint;
-    /* the inner-product path: a bias (1-D, B's columns) and an activation post-op */
+    /* the packed path: a bias (1-D, B's columns) and an activation post-op */
     bool ip_bias;
     dnnl_linear_act act;
     /* bf16 products (cpu_backend.bf16_products): A converted per run into a (over a_buf) from
@@ -152,25 +153,26 @@ static graft_status matmul_state_get(cpu_backend *be, const op_call *c, void **s
 
 /* ---- MatMul ------------------------------------------------------------------------------- */
 
-/* A (..., K) times a 2-D B (K, N): oneDNN's inner product over the rows of A, B as its (N, K)
- * weights stored (1, N)-strided, packed once into the primitive's blocked layout. */
-static graft_status matmul_build_ip(cpu_backend *be, const op_call *c, matmul_state *s) {
+/* A (..., K) times a 2-D B (K, N): oneDNN's matmul over the rows of A, B packed once into the
+ * primitive's preferred (blocked) layout. */
+static graft_status matmul_build_packed(cpu_backend *be, const op_call *c, matmul_state *s) {
     const tensor *a = c->in[0], *b = c->in[1];
     int64_t k = b->dims[0], n = b->dims[1], rows = tensor_numel(a) / k;
-    dnnl_dims_t sd = {rows, k}, wd = {n, k}, dd = {rows, n}, ws = {1, n}, bd = {n};
+    dnnl_dims_t sd = {rows, k}, wd = {k, n}, dd = {rows, n}, bd = {1, n};
     dnnl_memory_desc_t src_md, src_in, w_any, w_md, dst_md, bias_md;
     dnnl_data_type_t in_type = s->bf16 ? dnnl_bf16 : dnnl_f32; /* A and B; Y stays f32 */
     if (s->ip_bias)
-        TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&bias_md, 1, bd, dnnl_f32, dnnl_a), c, "bias"));
+        TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&bias_md, 2, bd, dnnl_f32, dnnl_ab), c,
+                       "bias"));
     TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&src_md, 2, sd, dnnl_f32, dnnl_ab), c, "A"));
     TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&src_in, 2, sd, in_type, dnnl_ab), c, "A"));
     TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&w_any, 2, wd, in_type, dnnl_format_tag_any), c,
                    "B"));
-    TRY(dnnl_check(dnnl_memory_desc_init_by_strides(&w_md, 2, wd, dnnl_f32, ws), c, "B"));
+    TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&w_md, 2, wd, dnnl_f32, dnnl_ab), c, "B"));
     TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&dst_md, 2, dd, dnnl_f32, dnnl_ab), c, "Y"));
-    dnnl_inner_product_desc_t desc;
-    if (dnnl_inner_product_forward_desc_init(&desc, dnnl_forward_inference, &src_in, &w_any,
-                                             s->ip_bias ? &bias_md : NULL, &dst_md) != dnnl_success)
+    dnnl_matmul_desc_t desc;
+    if (dnnl_matmul_desc_init(&desc, &src_in, &w_any, s->ip_bias ? &bias_md : NULL, &dst_md) !=
+        dnnl_success)
         return GRAFT_OK;
     dnnl_primitive_attr_t attr = dnnl_make_attr();
     if (!attr) return op_error(c->node, c->err, GRAFT_E_BACKEND, "oneDNN attributes");
@@ -234,7 +236,7 @@ graft_status dnnl_run_linear(cpu_backend *be, const op_call *c, const tensor *bi
         s->ip_bias = bias != NULL;
         s->act = act;
         s->bf16 = be->bf16_products;
-        graft_status st = matmul_build_ip(be, c, s);
+        graft_status st = matmul_build_packed(be, c, s);
         *state = s;
         if (st != GRAFT_OK) return st;
     }
@@ -296,7 +298,7 @@ graft_status dnnl_run_MatMul(cpu_backend *be, const op_call *c, void **state, bo
         return GRAFT_OK;
     matmul_state *s = NULL;
     bool ip = be->pack_matmul_weights && c->in[1]->ndim == 2 && c->in[0]->ndim >= 2;
-    TRY(matmul_state_get(be, c, state, ip ? matmul_build_ip : matmul_build, &s));
+    TRY(matmul_state_get(be, c, state, ip ? matmul_build_packed : matmul_build, &s));
     if (!s->usable) return GRAFT_OK;
     TRY(matmul_run(be, c, s, NULL));
     *handled = true;
