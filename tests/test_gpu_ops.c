@@ -361,7 +361,7 @@ static void check_device(graft_ctx *dev_ctx, gpu_log *log, const options *o, con
     char want[96];
     if (ok && half && !gpu_test_is_cpu(o->device) && fused_flag(c, want, sizeof want) &&
         !strstr(log->fused, want)) {
-        snprintf(detail, sizeof detail, "the fused group '%s' did not run (ran: %s)", want,
+        snprintf(detail, sizeof detail, "the fused group '%s' did not run (ran: %.600s)", want,
                  log->fused[0] ? log->fused : "none");
         ok = 0;
     }

@@ -7,7 +7,7 @@ the same inputs in every engine, interleaved (graft, ORT, OpenVINO, twice), a fe
 timed iterations each (medians; the better of the two rounds), and prints a table with graft's
 time over each peer's and over the faster peer's (below 1: graft is faster), and each engine's
 load time (file to first result); with --memory each engine's peak resident memory (VmHWM over
-the RSS before it loaded the model, in a process of its own). ORT runs with its default graph optimisations, OpenVINO
+the RSS once its library is loaded, before the model, in a process of its own). ORT runs with its default graph optimisations, OpenVINO
 (PyPI `openvino`; skipped with a note when absent) with its latency hint, both with the same
 thread count as graft. On a bigger machine pin the cores: `taskset -c 0,1 python3 ...`. Usage:
     python3 tools/bench_cpu.py [--lib build/release/libgraft.so] [--gen tests/data/gen]
@@ -172,13 +172,19 @@ def rss_kb(field):
 
 def child_peak(args, so):
     """--child ENGINE: one engine loads the model and runs it 3 times in this process; prints
-    the resident memory it added at its peak (VmHWM over the RSS before loading), in KiB."""
+    the resident memory it added at its peak (VmHWM over the RSS once its library is loaded), in
+    KiB."""
     engine, name, batch = args.child.split(":")
     _, path, feeds = feeds_for(args, name, int(batch))
-    base = rss_kb("VmRSS")
+    # each engine's library is loaded before the baseline (ONNX Runtime's by the import above,
+    # OpenVINO's by its import), so that only what the model adds counts, alike for all three
     if engine == "graft":
         lib = C.CDLL(args.lib)
         lib.graft_last_error.restype = C.c_char_p
+    elif engine == "openvino":
+        import openvino  # noqa: F401
+    base = rss_kb("VmRSS")
+    if engine == "graft":
         run, _keep = graft_runner(lib, path, feeds, args.threads, args.precision)
     elif engine == "ort":
         sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
