@@ -127,17 +127,21 @@ static int64_t count_correct(const graft_trainer *t, const float *logits, const 
     return loss_count_correct(logits, y, n, t->head_options.n_outputs);
 }
 
+/* A NaN or infinite loss stops before its gradients reach the weights (fp16 leaves an overflow
+ * to the loss scaler, which skips the step). */
+static graft_status loss_must_be_finite(double loss, bool fp16, graft_err *e) {
+    if (isfinite(loss) || fp16) return GRAFT_OK;
+    return err_set(e, GRAFT_E_INVALID_ARGUMENT, "the training loss is %s",
+                   isnan(loss) ? "NaN" : "infinite");
+}
+
 /* The loss of logits (n, outputs) against y and d(loss)/d(logits) into dlogits, scaled for
  * accumulation and fp16's loss scale; *correct the right answers. */
 static graft_status loss_and_grad(graft_trainer *t, const float *logits, const void *y, int64_t n,
                                   double *loss, int64_t *correct, float *dlogits, graft_err *e) {
     int64_t c = t->head_options.n_outputs;
     TRY(loss_compute(loss, dlogits, &t->loss, logits, y, n, c, e));
-    /* A NaN or infinite loss stops before its gradients reach the weights (fp16 leaves an
-     * overflow to the loss scaler, which skips the step). */
-    if (!isfinite(*loss) && t->options.precision != GRAFT_PRECISION_FP16)
-        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "the training loss is %s",
-                       isnan(*loss) ? "NaN" : "infinite");
+    TRY(loss_must_be_finite(*loss, t->options.precision == GRAFT_PRECISION_FP16, e));
     *correct = count_correct(t, logits, y, n);
     /* Accumulated micro-batches each contribute 1/k of the step's gradient (PyTorch's loss / k);
      * fp16 scales the loss so small gradients survive the half backward. */
@@ -192,10 +196,7 @@ static graft_status graph_step(graft_trainer *t, const float *x, const void *y, 
     TRY(head_step_state(&t->hs, &s, e));
     *loss = s.step_loss;
     *correct = s.step_correct;
-    if (!isfinite(*loss) && !fp16)
-        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "the training loss is %s",
-                       isnan(*loss) ? "NaN" : "infinite");
-    return GRAFT_OK;
+    return loss_must_be_finite(*loss, fp16, e);
 }
 
 graft_status trainer_step(graft_trainer *t, const float *x, const void *y, int64_t n, double lr,
