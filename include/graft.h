@@ -330,17 +330,23 @@ typedef struct graft_op_time {
     const char *op; /* static */
     int64_t count;  /* nodes run, over all runs since profiling was turned on */
     double seconds;
+    /* floating-point operations of those nodes (a multiply-add counts 2), estimated from their
+     * shapes (a fused group's members count under the group): flops / seconds is the rate the
+     * kernels reached */
+    double flops;
 } graft_op_time;
 GRAFT_API graft_status graft_model_set_profiling(graft_model *model, int on);
 /* The op types seen, most time first: fills out[0..max) and returns how many there are. A fused
  * group's time is listed under the group's name (lower case, e.g. "conv_add_relu"); the op
  * types of its members then count only their bookkeeping. */
 GRAFT_API int graft_model_profile(const graft_model *model, graft_op_time *out, int max);
-/* Run the model's float tensors in GRAFT_DTYPE_F16 or GRAFT_DTYPE_BF16 (on a GPU; on the CPU only
- * with use_reference_kernels, slowly, for tests): weights are
+/* Run the model's float tensors in GRAFT_DTYPE_F16 or GRAFT_DTYPE_BF16 on a GPU: weights are
  * converted once (finite values saturate), inputs and outputs stay fp32, kernels accumulate
  * in fp32 and softmax/normalisation statistics are computed in fp32. Call once, after loading
- * (and cutting); GRAFT_DTYPE_F32 keeps the model as it is. */
+ * (and cutting); GRAFT_DTYPE_F32 keeps the model as it is. On the CPU, GRAFT_DTYPE_BF16 where it
+ * has AVX512_BF16 or AMX keeps the graph fp32 and runs the convolutions' and linear layers'
+ * products in bf16 (an error naming what the CPU lacks elsewhere; the model stays fp32); fp16 on
+ * the CPU only with use_reference_kernels (slowly, for tests). */
 GRAFT_API graft_status graft_model_set_precision(graft_model *model, graft_dtype precision);
 /* Feed an image input as uint8 pixels instead of normalised floats (4x less to copy to a GPU):
  * the float32 input `input` (NULL: the model's only rank-4 input) of (N, C, H, W), C = channels

@@ -92,7 +92,7 @@ else
     echo "SKIP cli_tools_bench_seq_len: $GEN/bert_tiny_decomposed.onnx not generated"
 fi
 expect_help bench --batch --iters --warmup --threads --seq-len --device --json "default 1,8,32"
-# --profile: a table of time per op type after each batch; every Conv node of the model counted
+# --profile: a table of time (and GFLOP/s) per op type after each batch; every Conv node counted
 "$GRAFT" bench "$M" --batch 2 --iters 3 --warmup 1 --profile >"$TMP/prof.txt" 2>"$TMP/err.txt" &&
     grep -q 'op (profiled)' "$TMP/prof.txt" && python3 - "$TMP/prof.txt" "$M" <<'PY'
 import sys, onnx
@@ -100,6 +100,11 @@ rows = {l.split()[0]: l.split() for l in open(sys.argv[1]) if l.startswith("  ")
 convs = sum(n.op_type == "Conv" for n in onnx.load(sys.argv[2]).graph.node)
 assert float(rows["Conv"][1]) == convs, (rows, convs)
 assert abs(sum(float(r[3].rstrip("%")) for r in rows.values()) - 100) < 1, rows
+# the rate the convolutions reached (their FLOPs over their time): the fused groups' (conv_act,
+# ...) or, without fusion (reference kernels), Conv's own
+conv_rates = [float(r[4]) for k, r in rows.items() if k.lower().startswith("conv")]
+assert all(x > 0 for x in conv_rates if x) and max(conv_rates) > 0, rows
+assert all(float(r[4]) > 0 for k, r in rows.items() if k.startswith("conv")), rows
 PY
 check cli_tools_bench_profile $? "$(cat "$TMP/prof.txt" "$TMP/err.txt")"
 expect_error cli_tools_bench_bad_batch "'abc'" bench "$M" --batch abc

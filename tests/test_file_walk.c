@@ -208,7 +208,7 @@ static void limits(graft_ctx *ctx) {
     graft_file_list_free(l);
     l = NULL;
     snprintf(rel, sizeof rel, "%s/deep", root);
-    char cmd[1400];
+    char cmd[2800];
     snprintf(cmd, sizeof cmd, "mkdir -p '%s/top' && mv '%s' '%s/top/'", root, rel, root);
     int moved = system(cmd) == 0;
     snprintf(dir, sizeof dir, "%s/top", root);

@@ -47,7 +47,8 @@ static const cli_option bench_options[] = {
      "after each batch size's timing, as many runs again with every node timed (on a GPU by "
      "events queued around each node, node by node without a CUDA graph) and a table of the "
      "time per op type, most first (a fused group is listed under its name, e.g. conv_add_act or "
-     "attention)"},
+     "attention), with the rate its nodes reached (GFLOP/s: their operations, a multiply-add "
+     "counting 2, estimated from the shapes, over their time)"},
     {"json", NULL, NULL, NULL, NULL,
      "JSON lines, one per batch size: {batch, iters, median_ms, p90_ms, min_ms, samples_per_s}"},
 };
@@ -231,11 +232,13 @@ static int profile_runs(graft_ctx *ctx, graft_model *m, const bench_args *a,
     double total = 0;
     for (int i = 0; i < k && i < 32; i++) total += ops[i].seconds;
     FILE *to = a->json ? stderr : stdout; /* JSON lines stay parseable on stdout */
-    fprintf(to, "  %-22s %12s %12s %7s\n", "op (profiled)", "nodes/run", "ms/run", "share");
+    fprintf(to, "  %-22s %12s %12s %7s %9s\n", "op (profiled)", "nodes/run", "ms/run", "share",
+            "GFLOP/s");
     for (int i = 0; i < k && i < 32; i++)
-        fprintf(to, "  %-22s %12.1f %12.3f %6.1f%%\n", ops[i].op,
+        fprintf(to, "  %-22s %12.1f %12.3f %6.1f%% %9.1f\n", ops[i].op,
                 (double)ops[i].count / (double)a->iters, 1e3 * ops[i].seconds / (double)a->iters,
-                total > 0 ? 100.0 * ops[i].seconds / total : 0.0);
+                total > 0 ? 100.0 * ops[i].seconds / total : 0.0,
+                ops[i].seconds > 0 ? 1e-9 * ops[i].flops / ops[i].seconds : 0.0);
     graft_model_set_profiling(m, 0);
     return 0;
 }

@@ -316,8 +316,11 @@ static graft_status run_node_io(executor *x, run_state *rs, int i, const node_io
     if (st == GRAFT_OK) {
         op_call call = {n, in_t, n->n_in, out_t, n->n_out, e};
         st = be->run(be->impl, i, &call);
-        if (st == GRAFT_OK && x->count_flops)
-            x->flops += node_flops(n, in_t, n->n_in, (const tensor *const *)out_t, n->n_out);
+        if (st == GRAFT_OK && (x->count_flops || x->profile.on)) {
+            double f = node_flops(n, in_t, n->n_in, (const tensor *const *)out_t, n->n_out);
+            if (x->count_flops) x->flops += f;
+            if (x->profile.on) exec_profile_add_flops(x, i, f);
+        }
     }
     for (int k = 0; k < n->n_out; k++)
         if (scratch_used[k]) exec_buffer_free(x, dev, scratch[k].data);

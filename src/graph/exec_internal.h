@@ -34,6 +34,8 @@ double exec_now(void);
 /* What a node's profiled time is listed under: its op type, or the fused group it ends. */
 const char *exec_profile_label(const executor *x, int node_index);
 void exec_profile_add(executor *x, const char *op, double seconds);
+/* Node i's floating-point operations (node_flops) under the label of the group it ends in. */
+void exec_profile_add_flops(executor *x, int node_index, double flops);
 int exec_profile_get(const executor *x, graft_op_time *out, int max);
 
 /* Plans per input-shape signature (exec_plans.c). The signature of inputs (ndim then dims per

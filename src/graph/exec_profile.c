@@ -21,16 +21,28 @@ const char *exec_profile_label(const executor *x, int node_index) {
     return group ? group : x->g->nodes[node_index].op->name;
 }
 
-void exec_profile_add(executor *x, const char *op, double seconds) {
-    exec_profile *p = &x->profile;
+/* The entry of label op (made when new); NULL when the table is full. */
+static graft_op_time *profile_entry(exec_profile *p, const char *op) {
     int i = 0;
     while (i < p->n && strcmp(p->ops[i].op, op) != 0) i++;
     if (i == p->n) {
-        if (p->n == EXEC_PROFILE_MAX) return;
-        p->ops[p->n++] = (graft_op_time){op, 0, 0.0};
+        if (p->n == EXEC_PROFILE_MAX) return NULL;
+        p->ops[p->n++] = (graft_op_time){op, 0, 0.0, 0.0};
     }
-    p->ops[i].count++;
-    p->ops[i].seconds += seconds;
+    return &p->ops[i];
+}
+
+void exec_profile_add(executor *x, const char *op, double seconds) {
+    graft_op_time *t = profile_entry(&x->profile, op);
+    if (!t) return;
+    t->count++;
+    t->seconds += seconds;
+}
+
+void exec_profile_add_flops(executor *x, int node_index, double flops) {
+    int end = x->group_end ? x->group_end[node_index] : node_index;
+    graft_op_time *t = profile_entry(&x->profile, exec_profile_label(x, end));
+    if (t) t->flops += flops;
 }
 
 static int by_time_desc(const void *a, const void *b) {
