@@ -107,6 +107,9 @@ if setup_build build/release --buildtype=release; then
     done
     run_suite parity $R/tests/test_parity "$GEN" resnet18 resnet50 bert_base bert_tiny_decomposed mobilenet_tiny conv_acts reshape_views residual_inplace
     run_suite parity_reference $R/tests/test_parity "$GEN" --reference resnet18 bert_tiny_decomposed mobilenet_tiny conv_acts reshape_views residual_inplace
+    # NCHW convolutions (no channels-last plan): 1x1 ones run oneDNN's GEMM with graft's own
+    # residual-and-ReLU pass, which convolves aside when the residual is the output's buffer
+    run_suite parity_nchw env GRAFT_CPU_LAYOUT=nchw $R/tests/test_parity "$GEN" resnet18 residual_inplace
     run_suite api $R/tests/test_api "$GEN/bad" "$GEN"
     run_suite exec_views $R/tests/test_exec_views "$GEN" reshape_views bert_tiny_decomposed resnet18 residual_inplace
     run_suite exec_plans $R/tests/test_exec_plans "$GEN" bert_tiny_decomposed resnet18
