@@ -28,7 +28,7 @@ typedef struct matmul_state {
     const void *b_data;
     uint64_t b_fingerprint;
     /* the packed path: a bias (1-D, B's columns) and an activation post-op */
-    bool ip_bias;
+    bool packed_bias;
     dnnl_linear_act act;
     /* bf16 products (cpu_backend.bf16_products): A converted per run into a (over a_buf) from
      * a_user (the caller's float32), B packed in bf16 */
@@ -161,7 +161,7 @@ static graft_status matmul_build_packed(cpu_backend *be, const op_call *c, matmu
     dnnl_dims_t sd = {rows, k}, wd = {k, n}, dd = {rows, n}, bd = {1, n};
     dnnl_memory_desc_t src_md, src_in, w_any, w_md, dst_md, bias_md;
     dnnl_data_type_t in_type = s->bf16 ? dnnl_bf16 : dnnl_f32; /* A and B; Y stays f32 */
-    if (s->ip_bias)
+    if (s->packed_bias)
         TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&bias_md, 2, bd, dnnl_f32, dnnl_ab), c,
                        "bias"));
     TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&src_md, 2, sd, dnnl_f32, dnnl_ab), c, "A"));
@@ -171,7 +171,7 @@ static graft_status matmul_build_packed(cpu_backend *be, const op_call *c, matmu
     TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&w_md, 2, wd, dnnl_f32, dnnl_ab), c, "B"));
     TRY(dnnl_check(dnnl_memory_desc_init_by_tag(&dst_md, 2, dd, dnnl_f32, dnnl_ab), c, "Y"));
     dnnl_matmul_desc_t desc;
-    if (dnnl_matmul_desc_init(&desc, &src_in, &w_any, s->ip_bias ? &bias_md : NULL, &dst_md) !=
+    if (dnnl_matmul_desc_init(&desc, &src_in, &w_any, s->packed_bias ? &bias_md : NULL, &dst_md) !=
         dnnl_success)
         return GRAFT_OK;
     dnnl_primitive_attr_t attr = dnnl_make_attr();
@@ -213,7 +213,7 @@ static graft_status matmul_build_packed(cpu_backend *be, const op_call *c, matmu
     } else {
         TRY(dnnl_make_memory(be, &src_md, NULL, c, &s->a));
     }
-    if (s->ip_bias) TRY(dnnl_make_memory(be, &bias_md, NULL, c, &s->bias));
+    if (s->packed_bias) TRY(dnnl_make_memory(be, &bias_md, NULL, c, &s->bias));
     return dnnl_make_memory(be, &dst_md, NULL, c, &s->y);
 }
 
@@ -227,13 +227,13 @@ graft_status dnnl_run_linear(cpu_backend *be, const op_call *c, const tensor *bi
         (bias && (bias->dtype != GRAFT_DTYPE_F32 || tensor_numel(bias) != b->dims[1])))
         return GRAFT_OK;
     matmul_state *s = *state;
-    if (!s || !matmul_state_matches(s, c) || s->ip_bias != (bias != NULL) || s->act != act ||
+    if (!s || !matmul_state_matches(s, c) || s->packed_bias != (bias != NULL) || s->act != act ||
         s->bf16 != be->bf16_products) {
         if (s) matmul_state_destroy(&s->base);
         *state = NULL;
         s = matmul_state_new(c);
         if (!s) return op_error(c->node, c->err, GRAFT_E_OUT_OF_MEMORY, "matmul state");
-        s->ip_bias = bias != NULL;
+        s->packed_bias = bias != NULL;
         s->act = act;
         s->bf16 = be->bf16_products;
         graft_status st = matmul_build_packed(be, c, s);
@@ -297,8 +297,8 @@ graft_status dnnl_run_MatMul(cpu_backend *be, const op_call *c, void **state, bo
         tensor_numel(c->in[0]) == 0 || tensor_numel(c->in[1]) == 0)
         return GRAFT_OK;
     matmul_state *s = NULL;
-    bool ip = be->pack_matmul_weights && c->in[1]->ndim == 2 && c->in[0]->ndim >= 2;
-    TRY(matmul_state_get(be, c, state, ip ? matmul_build_packed : matmul_build, &s));
+    bool packed = be->pack_matmul_weights && c->in[1]->ndim == 2 && c->in[0]->ndim >= 2;
+    TRY(matmul_state_get(be, c, state, packed ? matmul_build_packed : matmul_build, &s));
     if (!s->usable) return GRAFT_OK;
     TRY(matmul_run(be, c, s, NULL));
     *handled = true;

@@ -23,8 +23,8 @@ int exec_view_source(const executor *x, int w, bool dev) {
     int p = x->g->values[w].producer;
     if (p < 0) return -1;
     const ir_node *n = &x->g->nodes[p];
-    /* Not inside a fused group: a group may write its members' outputs its own way. */
     if (x->inplace_src && x->inplace_src[w] >= 0) return x->inplace_src[w];
+    /* Not inside a fused group: a group may write its members' outputs its own way. */
     if (!is_view_op(n) || n->n_in < 1 || n->n_out < 1 || n->outputs[0] != w ||
         x->group_end[p] != p || x->group_first[p] != p)
         return -1;
