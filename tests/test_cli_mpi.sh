@@ -69,21 +69,7 @@ if [ -x "$UNIT" ]; then
 fi
 
 # Two runs' trained heads (and optimizer state) equal within 1e-5 relative (the checkpoints).
-same_head() {
-    "$PY" -c 'import sys, numpy as np
-from safetensors.numpy import load_file
-a, b = load_file(sys.argv[1]), load_file(sys.argv[2])
-assert a.keys() == b.keys(), "different tensors"
-worst = 0.0
-for k in a:
-    if a[k].dtype.kind == "f":
-        x, y = a[k].astype(np.float64), b[k].astype(np.float64)
-        worst = max(worst, float(np.abs(x - y).max() / max(np.abs(x).max(), 1e-30)))
-    else:
-        assert np.array_equal(a[k], b[k]), k
-print("largest relative difference %.3g" % worst)
-sys.exit(0 if worst <= 1e-5 else 1)' "$1" "$2"
-}
+same_head() { "$PY" tools/compare_checkpoints.py "$1" "$2"; }
 R=(--model $M --data $TRAIN --val $VAL "${IMG[@]}" --seed 1 --head mlp:64 --no-cache)
 
 "$GRAFT" finetune "${R[@]}" --epochs 4 --checkpoint "$TMP/one" --out "$TMP/one.onnx" \

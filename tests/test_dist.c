@@ -9,12 +9,9 @@
 #include "test_util.h"
 
 static void clear_env(void) {
-    const char *names[] = {"OMPI_COMM_WORLD_RANK",
-                           "OMPI_COMM_WORLD_SIZE",
-                           "OMPI_COMM_WORLD_LOCAL_RANK",
-                           "RANK",
-                           "WORLD_SIZE",
-                           "LOCAL_RANK"};
+    const char *names[] = {
+        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "RANK",
+        "WORLD_SIZE",           "LOCAL_RANK",           "GRAFT_DIST_BACKEND"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) unsetenv(names[i]);
 }
 
@@ -33,8 +30,18 @@ static void test_env(void) {
           "st %d", st);
     dist *d = NULL;
     st = dist_create(&d, &e);
-    CHECK("torchrun_refused", st == GRAFT_E_UNSUPPORTED && !d && strstr(e.msg, "torchrun"),
-          "st %d: %s", st, e.msg);
+    /* torchrun's ranks meet over NCCL: without it (a CPU build) or without a GPU (here), a
+     * clear error, never a lone run */
+    CHECK("torchrun_without_gpu_refused",
+          st == GRAFT_E_UNSUPPORTED && !d && strstr(e.msg, "torchrun"), "st %d: %s", st, e.msg);
+    setenv("GRAFT_DIST_BACKEND", "mpi", 1);
+    st = dist_create(&d, &e);
+    CHECK("torchrun_with_mpi_refused",
+          st == GRAFT_E_INVALID_ARGUMENT && !d && strstr(e.msg, "mpirun"), "st %d: %s", st, e.msg);
+    setenv("GRAFT_DIST_BACKEND", "gloo", 1);
+    st = dist_create(&d, &e);
+    CHECK("unknown_backend", st == GRAFT_E_INVALID_ARGUMENT && strstr(e.msg, "gloo"), "%s", e.msg);
+    unsetenv("GRAFT_DIST_BACKEND");
     setenv("RANK", "4", 1);
     st = dist_env_detect(&env, &e);
     CHECK("env_rank_outside_world", st != GRAFT_OK && strstr(e.msg, "RANK=4"), "%s", e.msg);
@@ -130,7 +137,8 @@ static void test_ranks(void) {
 }
 
 int main(void) {
-    if (getenv("OMPI_COMM_WORLD_SIZE")) {
+    /* under mpirun, or a group of one over a backend asked for (NCCL on the GPU checks) */
+    if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("GRAFT_DIST_BACKEND")) {
         test_ranks();
         return test_failures ? 1 : 0;
     }

@@ -162,6 +162,7 @@ if setup_build build/release --buildtype=release; then
         && echo 'PASS bench_prune_smoke' || { tail -5 $LOGS/bench_prune_smoke.txt; echo 'FAIL bench_prune_smoke'; }"
     run_suite trainer $R/tests/test_trainer tests/data/trainer_fixtures.txt
     run_suite dist $R/tests/test_dist
+    run_suite rendezvous $R/tests/test_rendezvous
     run_suite fit $R/tests/test_fit "$GEN"
     run_suite blocks $R/tests/test_blocks models/digits_cnn.onnx "$LOGS" "$GEN"
     # ResNet-18's layer4 + head against PyTorch's recorded losses (SGD, AdamW, LAMB; ~3 minutes)
@@ -316,6 +317,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     run_suite asan_missing_fixtures tests/test_missing_fixtures.sh $A
     run_suite asan_trainer $A/tests/test_trainer tests/data/trainer_fixtures.txt
     run_suite asan_dist $A/tests/test_dist
+    run_suite asan_rendezvous $A/tests/test_rendezvous
     run_suite asan_fit $A/tests/test_fit "$GEN"
     run_suite asan_blocks $A/tests/test_blocks models/digits_cnn.onnx "$LOGS" "$GEN"
     run_suite asan_checkpoint $A/tests/test_checkpoint models/digits_cnn.onnx

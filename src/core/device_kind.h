@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "backend.h"
 #include "graft.h"
@@ -21,6 +22,26 @@ typedef struct device_backend_options {
     int num_threads; /* for the CPU reference the backend falls back to */
 } device_backend_options;
 
+/* A group of processes, one device each, summing and broadcasting through the device kind's
+ * collective library (NCCL for CUDA): src/dist/ reaches it through the kind. */
+typedef struct device_comm device_comm;
+
+typedef struct device_collectives {
+    const char *library; /* "NCCL 2.x.y", for messages */
+    size_t id_bytes;     /* the group's id that rank 0 makes and every rank receives */
+    graft_status (*make_id)(void *id, graft_err *e);
+    /* Join the group of world ranks as rank on the kind's device index (the calling thread's
+     * current device becomes it); every later call waits at most timeout_s for the others. */
+    graft_status (*open)(int device, const void *id, int rank, int world, double timeout_s,
+                         device_comm **out, graft_err *e);
+    /* Sum n host values (f64: doubles, else floats) in place across ranks, through the device. */
+    graft_status (*allreduce)(device_comm *c, void *host, int64_t n, bool f64, graft_err *e);
+    /* Root's bytes of host memory into every rank's. */
+    graft_status (*broadcast)(device_comm *c, void *host, size_t bytes, int root, graft_err *e);
+    /* Leave (abort: without waiting for ranks that may never come) and free. */
+    void (*close)(device_comm *c, bool abort);
+} device_collectives;
+
 typedef struct device_kind {
     const char *name; /* device strings are "<name>" (device 0) or "<name>:N" */
     /* Usable devices (0 when there is no driver or no device; `why` then says which). */
@@ -28,6 +49,7 @@ typedef struct device_kind {
     /* The device's description, memory and library versions. */
     graft_status (*query)(int index, graft_gpu_info *out, graft_err *e);
     graft_status (*create)(const device_backend_options *o, graft_backend *out, graft_err *e);
+    const device_collectives *collectives; /* NULL: the kind has no collective library */
 } device_kind;
 
 /* The kinds this build has, in the order "auto" tries them; n_out their count. */

@@ -4,6 +4,7 @@
 
 #include "../core/device_kind.h"
 #include "cuda_backend.h"
+#include "graft_config.h"
 
 static graft_status query(int index, graft_gpu_info *out, graft_err *e) {
     cuda_device_info d;
@@ -32,4 +33,11 @@ static graft_status create(const device_backend_options *o, graft_backend *out, 
     return cuda_backend_create(&c, out, e);
 }
 
-const device_kind cuda_device_kind = {"cuda", cuda_device_count, query, create};
+#if GRAFT_HAVE_NCCL
+extern const device_collectives cuda_nccl_collectives; /* cuda_nccl.c */
+#define CUDA_COLLECTIVES (&cuda_nccl_collectives)
+#else
+#define CUDA_COLLECTIVES NULL
+#endif
+
+const device_kind cuda_device_kind = {"cuda", cuda_device_count, query, create, CUDA_COLLECTIVES};

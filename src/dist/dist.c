@@ -1,5 +1,6 @@
-/* dist.c: the launch read from the environment and the collectives' one-process shortcuts and
- * chunking over the transport (dist_mpi.c or dist_none.c). */
+/* dist.c: the launch read from the environment, the backend chosen, and the collectives'
+ * one-process shortcuts and chunking over the transport (MPI: dist_mpi.c or dist_none.c; a
+ * device's collectives: dist_device.c). */
 #include "dist_impl.h"
 
 #include <errno.h>
@@ -64,36 +65,56 @@ graft_status dist_env_detect(dist_env *env, graft_err *e) {
     return GRAFT_OK;
 }
 
+/* GRAFT_DIST_BACKEND: "mpi" or "nccl" (*chosen true), else the launcher's own: MPI for mpirun,
+ * NCCL (a device's collectives) for torchrun. */
+static graft_status backend_choice(const dist_env *env, bool *device, bool *chosen, graft_err *e) {
+    const char *b = getenv("GRAFT_DIST_BACKEND");
+    *chosen = b && *b;
+    *device = env->launcher == DIST_TORCHRUN;
+    if (!*chosen) return GRAFT_OK;
+    if (strcmp(b, "mpi") && strcmp(b, "nccl"))
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "GRAFT_DIST_BACKEND=%s: the backends are mpi and nccl", b);
+    *device = !strcmp(b, "nccl");
+    if (!*device && env->launcher == DIST_TORCHRUN)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "GRAFT_DIST_BACKEND=mpi, but this process was started by torchrun (RANK, "
+                       "WORLD_SIZE): MPI's ranks come from mpirun; use nccl, or launch with "
+                       "mpirun -np N");
+    return GRAFT_OK;
+}
+
+static graft_status read_timeout(double *out, graft_err *e) {
+    *out = 1800.0;
+    const char *t = getenv("GRAFT_DIST_TIMEOUT");
+    if (!t || !*t) return GRAFT_OK;
+    char *end;
+    double s = strtod(t, &end);
+    if (*end || !(s > 0.0))
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "GRAFT_DIST_TIMEOUT=%s is not a positive number of seconds", t);
+    *out = s;
+    return GRAFT_OK;
+}
+
 graft_status dist_create(dist **out, graft_err *e) {
     *out = NULL;
     dist_env env;
     TRY(dist_env_detect(&env, e));
-    if (env.world_size == 1) return GRAFT_OK;
-    if (env.launcher == DIST_TORCHRUN)
-        return err_set(e, GRAFT_E_UNSUPPORTED,
-                       "distributed launch: RANK=%d WORLD_SIZE=%d (torchrun's variables) are set, "
-                       "but this graft has no way to reach the other ranks that way (the "
-                       "TCP/NCCL rendezvous at MASTER_ADDR:MASTER_PORT is not built): launch "
-                       "with mpirun -np N, or graft finetune --nproc N",
-                       env.rank, env.world_size);
+    bool device = false, chosen = false;
+    TRY(backend_choice(&env, &device, &chosen, e));
+    /* One process is a group only when a backend was asked for (to check that path alone). */
+    if (env.world_size == 1 && !chosen) return GRAFT_OK;
+    double timeout = 0;
+    TRY(read_timeout(&timeout, e));
     dist *d = calloc(1, sizeof *d);
     if (!d) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
     d->env = env;
-    d->timeout_s = 1800.0;
-    const char *t = getenv("GRAFT_DIST_TIMEOUT");
-    if (t && *t) {
-        char *end;
-        double s = strtod(t, &end);
-        if (*end || !(s > 0.0)) {
-            free(d);
-            return err_set(e, GRAFT_E_INVALID_ARGUMENT,
-                           "GRAFT_DIST_TIMEOUT=%s is not a positive number of seconds", t);
-        }
-        d->timeout_s = s;
-    }
-    graft_status st = dist_transport_start(d, e);
+    d->timeout_s = timeout;
+    graft_status st = device ? dist_device_start(d, e) : dist_transport_start(d, e);
     if (st != GRAFT_OK) {
-        dist_transport_stop(d);
+        d->broken = true;
+        dist_leave(d, true);
         free(d);
         return st;
     }
@@ -104,6 +125,8 @@ graft_status dist_create(dist **out, graft_err *e) {
 void dist_leave(dist *d, bool failed) {
     if (!d || d->left) return;
     if (failed) d->broken = true;
+    if (d->dev) d->coll->close(d->dev, d->broken);
+    d->dev = NULL;
     dist_transport_stop(d);
     d->left = true;
 }
@@ -139,10 +162,17 @@ static graft_status usable(const dist *d, graft_err *e) {
     return GRAFT_OK;
 }
 
+/* A device collective's failure breaks the group, as MPI's does. */
+static graft_status device_result(dist *d, graft_status st) {
+    if (st != GRAFT_OK) d->broken = true;
+    return st;
+}
+
 static graft_status allreduce(dist *d, void *buf, size_t elem, int64_t n, dist_op op,
                               graft_err *e) {
     if (!d || n <= 0) return GRAFT_OK;
     TRY(usable(d, e));
+    if (d->dev) return device_result(d, d->coll->allreduce(d->dev, buf, n, op == DIST_SUM_F64, e));
     for (int64_t at = 0; at < n; at += DIST_CHUNK) {
         int64_t m = n - at < DIST_CHUNK ? n - at : DIST_CHUNK;
         TRY(dist_transport_allreduce(d, (char *)buf + (size_t)at * elem, (int)m, op, e));
@@ -174,6 +204,10 @@ graft_status dist_broadcast(dist *d, void *buf, size_t bytes, int root, graft_er
 graft_status dist_barrier(dist *d, graft_err *e) {
     if (!d) return GRAFT_OK;
     TRY(usable(d, e));
+    if (d->dev) {
+        float one = 1.0f;
+        return device_result(d, d->coll->allreduce(d->dev, &one, 1, false, e));
+    }
     return dist_transport_barrier(d, e);
 }
 

@@ -10,7 +10,7 @@
 #include "../core/error.h"
 
 /* How this process was launched: alone, by mpirun (OMPI_COMM_WORLD_*), or by torchrun (RANK,
- * WORLD_SIZE, LOCAL_RANK; its rendezvous belongs to the NCCL backend, not built yet). */
+ * WORLD_SIZE, LOCAL_RANK; MASTER_ADDR, MASTER_PORT for the NCCL backend's rendezvous). */
 typedef enum dist_launcher { DIST_ALONE = 0, DIST_MPIRUN, DIST_TORCHRUN } dist_launcher;
 
 typedef struct dist_env {
@@ -25,9 +25,11 @@ typedef struct dist dist;
 /* The launch read from the environment; a malformed variable (not a number, rank outside the
  * world) is an error naming it. Nothing set: alone (rank 0 of 1). */
 graft_status dist_env_detect(dist_env *env, graft_err *e);
-/* Join the launch's group: *out NULL when alone; under mpirun with more than one rank, MPI
- * starts (MPI_Init_thread once per process, errors returned rather than aborting). A launch the
- * build cannot serve (mpirun without MPI built in, torchrun without NCCL) is an error. */
+/* Join the launch's group: *out NULL when alone (unless GRAFT_DIST_BACKEND asks for a group of
+ * one); under mpirun with more than one rank, MPI starts (MPI_Init_thread once per process,
+ * errors returned rather than aborting); under torchrun, or with GRAFT_DIST_BACKEND=nccl, NCCL
+ * on the local rank's GPU (dist_device.c). A launch the build cannot serve (mpirun without MPI
+ * built in, torchrun without NCCL) is an error. */
 graft_status dist_create(dist **out, graft_err *e);
 /* Leave the group (MPI_Finalize when dist_create started MPI). NULL: nothing. */
 void dist_free(dist *d);
@@ -41,6 +43,10 @@ int dist_local_rank(const dist *d); /* 0 when NULL */
 /* Seconds a collective waits for the other ranks before it fails (GRAFT_DIST_TIMEOUT, default
  * 1800): a rank that hangs or died unseen then ends the run with an error, not a silent hang. */
 double dist_timeout(const dist *d);
+/* What the collectives go through: "MPI", "NCCL 2.x.y", or "none" when NULL. */
+const char *dist_backend_name(const dist *d);
+/* The device index the device collectives run on (the rank's GPU); -1 over MPI or alone. */
+int dist_device_index(const dist *d);
 
 /* Sum over ranks, in place, every rank getting the same result. */
 graft_status dist_allreduce_f32(dist *d, float *buf, int64_t n, graft_err *e);

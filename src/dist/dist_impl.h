@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 
+#include "../core/device_kind.h"
 #include "dist.h"
 
 typedef enum dist_op { DIST_SUM_F32, DIST_SUM_F64, DIST_BYTES } dist_op;
@@ -15,11 +16,19 @@ struct dist {
     bool started_mpi; /* MPI_Finalize at dist_free */
     bool broken;      /* a collective failed: leave without waiting for the others */
     bool left;        /* dist_leave ran */
-    void *comm;       /* the transport's communicator */
+    void *comm;       /* the MPI transport's communicator (mpirun; NULL otherwise) */
+    /* The device collectives (NCCL) every collective goes through when the backend is a
+     * device's; NULL: MPI's. */
+    const device_collectives *coll;
+    device_comm *dev;
+    int device; /* the kind's device index dev runs on */
 };
 
-/* Start the transport for d->env (sets comm, started_mpi). */
+/* Start MPI for d->env (sets comm, started_mpi). */
 graft_status dist_transport_start(dist *d, graft_err *e);
+/* Start the device collectives (NCCL) on the GPU of d->env's local rank, the group's id sent
+ * from rank 0 over MPI (mpirun) or the TCP rendezvous (torchrun: MASTER_ADDR, MASTER_PORT). */
+graft_status dist_device_start(dist *d, graft_err *e);
 /* Finalize (after a clean run) or just let go (d->broken). */
 void dist_transport_stop(dist *d);
 /* Sum n values in place (DIST_SUM_*); n fits an int. */

@@ -1,0 +1,184 @@
+/* cuda_nccl.c: the CUDA kind's collectives (device_kind.h) over NCCL: a non-blocking
+ * communicator whose every operation is polled under a timeout (aborted when it passes), host
+ * buffers staged through one device buffer in pieces. */
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../core/device_kind.h"
+
+#define STAGE_BYTES ((size_t)64 << 20) /* the device buffer host data crosses in */
+
+struct device_comm {
+    ncclComm_t comm;
+    cudaStream_t stream;
+    int device, rank, world;
+    double timeout_s;
+    void *stage; /* STAGE_BYTES on the device */
+    bool broken; /* an operation failed or timed out: the communicator was aborted */
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void pause_us(long us) {
+    struct timespec p = {0, us * 1000};
+    nanosleep(&p, NULL);
+}
+
+static graft_status nccl_fail(device_comm *c, ncclResult_t r, const char *what, graft_err *e) {
+    const char *last = c && c->comm ? ncclGetLastError(c->comm) : NULL;
+    if (c) c->broken = true;
+    return err_set(e, GRAFT_E_BACKEND, "NCCL: rank %d of %d: %s: %s%s%s", c ? c->rank : -1,
+                   c ? c->world : 0, what, ncclGetErrorString(r), last && *last ? ": " : "",
+                   last ? last : "");
+}
+
+static graft_status cuda_fail(device_comm *c, cudaError_t r, const char *what, graft_err *e) {
+    if (c) c->broken = true;
+    return err_set(e, GRAFT_E_BACKEND, "NCCL: rank %d of %d: %s: %s", c ? c->rank : -1,
+                   c ? c->world : 0, what, cudaGetErrorString(r));
+}
+
+/* The communicator's pending work (its initialization, or the operations on the stream when
+ * stream_too) done, under the timeout; a failure or the timeout aborts it. */
+static graft_status wait_done(device_comm *c, bool stream_too, const char *what, graft_err *e) {
+    double start = now_s();
+    for (long polls = 0;; polls++) {
+        ncclResult_t async = ncclSuccess;
+        ncclResult_t r = ncclCommGetAsyncError(c->comm, &async);
+        if (r != ncclSuccess) return nccl_fail(c, r, what, e);
+        if (async != ncclSuccess && async != ncclInProgress) return nccl_fail(c, async, what, e);
+        if (async == ncclSuccess) {
+            cudaError_t q = stream_too ? cudaStreamQuery(c->stream) : cudaSuccess;
+            if (q == cudaSuccess) return GRAFT_OK;
+            if (q != cudaErrorNotReady) return cuda_fail(c, q, what, e);
+        }
+        if (now_s() - start > c->timeout_s) {
+            c->broken = true;
+            return err_set(e, GRAFT_E_INTERNAL,
+                           "rank %d of %d: %s: the other ranks did not arrive within %.0f s "
+                           "(GRAFT_DIST_TIMEOUT): a rank died, hangs or is far slower; stopping",
+                           c->rank, c->world, what, c->timeout_s);
+        }
+        pause_us(polls < 1000 ? 20 : 1000);
+    }
+}
+
+/* "NCCL 2.28.3", from the library loaded (not the header), once a group is made. */
+static char library_name[32] = "NCCL";
+
+static void name_library(void) {
+    int v = 0;
+    if (ncclGetVersion(&v) == ncclSuccess && v > 0)
+        snprintf(library_name, sizeof library_name, "NCCL %d.%d.%d", v / 10000, v / 100 % 100,
+                 v % 100);
+}
+
+static graft_status make_id(void *id, graft_err *e) {
+    name_library();
+    ncclUniqueId u;
+    ncclResult_t r = ncclGetUniqueId(&u);
+    if (r != ncclSuccess) return nccl_fail(NULL, r, "ncclGetUniqueId", e);
+    memcpy(id, &u, sizeof u);
+    return GRAFT_OK;
+}
+
+static void close_comm(device_comm *c, bool abort) {
+    if (!c) return;
+    if (c->comm) {
+        if (!abort && !c->broken && ncclCommFinalize(c->comm) == ncclSuccess &&
+            wait_done(c, false, "ncclCommFinalize", &(graft_err){0}) == GRAFT_OK)
+            ncclCommDestroy(c->comm);
+        else
+            ncclCommAbort(c->comm);
+    }
+    if (c->stage) cudaFree(c->stage);
+    if (c->stream) cudaStreamDestroy(c->stream);
+    free(c);
+}
+
+static graft_status open_comm(int device, const void *id, int rank, int world, double timeout_s,
+                              device_comm **out, graft_err *e) {
+    *out = NULL;
+    name_library();
+    device_comm *c = calloc(1, sizeof *c);
+    if (!c) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    c->device = device, c->rank = rank, c->world = world, c->timeout_s = timeout_s;
+    cudaError_t cr = cudaSetDevice(device);
+    if (cr == cudaSuccess) cr = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+    if (cr == cudaSuccess) cr = cudaMalloc(&c->stage, STAGE_BYTES);
+    if (cr != cudaSuccess) {
+        char what[64];
+        snprintf(what, sizeof what, "preparing cuda:%d", device);
+        graft_status st = cuda_fail(c, cr, what, e);
+        close_comm(c, true);
+        return st;
+    }
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0; /* every wait is ours, under the timeout */
+    ncclUniqueId u;
+    memcpy(&u, id, sizeof u);
+    ncclResult_t r = ncclCommInitRankConfig(&c->comm, world, u, rank, &config);
+    graft_status st = r == ncclSuccess || r == ncclInProgress
+                          ? wait_done(c, false, "ncclCommInitRankConfig", e)
+                          : nccl_fail(c, r, "ncclCommInitRankConfig", e);
+    if (st != GRAFT_OK) {
+        close_comm(c, true);
+        return st;
+    }
+    *out = c;
+    return GRAFT_OK;
+}
+
+static graft_status usable(device_comm *c, graft_err *e) {
+    if (c->broken)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "NCCL: rank %d of %d: the communicator was aborted by an earlier failure",
+                       c->rank, c->world);
+    cudaError_t r = cudaSetDevice(c->device);
+    return r == cudaSuccess ? GRAFT_OK : cuda_fail(c, r, "cudaSetDevice", e);
+}
+
+/* Enqueue: host piece to the stage, the collective, the stage back. */
+static graft_status staged(device_comm *c, void *host, size_t bytes, size_t count,
+                           ncclDataType_t type, int root, const char *what, graft_err *e) {
+    cudaError_t cr = cudaMemcpyAsync(c->stage, host, bytes, cudaMemcpyHostToDevice, c->stream);
+    if (cr != cudaSuccess) return cuda_fail(c, cr, "copying to the device", e);
+    ncclResult_t r =
+        root < 0 ? ncclAllReduce(c->stage, c->stage, count, type, ncclSum, c->comm, c->stream)
+                 : ncclBroadcast(c->stage, c->stage, count, type, root, c->comm, c->stream);
+    if (r != ncclSuccess && r != ncclInProgress) return nccl_fail(c, r, what, e);
+    cr = cudaMemcpyAsync(host, c->stage, bytes, cudaMemcpyDeviceToHost, c->stream);
+    if (cr != cudaSuccess) return cuda_fail(c, cr, "copying from the device", e);
+    return wait_done(c, true, what, e);
+}
+
+static graft_status allreduce(device_comm *c, void *host, int64_t n, bool f64, graft_err *e) {
+    TRY(usable(c, e));
+    size_t elem = f64 ? sizeof(double) : sizeof(float), per = STAGE_BYTES / elem;
+    for (int64_t at = 0; at < n; at += (int64_t)per) {
+        size_t m = (size_t)(n - at) < per ? (size_t)(n - at) : per;
+        TRY(staged(c, (char *)host + (size_t)at * elem, m * elem, m,
+                   f64 ? ncclFloat64 : ncclFloat32, -1, "all-reduce", e));
+    }
+    return GRAFT_OK;
+}
+
+static graft_status broadcast(device_comm *c, void *host, size_t bytes, int root, graft_err *e) {
+    TRY(usable(c, e));
+    for (size_t at = 0; at < bytes; at += STAGE_BYTES) {
+        size_t m = bytes - at < STAGE_BYTES ? bytes - at : STAGE_BYTES;
+        TRY(staged(c, (char *)host + at, m, m, ncclUint8, root, "broadcast", e));
+    }
+    return GRAFT_OK;
+}
+
+const device_collectives cuda_nccl_collectives = {
+    library_name, sizeof(ncclUniqueId), make_id, open_comm, allreduce, broadcast, close_comm};
