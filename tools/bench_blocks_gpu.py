@@ -139,7 +139,7 @@ def main():
     cache = os.path.join(a.work, "cache")
     subprocess.run(["rm", "-rf", cache])
     cold = graft_run(a, model, cache, os.path.join(a.work, "graft_cold.log"))
-    os.environ["GRAFT_STEP_GRAPH"] = "1"  # blocks, head and loss as one graph on the GPU
+    os.environ["GRAFT_STEP_GRAPH"] = "1"  # blocks, head and loss as one graph (the default)
     warm = graft_run(a, model, cache, os.path.join(a.work, "graft_warm.log"))
     os.environ["GRAFT_STEP_GRAPH"] = "0"  # the head and its loss on the host, in the pause
     pause = graft_run(a, model, cache, os.path.join(a.work, "graft_warm_pause.log"))

@@ -43,7 +43,8 @@ same_as_plain blocks_nccl --epochs 4 --train-from /backbone/backbone.6/MaxPool_o
 # --nproc without mpirun (none on the GPU machine): graft starts its ranks itself over NCCL; one
 # rank (GRAFT_DIST_BACKEND=nccl makes --nproc 1 a group), and 2 on one GPU refused.
 rm -rf /tmp/np1
-GRAFT_DIST_BACKEND=nccl timeout 300 "${R[@]}" --head mlp:64 --epochs 4 --nproc 1 \
+# (PATH without mpirun, which the GPU machine has: graft's own ranks)
+timeout 300 env PATH=/nonexistent GRAFT_DIST_BACKEND=nccl "${R[@]}" --head mlp:64 --epochs 4 --nproc 1 \
     --checkpoint /tmp/np1 --out /tmp/np1.onnx >"$OUT/nproc1.log" 2>&1
 rc=$?
 d=$(python3 tools/compare_checkpoints.py /tmp/head_nccl-plain/last.safetensors \
@@ -51,7 +52,7 @@ d=$(python3 tools/compare_checkpoints.py /tmp/head_nccl-plain/last.safetensors \
 same=$?
 if [ $rc = 0 ] && [ $same = 0 ]; then pass "nproc_1_over_nccl ($d)"
 else fail nproc_1_over_nccl "rc $rc, $d: $(tail -3 "$OUT/nproc1.log")"; fi
-timeout 60 "${R[@]}" --epochs 1 --nproc 2 --out /tmp/np2.onnx >"$OUT/nproc2.log" 2>&1
+timeout 60 env PATH=/nonexistent "${R[@]}" --epochs 1 --nproc 2 --out /tmp/np2.onnx >"$OUT/nproc2.log" 2>&1
 rc=$?
 if [ $rc = 2 ] && grep -q "fewer GPUs" "$OUT/nproc2.log"; then pass nproc_2_one_gpu_refused
 else fail nproc_2_one_gpu_refused "rc $rc: $(tail -2 "$OUT/nproc2.log")"; fi

@@ -5,7 +5,7 @@
 # --accumulate on cuda:0, ResNet-50's last stage against the pause's path and PyTorch).
 # On the GPU machine (carry .gpu): source .gpu/env.sh && bash tools/gpu_step_run.sh [--no-bench]
 . tools/gpu_run_common.sh
-export GRAFT_STEP_GRAPH=1 # blocks on the GPU take the step graph (the default once checked)
+# blocks on the GPU take the step graph by default (checked 2026-12-05); GRAFT_STEP_GRAPH=0 the pause
 gpu_setup
 python3 tools/make_models.py --out $G --only block_parity_resnet18,block_parity_bert4 >"$OUT/make_models.log" 2>&1 &
 ninja -C $B >"$OUT/build.log" 2>&1 || { grep -B2 -A12 -m3 'error' "$OUT/build.log"; exit 1; }
@@ -26,7 +26,6 @@ grep -h "on the CPU" "$OUT"/finetune_*.log "$OUT"/resume_*.log | sort | uniq -c 
 echo "finetune done at $(since)"
 [ "${1:-}" = --no-bench ] && exit 0
 python3 tools/bench_head_gpu.py $B models/digits_cnn.onnx 2>&1 | tail -5
-unset GRAFT_STEP_GRAPH # the benchmark sets it per run
 GRAFT_LOG=info python3 tools/bench_blocks_gpu.py --graft $B/graft >"$OUT/bench_blocks.log" 2>&1
 echo "bench_blocks_gpu rc=$?"; tail -9 "$OUT/bench_blocks.log"
 echo "done in $(since)"

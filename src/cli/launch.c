@@ -160,7 +160,8 @@ static pid_t start_rank(const char *self, char **a, int i, int n) {
 static int run_own_ranks(const char *self, int nproc, int argc, char **argv) {
     char **a = calloc((size_t)argc + 2, sizeof *a), port[16];
     if (!a) return 1;
-    copy_without_nproc(argc, argv, a, 0);
+    a[0] = (char *)self;
+    copy_without_nproc(argc, argv, a, 1);
     snprintf(port, sizeof port, "%d", free_port());
     setenv("MASTER_ADDR", "127.0.0.1", 1), setenv("MASTER_PORT", port, 1);
     fflush(stdout);

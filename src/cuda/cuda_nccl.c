@@ -1,6 +1,7 @@
 /* cuda_nccl.c: the CUDA kind's collectives (device_kind.h) over NCCL: a non-blocking
  * communicator whose every operation is polled under a timeout (aborted when it passes), host
  * buffers staged through one device buffer in pieces. */
+#define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <stdio.h>
@@ -74,7 +75,10 @@ static graft_status wait_done(device_comm *c, bool stream_too, const char *what,
 /* "NCCL 2.28.3", from the library loaded (not the header), once a group is made. */
 static char library_name[32] = "NCCL";
 
+/* Also NCCL's defaults graft keeps: NVLink multicast (NVLS) off unless the user set
+ * NCCL_NVLS_ENABLE (read when NCCL first starts, so before any NCCL call). */
 static void name_library(void) {
+    setenv("NCCL_NVLS_ENABLE", "0", 0);
     int v = 0;
     if (ncclGetVersion(&v) == ncclSuccess && v > 0)
         snprintf(library_name, sizeof library_name, "NCCL %d.%d.%d", v / 10000, v / 100 % 100,

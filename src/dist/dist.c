@@ -194,6 +194,7 @@ graft_status dist_broadcast(dist *d, void *buf, size_t bytes, int root, graft_er
     if (root < 0 || root >= d->env.world_size)
         return err_set(e, GRAFT_E_INVALID_ARGUMENT, "broadcast from rank %d of %d", root,
                        d->env.world_size);
+    if (d->dev) return device_result(d, d->coll->broadcast(d->dev, buf, bytes, root, e));
     for (size_t at = 0; at < bytes; at += DIST_CHUNK) {
         size_t m = bytes - at < DIST_CHUNK ? bytes - at : DIST_CHUNK;
         TRY(dist_transport_bcast(d, (char *)buf + at, (int)m, root, e));

@@ -166,7 +166,7 @@ graft_status trainer_non_finite_loss(graft_trainer *t, double loss, const int64_
                                      graft_err *e);
 /* Whether a step runs as one graph (t->hs): not data-parallel, and blocks unchunked (and neither
  * GRAFT_STEP_GRAPH nor GRAFT_RESIDENT 0, which keep blocks on the pause's path, resident or
- * not, for comparison); blocks on a device only with GRAFT_STEP_GRAPH=1 for now. */
+ * not, for comparison); on the CPU and on a device alike. */
 bool trainer_step_graph_wanted(const graft_trainer *t);
 /* The step graph (t->hs) when trainer_step_graph_wanted. */
 graft_status trainer_head_setup(graft_trainer *t, int threads, graft_err *e);

@@ -20,11 +20,10 @@ bool trainer_step_graph_wanted(const graft_trainer *t) {
     if (trainer_dist(t)) return false; /* the all-reduce and rank dropout: the pause's path */
     if (!t->blocks) return true;
     const char *env = getenv("GRAFT_STEP_GRAPH"), *res = getenv("GRAFT_RESIDENT");
+    /* Blocks take it on the CPU and on a device (checked on an H200: tools/gpu_step_run.sh,
+     * docs/gpu-status.md); GRAFT_STEP_GRAPH=0 or GRAFT_RESIDENT=0 keeps the pause's path. */
     bool off = (env && !strcmp(env, "0")) || (res && !strcmp(res, "0"));
-    /* Blocks on a device take it when asked (GRAFT_STEP_GRAPH=1) until a GPU has checked it
-     * (tools/gpu_step_run.sh; docs/gpu-status.md): the resident pause's path is the default. */
-    bool asked = env && !strcmp(env, "1");
-    return t->blocks->fixed == 0 && !off && (!t->resident || asked);
+    return t->blocks->fixed == 0 && !off;
 }
 
 graft_status trainer_head_setup(graft_trainer *t, int threads, graft_err *e) {
