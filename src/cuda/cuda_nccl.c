@@ -1,9 +1,12 @@
-/* cuda_nccl.c: the CUDA kind's collectives (device_kind.h) over NCCL: a non-blocking
- * communicator whose every operation is polled under a timeout (aborted when it passes), host
- * buffers staged through one device buffer in pieces. */
+/* cuda_nccl.c: the CUDA kind's collectives (device_kind.h) over NCCL, loaded when a group first
+ * needs it (dlopen: libgraft loads and runs on a machine without NCCL, its own package): a
+ * non-blocking communicator whose every operation is polled under a timeout (aborted when it
+ * passes), host buffers staged through one device buffer in pieces. */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <nccl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +15,65 @@
 #include "../core/device_kind.h"
 
 #define STAGE_BYTES ((size_t)64 << 20) /* the device buffer host data crosses in */
+
+/* The NCCL calls used, from the library loaded. */
+static struct nccl_api {
+    ncclResult_t (*GetVersion)(int *);
+    ncclResult_t (*GetUniqueId)(ncclUniqueId *);
+    ncclResult_t (*CommInitRankConfig)(ncclComm_t *, int, ncclUniqueId, int, ncclConfig_t *);
+    ncclResult_t (*CommGetAsyncError)(ncclComm_t, ncclResult_t *);
+    const char *(*GetErrorString)(ncclResult_t);
+    const char *(*GetLastError)(ncclComm_t);
+    ncclResult_t (*AllReduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+                              cudaStream_t);
+    ncclResult_t (*Broadcast)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t,
+                              cudaStream_t);
+    ncclResult_t (*CommFinalize)(ncclComm_t);
+    ncclResult_t (*CommDestroy)(ncclComm_t);
+    ncclResult_t (*CommAbort)(ncclComm_t);
+} nccl;
+static char nccl_missing[256]; /* why loading failed; empty when it worked */
+static pthread_once_t nccl_once = PTHREAD_ONCE_INIT;
+
+static void load_nccl(void) {
+    void *h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(nccl_missing, sizeof nccl_missing, "%s", dlerror());
+        return;
+    }
+    struct {
+        void **slot;
+        const char *name;
+    } want[] = {{(void **)&nccl.GetVersion, "ncclGetVersion"},
+                {(void **)&nccl.GetUniqueId, "ncclGetUniqueId"},
+                {(void **)&nccl.CommInitRankConfig, "ncclCommInitRankConfig"},
+                {(void **)&nccl.CommGetAsyncError, "ncclCommGetAsyncError"},
+                {(void **)&nccl.GetErrorString, "ncclGetErrorString"},
+                {(void **)&nccl.GetLastError, "ncclGetLastError"},
+                {(void **)&nccl.AllReduce, "ncclAllReduce"},
+                {(void **)&nccl.Broadcast, "ncclBroadcast"},
+                {(void **)&nccl.CommFinalize, "ncclCommFinalize"},
+                {(void **)&nccl.CommDestroy, "ncclCommDestroy"},
+                {(void **)&nccl.CommAbort, "ncclCommAbort"}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        *want[i].slot = dlsym(h, want[i].name);
+        if (!*want[i].slot) {
+            snprintf(nccl_missing, sizeof nccl_missing,
+                     "libnccl.so.2 has no %s (NCCL 2.14 or later is needed)", want[i].name);
+            return;
+        }
+    }
+}
+
+/* NCCL loaded, or an error saying why not. */
+static graft_status need_nccl(graft_err *e) {
+    pthread_once(&nccl_once, load_nccl);
+    if (!nccl_missing[0]) return GRAFT_OK;
+    return err_set(e, GRAFT_E_UNSUPPORTED,
+                   "NCCL cannot be loaded (%s): install it (libnccl2, or NVIDIA's nccl package) "
+                   "for data-parallel runs over GPUs, or use GRAFT_DIST_BACKEND=mpi under mpirun",
+                   nccl_missing);
+}
 
 struct device_comm {
     ncclComm_t comm;
@@ -34,10 +96,10 @@ static void pause_us(long us) {
 }
 
 static graft_status nccl_fail(device_comm *c, ncclResult_t r, const char *what, graft_err *e) {
-    const char *last = c && c->comm ? ncclGetLastError(c->comm) : NULL;
+    const char *last = c && c->comm ? nccl.GetLastError(c->comm) : NULL;
     if (c) c->broken = true;
     return err_set(e, GRAFT_E_BACKEND, "NCCL: rank %d of %d: %s: %s%s%s", c ? c->rank : -1,
-                   c ? c->world : 0, what, ncclGetErrorString(r), last && *last ? ": " : "",
+                   c ? c->world : 0, what, nccl.GetErrorString(r), last && *last ? ": " : "",
                    last ? last : "");
 }
 
@@ -53,7 +115,7 @@ static graft_status wait_done(device_comm *c, bool stream_too, const char *what,
     double start = now_s();
     for (long polls = 0;; polls++) {
         ncclResult_t async = ncclSuccess;
-        ncclResult_t r = ncclCommGetAsyncError(c->comm, &async);
+        ncclResult_t r = nccl.CommGetAsyncError(c->comm, &async);
         if (r != ncclSuccess) return nccl_fail(c, r, what, e);
         if (async != ncclSuccess && async != ncclInProgress) return nccl_fail(c, async, what, e);
         if (async == ncclSuccess) {
@@ -80,15 +142,16 @@ static char library_name[32] = "NCCL";
 static void name_library(void) {
     setenv("NCCL_NVLS_ENABLE", "0", 0);
     int v = 0;
-    if (ncclGetVersion(&v) == ncclSuccess && v > 0)
+    if (nccl.GetVersion(&v) == ncclSuccess && v > 0)
         snprintf(library_name, sizeof library_name, "NCCL %d.%d.%d", v / 10000, v / 100 % 100,
                  v % 100);
 }
 
 static graft_status make_id(void *id, graft_err *e) {
+    TRY(need_nccl(e));
     name_library();
     ncclUniqueId u;
-    ncclResult_t r = ncclGetUniqueId(&u);
+    ncclResult_t r = nccl.GetUniqueId(&u);
     if (r != ncclSuccess) return nccl_fail(NULL, r, "ncclGetUniqueId", e);
     memcpy(id, &u, sizeof u);
     return GRAFT_OK;
@@ -97,11 +160,11 @@ static graft_status make_id(void *id, graft_err *e) {
 static void close_comm(device_comm *c, bool abort) {
     if (!c) return;
     if (c->comm) {
-        if (!abort && !c->broken && ncclCommFinalize(c->comm) == ncclSuccess &&
+        if (!abort && !c->broken && nccl.CommFinalize(c->comm) == ncclSuccess &&
             wait_done(c, false, "ncclCommFinalize", &(graft_err){0}) == GRAFT_OK)
-            ncclCommDestroy(c->comm);
+            nccl.CommDestroy(c->comm);
         else
-            ncclCommAbort(c->comm);
+            nccl.CommAbort(c->comm);
     }
     if (c->stage) cudaFree(c->stage);
     if (c->stream) cudaStreamDestroy(c->stream);
@@ -111,6 +174,7 @@ static void close_comm(device_comm *c, bool abort) {
 static graft_status open_comm(int device, const void *id, int rank, int world, double timeout_s,
                               device_comm **out, graft_err *e) {
     *out = NULL;
+    TRY(need_nccl(e));
     name_library();
     device_comm *c = calloc(1, sizeof *c);
     if (!c) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
@@ -129,7 +193,7 @@ static graft_status open_comm(int device, const void *id, int rank, int world, d
     config.blocking = 0; /* every wait is ours, under the timeout */
     ncclUniqueId u;
     memcpy(&u, id, sizeof u);
-    ncclResult_t r = ncclCommInitRankConfig(&c->comm, world, u, rank, &config);
+    ncclResult_t r = nccl.CommInitRankConfig(&c->comm, world, u, rank, &config);
     graft_status st = r == ncclSuccess || r == ncclInProgress
                           ? wait_done(c, false, "ncclCommInitRankConfig", e)
                           : nccl_fail(c, r, "ncclCommInitRankConfig", e);
@@ -156,8 +220,8 @@ static graft_status staged(device_comm *c, void *host, size_t bytes, size_t coun
     cudaError_t cr = cudaMemcpyAsync(c->stage, host, bytes, cudaMemcpyHostToDevice, c->stream);
     if (cr != cudaSuccess) return cuda_fail(c, cr, "copying to the device", e);
     ncclResult_t r =
-        root < 0 ? ncclAllReduce(c->stage, c->stage, count, type, ncclSum, c->comm, c->stream)
-                 : ncclBroadcast(c->stage, c->stage, count, type, root, c->comm, c->stream);
+        root < 0 ? nccl.AllReduce(c->stage, c->stage, count, type, ncclSum, c->comm, c->stream)
+                 : nccl.Broadcast(c->stage, c->stage, count, type, root, c->comm, c->stream);
     if (r != ncclSuccess && r != ncclInProgress) return nccl_fail(c, r, what, e);
     cr = cudaMemcpyAsync(host, c->stage, bytes, cudaMemcpyDeviceToHost, c->stream);
     if (cr != cudaSuccess) return cuda_fail(c, cr, "copying from the device", e);

@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""bench_scale.py: does graft's cold fine-tune rate hold at ImageNet's size? (issue 14: 1.28 million
+JPEGs x 10 epochs within 2 minutes on one GPU).
+
+Makes bench_finetune.py's JPEG set once (--unique images, 500x375, 10 classes, fixed seed), then
+folders of N training images for each N in --sizes, made of hard links to those files in turn (a
+JPEG decodes at the same cost whether or not its bytes repeat; every file is read and decoded),
+and runs `graft finetune --decode gpu --cache DIR` cold on each (a fresh cache; validation on the
+same 2,000 images). Prints a table: N, wall seconds, graft's backbone and head seconds, the
+backbone phase's images/s, and the wall time over N (the rate holds when it stays flat).
+Usage: tools/bench_scale.py --graft B/graft [--sizes 20000,200000,1281167] [--unique 20000]
+"""
+import argparse
+import os
+import shutil
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_finetune import export_resnet50, graft_run, make_set  # noqa: E402
+
+
+def link_folder(src, dst, n, classes):
+    """dst/class_XX/ with n files: hard links to src's files, cycled (a larger n adds to a
+    smaller one's folder)."""
+    files = sorted(os.path.join(r, f) for r, _, fs in os.walk(src) for f in fs)
+    have = sum(len(fs) for _, _, fs in os.walk(dst)) if os.path.isdir(dst) else 0
+    if have > n:
+        shutil.rmtree(dst)
+        have = 0
+    for c in range(classes):
+        os.makedirs(os.path.join(dst, f"class_{c:02d}"), exist_ok=True)
+    by_class = [[f for f in files if f"/class_{c:02d}/" in f] for c in range(classes)]
+    for i in range(have, n):
+        c = i % classes
+        pool = by_class[c]
+        os.link(pool[(i // classes) % len(pool)], os.path.join(dst, f"class_{c:02d}", f"{i:08d}.jpg"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--graft", default="build/release/graft")
+    ap.add_argument("--sizes", default="20000,200000,1281167")
+    ap.add_argument("--unique", type=int, default=20000)
+    ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--workers", type=int, default=os.cpu_count())
+    ap.add_argument("--precision", default="bf16")
+    ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--work", default="/tmp/bench_scale")
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    t0 = time.perf_counter()
+    make_set(os.path.join(a.work, "unique"), a.unique, 10, 1, a.workers)
+    make_set(os.path.join(a.work, "val"), 2000, 10, 2, a.workers)
+    model = os.path.join(a.work, "resnet50.onnx")
+    export_resnet50(model)
+    print(f"set made in {time.perf_counter() - t0:.0f} s", flush=True)
+    rows = []
+    for n in [int(s) for s in a.sizes.split(",")]:
+        t1 = time.perf_counter()
+        link_folder(os.path.join(a.work, "unique"), os.path.join(a.work, "train"), n, 10)
+        print(f"{n} files linked in {time.perf_counter() - t1:.0f} s", flush=True)
+        cache = os.path.join(a.work, "cache")
+        shutil.rmtree(cache, ignore_errors=True)
+        log = os.path.join(a.work, f"graft_{n}.log")
+        wall, (backbone, head) = graft_run(a, model, cache, log, ["--decode", "gpu"])
+        rate = (n + 2000) / backbone if backbone else float("nan")
+        rows.append((n, wall, backbone, head, rate))
+        print(f"{n}: wall {wall:.2f} s, backbone {backbone} s, head {head} s", flush=True)
+        shutil.rmtree(cache, ignore_errors=True)
+    print("\n| training JPEGs | wall s | backbone s | head s | backbone images/s | wall ms per 1,000 |")
+    print("|---|---|---|---|---|---|")
+    for n, wall, backbone, head, rate in rows:
+        print(f"| {n:,} | {wall:.2f} | {backbone:.2f} | {head:.2f} | {rate:,.0f} | "
+              f"{1e6 * wall / n:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
