@@ -388,6 +388,7 @@ int cmd_finetune(int argc, char **argv) {
              .last_val_acc = -1,
              .round = 1};
     finetune_catch_sigint();
+    double before_main = progress_since_exec(); /* the libraries' loading and relocation */
     r.t_start = progress_now();
     rc = prepare(&s, o, &r, argc, argv);
     r.t_loaded = progress_now();
@@ -413,7 +414,14 @@ int cmd_finetune(int argc, char **argv) {
     run_record_free(&r.record);
     /* data-parallel: a rank that failed leaves at once (mpirun then ends the others) */
     graft_ctx_leave(s.ctx, rc != 0 && rc != 130);
+    double t_free = progress_now();
     session_free(&s);
+    const char *level = getenv("GRAFT_LOG");
+    if (level && !strcmp(level, "debug")) /* what the process's wall time adds to graft's own */
+        fprintf(stderr,
+                "graft finetune: debug: %.3fs from the process's start to main (loading the "
+                "libraries), %.3fs freeing the model, trainer and context\n",
+                before_main, progress_now() - t_free);
     free(o);
     return rc;
 }

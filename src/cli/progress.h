@@ -5,6 +5,8 @@
 
 /* Monotonic seconds. */
 double progress_now(void);
+/* Seconds since this process started (the kernel's start time, 10 ms steps); -1 if unknown. */
+double progress_since_exec(void);
 /* The terminal's width in columns (TIOCGWINSZ on stdout; 80 when it does not say). */
 int progress_columns(void);
 /* Fit "PREFIX [####    ] SUFFIX" into `columns` - 1 characters: the bar takes what is left (at
