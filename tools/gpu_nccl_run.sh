@@ -35,7 +35,7 @@ same_as_plain() {
     if [ $rc = 0 ] && [ $same = 0 ]; then
         pass "$name ($d)"
     else fail "$name" "rc $rc, $d: $(tail -3 "$OUT/$name-nccl.log")"; fi
-    grep -h -m2 -i "nccl\|device " "$OUT/$name-nccl.log" | cut -c1-160
+    grep -h -m3 -i "nccl\|device " "$OUT/$name-nccl.log" | cut -c1-160
 }
 same_as_plain head_nccl --head mlp:64 --epochs 4
 same_as_plain blocks_nccl --epochs 4 --train-from /backbone/backbone.6/MaxPool_output_0

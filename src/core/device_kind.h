@@ -36,6 +36,10 @@ typedef struct device_collectives {
                          device_comm **out, graft_err *e);
     /* Sum n host values (f64: doubles, else floats) in place across ranks, through the device. */
     graft_status (*allreduce)(device_comm *c, void *host, int64_t n, bool f64, graft_err *e);
+    /* Sum n buffers of device memory (numels[i] floats each, on the group's device) in place
+     * across ranks, as one fused call; waits for the device's work on them first. */
+    graft_status (*allreduce_device)(device_comm *c, void *const *bufs, const int64_t *numels,
+                                     int n, graft_err *e);
     /* Root's bytes of host memory into every rank's. */
     graft_status (*broadcast)(device_comm *c, void *host, size_t bytes, int root, graft_err *e);
     /* Leave (abort: without waiting for ranks that may never come) and free. */

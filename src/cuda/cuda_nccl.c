@@ -28,6 +28,8 @@ static struct nccl_api {
                               cudaStream_t);
     ncclResult_t (*Broadcast)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t,
                               cudaStream_t);
+    ncclResult_t (*GroupStart)(void);
+    ncclResult_t (*GroupEnd)(void);
     ncclResult_t (*CommFinalize)(ncclComm_t);
     ncclResult_t (*CommDestroy)(ncclComm_t);
     ncclResult_t (*CommAbort)(ncclComm_t);
@@ -52,6 +54,8 @@ static void load_nccl(void) {
                 {(void **)&nccl.GetLastError, "ncclGetLastError"},
                 {(void **)&nccl.AllReduce, "ncclAllReduce"},
                 {(void **)&nccl.Broadcast, "ncclBroadcast"},
+                {(void **)&nccl.GroupStart, "ncclGroupStart"},
+                {(void **)&nccl.GroupEnd, "ncclGroupEnd"},
                 {(void **)&nccl.CommFinalize, "ncclCommFinalize"},
                 {(void **)&nccl.CommDestroy, "ncclCommDestroy"},
                 {(void **)&nccl.CommAbort, "ncclCommAbort"}};
@@ -239,6 +243,26 @@ static graft_status allreduce(device_comm *c, void *host, int64_t n, bool f64, g
     return GRAFT_OK;
 }
 
+static graft_status allreduce_device(device_comm *c, void *const *bufs, const int64_t *numels,
+                                     int n, graft_err *e) {
+    TRY(usable(c, e));
+    /* the buffers were written on the backend's streams: their work done first */
+    cudaError_t cr = cudaDeviceSynchronize();
+    if (cr != cudaSuccess) return cuda_fail(c, cr, "waiting for the gradients", e);
+    ncclResult_t r = nccl.GroupStart();
+    for (int i = 0; r == ncclSuccess && i < n; i++) {
+        if (numels[i] <= 0) continue;
+        r = nccl.AllReduce(bufs[i], bufs[i], (size_t)numels[i], ncclFloat32, ncclSum, c->comm,
+                           c->stream);
+        if (r == ncclInProgress) r = ncclSuccess;
+    }
+    ncclResult_t end = nccl.GroupEnd();
+    if (r != ncclSuccess) return nccl_fail(c, r, "all-reduce of the gradients", e);
+    if (end != ncclSuccess && end != ncclInProgress)
+        return nccl_fail(c, end, "all-reduce of the gradients", e);
+    return wait_done(c, true, "all-reduce of the gradients", e);
+}
+
 static graft_status broadcast(device_comm *c, void *host, size_t bytes, int root, graft_err *e) {
     TRY(usable(c, e));
     for (size_t at = 0; at < bytes; at += STAGE_BYTES) {
@@ -248,5 +272,11 @@ static graft_status broadcast(device_comm *c, void *host, size_t bytes, int root
     return GRAFT_OK;
 }
 
-const device_collectives cuda_nccl_collectives = {
-    library_name, sizeof(ncclUniqueId), make_id, open_comm, allreduce, broadcast, close_comm};
+const device_collectives cuda_nccl_collectives = {.library = library_name,
+                                                  .id_bytes = sizeof(ncclUniqueId),
+                                                  .make_id = make_id,
+                                                  .open = open_comm,
+                                                  .allreduce = allreduce,
+                                                  .allreduce_device = allreduce_device,
+                                                  .broadcast = broadcast,
+                                                  .close = close_comm};

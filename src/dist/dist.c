@@ -188,6 +188,17 @@ graft_status dist_allreduce_f64(dist *d, double *buf, int64_t n, graft_err *e) {
     return allreduce(d, buf, sizeof(double), n, DIST_SUM_F64, e);
 }
 
+graft_status dist_allreduce_device(dist *d, void *const *bufs, const int64_t *numels, int n,
+                                   graft_err *e) {
+    if (!d || n <= 0) return GRAFT_OK;
+    TRY(usable(d, e));
+    if (!d->dev)
+        return err_set(
+            e, GRAFT_E_UNSUPPORTED,
+            "an all-reduce of device memory needs the NCCL backend (this group is MPI's)");
+    return device_result(d, d->coll->allreduce_device(d->dev, bufs, numels, n, e));
+}
+
 graft_status dist_broadcast(dist *d, void *buf, size_t bytes, int root, graft_err *e) {
     if (!d) return GRAFT_OK;
     TRY(usable(d, e));

@@ -51,6 +51,11 @@ int dist_device_index(const dist *d);
 /* Sum over ranks, in place, every rank getting the same result. */
 graft_status dist_allreduce_f32(dist *d, float *buf, int64_t n, graft_err *e);
 graft_status dist_allreduce_f64(dist *d, double *buf, int64_t n, graft_err *e);
+/* Sum n buffers of device memory (numels[i] floats each, on dist_device_index's device) across
+ * ranks in place, as one fused call: only over a device's collectives (NCCL); otherwise
+ * GRAFT_E_UNSUPPORTED (the caller sums host copies). */
+graft_status dist_allreduce_device(dist *d, void *const *bufs, const int64_t *numels, int n,
+                                   graft_err *e);
 /* Root's bytes into every rank's buf. */
 graft_status dist_broadcast(dist *d, void *buf, size_t bytes, int root, graft_err *e);
 graft_status dist_barrier(dist *d, graft_err *e);

@@ -102,8 +102,9 @@ graft_status trainer_apply_step(graft_trainer *t, double lr, graft_err *e) {
 static graft_status apply_grads(graft_trainer *t, double lr, float **grads, const int64_t *numels,
                                 graft_err *e) {
     /* Data-parallel: every rank's gradients summed (each was scaled by its share of the batch),
-     * before unscale/clip/step, so every rank applies the same update. */
-    TRY(dist_allreduce_grads(trainer_dist(t), grads, numels, t->n_params, e));
+     * before unscale/clip/step, so every rank applies the same update; resident ones on their
+     * device (trainer_resident_step). */
+    if (!t->resident) TRY(dist_allreduce_grads(trainer_dist(t), grads, numels, t->n_params, e));
     if (t->options.scheduler == GRAFT_SCHEDULER_ONECYCLE)
         optim_set_momentum(t->opt, (float)sched_momentum(&t->sched, t->step));
     float lr_f = (float)lr;

@@ -8,13 +8,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/device_kind.h"
 #include "../dist/dist_train.h"
 #include "trainer.h"
+
+/* Whether the group's device collectives run on the blocks' device. */
+static bool dist_on_blocks_device(const graft_trainer *t) {
+    int index = dist_device_index(trainer_dist(t));
+    return t->blocks && index >= 0 && t->model && t->model->have_device &&
+           device_index_of(t->model->device_name) == index;
+}
 
 static bool wanted(const graft_trainer *t) {
     const char *env = getenv("GRAFT_RESIDENT");
     if (env && !strcmp(env, "0") && t->blocks) return false;
-    if (trainer_dist(t)) return false;
+    /* data-parallel: blocks stay resident when their device is the NCCL group's (the gradients
+     * are summed there, trainer_resident_step); else the host path sums host copies */
+    if (trainer_dist(t) && !dist_on_blocks_device(t)) return false;
     if (!t->blocks) /* a head alone: its step graph runs where the model does */
         return t->model && t->model->have_device && !t->gpu.disable;
     return train_exec_on_device(&t->blocks->run) && t->blocks->fixed == 0;
@@ -32,6 +42,10 @@ graft_status trainer_resident_setup(graft_trainer *t, int threads, graft_err *e)
     if (st == GRAFT_OK && !t->og.on_device)
         st = err_set(e, GRAFT_E_INTERNAL, "the optimizer is not on the device");
     if (st == GRAFT_OK && (!t->blocks || trainer_step_graph_wanted(t))) return GRAFT_OK;
+    if (st == GRAFT_OK && trainer_dist(t))
+        ctx_log(t->model->ctx, GRAFT_LOG_INFO,
+                "data-parallel: the gradients are summed where they are, on %s, over %s",
+                t->model->device_name, dist_backend_name(trainer_dist(t)));
     if (st == GRAFT_OK) /* an error here leaves the blocks half changed: no way back */
         return blocks_make_resident(t->blocks, &t->og, t->n_head_params, t->model, threads, e);
     if (st != GRAFT_E_OUT_OF_MEMORY) return st;
@@ -54,15 +68,36 @@ graft_status trainer_device_current(graft_trainer *t, graft_err *e) {
     return GRAFT_OK;
 }
 
+/* Data-parallel: every parameter's gradient on the device summed across ranks (one fused NCCL
+ * call), before the step unscales, clips and applies them. */
+static graft_status sum_device_grads(graft_trainer *t, graft_err *e) {
+    dist *d = trainer_dist(t);
+    if (!d) return GRAFT_OK;
+    void **bufs = malloc(sizeof *bufs * (size_t)t->n_params);
+    int64_t *numels = malloc(sizeof *numels * (size_t)t->n_params);
+    graft_status st =
+        bufs && numels ? GRAFT_OK : err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    for (int i = 0; st == GRAFT_OK && i < t->n_params; i++) {
+        bufs[i] = optim_graph_device_buffer(&t->og, i, OG_G);
+        numels[i] = t->params[i].numel;
+    }
+    if (st == GRAFT_OK) st = dist_allreduce_device(d, bufs, numels, t->n_params, e);
+    free(bufs), free(numels);
+    return st;
+}
+
 graft_status trainer_resident_step(graft_trainer *t, float lr, bool *skipped, graft_err *e) {
     float total_norm;
     TRY(trainer_device_current(t, e));
     t->host_current = false;
-    if (t->hs.on_device) /* the head's gradients are there already; nothing comes back */
+    if (t->hs.on_device) { /* the head's gradients are there already; nothing comes back */
+        TRY(sum_device_grads(t, e));
         return optim_graph_step(&t->og, t->opt, lr, NULL, skipped, &total_norm, e);
+    }
     /* the head trained on the host, in the blocks' pause */
     int nh = t->n_head_params;
     TRY(optim_graph_move(&t->og, t->opt, true, OG_G, 0, nh, e));
+    TRY(sum_device_grads(t, e));
     TRY(optim_graph_step(&t->og, t->opt, lr, NULL, skipped, &total_norm, e));
     TRY(optim_graph_move(&t->og, t->opt, false, OG_W | OG_STATE, 0, nh, e));
     optim_graph_state_to(&t->og, t->opt, &t->scaler);
