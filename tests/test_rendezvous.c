@@ -169,12 +169,67 @@ static void test_bad_places(void) {
     CHECK("no_rank_zero", st == GRAFT_E_IO && strstr(e.msg, "no rank 0 answered"), "%s", e.msg);
 }
 
+/* torchrun's agent holds MASTER_PORT on rank 0's host (its store): the ranks meet on the next
+ * port (rendezvous_port_from_env), which this test checks with MASTER_PORT really held. */
+static void test_agent_store_port(void) {
+    int port = free_port();
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_ANY)};
+    bool held = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 1) == 0;
+    char text[16];
+    snprintf(text, sizeof text, "%d", port);
+    setenv("MASTER_PORT", text, 1);
+    setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+    graft_err e = {0};
+    int meet_at = 0;
+    graft_status st = rendezvous_port_from_env(&meet_at, &e);
+    CHECK("agent_store_next_port", held && st == GRAFT_OK && meet_at == port + 1, "%d -> %d: %s",
+          port, meet_at, e.msg);
+    member m[2] = {{0, 2, 0.0}, {1, 2, 0.0}};
+    outcome o[2];
+    meet(m, 2, "127.0.0.1", meet_at, 5.0, o);
+    CHECK("agent_store_meeting", has_id(&o[0]) && has_id(&o[1]), "%s | %s", o[0].msg, o[1].msg);
+    if (fd >= 0) close(fd);
+    setenv("GRAFT_RENDEZVOUS_PORT", "29777", 1);
+    st = rendezvous_port_from_env(&meet_at, &e);
+    CHECK("own_port_wins", st == GRAFT_OK && meet_at == 29777, "%d: %s", meet_at, e.msg);
+    setenv("GRAFT_RENDEZVOUS_PORT", "99999", 1);
+    st = rendezvous_port_from_env(&meet_at, &e);
+    CHECK("own_port_checked", st != GRAFT_OK && strstr(e.msg, "GRAFT_RENDEZVOUS_PORT=99999"), "%s",
+          e.msg);
+    unsetenv("GRAFT_RENDEZVOUS_PORT"), unsetenv("TORCHELASTIC_USE_AGENT_STORE");
+    unsetenv("MASTER_PORT");
+    st = rendezvous_port_from_env(&meet_at, &e);
+    CHECK("master_port_missing", st != GRAFT_OK && strstr(e.msg, "MASTER_PORT"), "%s", e.msg);
+}
+
+/* Launched by torchrun (RANK, WORLD_SIZE set): this process is one rank of a real meeting. */
+static int torchrun_rank(void) {
+    int rank = atoi(getenv("RANK")), world = atoi(getenv("WORLD_SIZE")), port = 0;
+    graft_err e = {0};
+    unsigned char id[ID_BYTES] = {0};
+    if (rank == 0) fill_id(id);
+    graft_status st = rendezvous_port_from_env(&port, &e);
+    if (st == GRAFT_OK)
+        st = dist_rendezvous(getenv("MASTER_ADDR"), port, rank, world, id, ID_BYTES, 30.0, &e);
+    unsigned char want[ID_BYTES];
+    fill_id(want);
+    char name[64];
+    snprintf(name, sizeof name, "torchrun_rank_%d_of_%d", rank, world);
+    CHECK(name, st == GRAFT_OK && !memcmp(id, want, ID_BYTES), "port %d: %s", port, e.msg);
+    return test_failures ? 1 : 0;
+}
+
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
+    if (getenv("RANK") && getenv("WORLD_SIZE")) return torchrun_rank();
     test_meeting();
     test_missing_rank();
     test_refusals();
     test_stray_connection();
     test_bad_places();
+    test_agent_store_port();
     return test_failures ? 1 : 0;
 }

@@ -163,6 +163,7 @@ if setup_build build/release --buildtype=release; then
     run_suite trainer $R/tests/test_trainer tests/data/trainer_fixtures.txt
     run_suite dist $R/tests/test_dist
     run_suite rendezvous $R/tests/test_rendezvous
+    run_suite torchrun tests/test_torchrun.sh $R
     run_suite fit $R/tests/test_fit "$GEN"
     run_suite blocks $R/tests/test_blocks models/digits_cnn.onnx "$LOGS" "$GEN"
     # ResNet-18's layer4 + head against PyTorch's recorded losses (SGD, AdamW, LAMB; ~3 minutes)

@@ -1,6 +1,5 @@
 /* dist_device.c: the process group over a device kind's collectives (NCCL): the rank's GPU, the
  * group's id made by rank 0 and handed out over MPI or the TCP rendezvous, the communicator. */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,24 +15,6 @@ static const device_kind *collective_kind(void) {
     return NULL;
 }
 
-/* MASTER_PORT as a port number; MASTER_ADDR (rank 0's host) is read by the joining ranks. */
-static graft_status master_port(const dist *d, int *port, graft_err *e) {
-    const char *p = getenv("MASTER_PORT");
-    if (!p || !*p)
-        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
-                       "distributed launch: rank %d of %d (RANK, WORLD_SIZE) needs MASTER_PORT "
-                       "and MASTER_ADDR (rank 0's host and a free port), as torchrun sets them",
-                       d->env.rank, d->env.world_size);
-    char *end;
-    errno = 0;
-    long v = strtol(p, &end, 10);
-    if (errno || *end || v < 1 || v > 65535)
-        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
-                       "distributed launch: MASTER_PORT=%s is not a port (1 to 65535)", p);
-    *port = (int)v;
-    return GRAFT_OK;
-}
-
 /* Every rank gets rank 0's id: over MPI under mpirun, else the TCP rendezvous. */
 static graft_status share_id(dist *d, void *id, size_t bytes, graft_err *e) {
     if (d->env.world_size == 1) return GRAFT_OK;
@@ -42,7 +23,7 @@ static graft_status share_id(dist *d, void *id, size_t bytes, graft_err *e) {
         return dist_transport_bcast(d, id, (int)bytes, 0, e);
     }
     int port = 0;
-    TRY(master_port(d, &port, e));
+    TRY(rendezvous_port_from_env(&port, e));
     const char *addr = getenv("MASTER_ADDR");
     if (d->env.rank != 0 && (!addr || !*addr))
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,

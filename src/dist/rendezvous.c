@@ -326,3 +326,35 @@ graft_status dist_rendezvous(const char *addr, int port, int rank, int world, vo
     close(lfd);
     return st;
 }
+
+/* A port number from the variable name (1 to 65535). */
+static graft_status port_var(const char *name, const char *v, int *port, graft_err *e) {
+    char *end;
+    errno = 0;
+    long p = strtol(v, &end, 10);
+    if (errno || *end || p < 1 || p > 65535)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "distributed launch: %s=%s is not a port (1 to 65535)", name, v);
+    *port = (int)p;
+    return GRAFT_OK;
+}
+
+graft_status rendezvous_port_from_env(int *port, graft_err *e) {
+    const char *own = getenv("GRAFT_RENDEZVOUS_PORT");
+    if (own && *own) return port_var("GRAFT_RENDEZVOUS_PORT", own, port, e);
+    const char *p = getenv("MASTER_PORT");
+    if (!p || !*p)
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "distributed launch: RANK and WORLD_SIZE are set but MASTER_PORT is not "
+                       "(with MASTER_ADDR, rank 0's host and port, as torchrun sets them)");
+    TRY(port_var("MASTER_PORT", p, port, e));
+    const char *agent = getenv("TORCHELASTIC_USE_AGENT_STORE");
+    if (agent && (!strcmp(agent, "True") || !strcmp(agent, "1") || !strcmp(agent, "true"))) {
+        if (*port == 65535)
+            return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                           "distributed launch: MASTER_PORT=65535 is torchrun's; graft's meeting "
+                           "takes the next port: choose a lower one or set GRAFT_RENDEZVOUS_PORT");
+        *port += 1;
+    }
+    return GRAFT_OK;
+}

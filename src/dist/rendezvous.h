@@ -16,4 +16,9 @@
 graft_status dist_rendezvous(const char *addr, int port, int rank, int world, void *payload,
                              size_t bytes, double timeout_s, graft_err *e);
 
+/* The port of the meeting from the environment: GRAFT_RENDEZVOUS_PORT when set; else
+ * MASTER_PORT, plus one under torchrun (TORCHELASTIC_USE_AGENT_STORE: its agent's store already
+ * listens on MASTER_PORT on rank 0's host). An error names a missing or malformed variable. */
+graft_status rendezvous_port_from_env(int *port, graft_err *e);
+
 #endif
