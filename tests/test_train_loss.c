@@ -26,6 +26,7 @@ typedef struct lcase {
     float smoothing, grad_scale;
     int accumulate;
     bool fp16, weights;
+    bool scale_input; /* grad_scale as input 4 (the attribute says 0.9, which it overrides) */
 } lcase;
 
 static graft_status add_input(ir_graph *g, const char *name, graft_dtype dt, int nd, int64_t d0,
@@ -45,19 +46,19 @@ static graft_status set_attrs(ir_node *n, const lcase *k, graft_err *e) {
     for (int i = 0; i < 5; i++) a[i].name = ir_strdup(names[i]);
     a[0].type = a[3].type = a[4].type = IR_ATTR_INT;
     a[1].type = a[2].type = IR_ATTR_FLOAT;
-    a[0].i = k->kind, a[1].f = k->smoothing, a[2].f = k->grad_scale;
+    a[0].i = k->kind, a[1].f = k->smoothing, a[2].f = k->scale_input ? 0.9f : k->grad_scale;
     a[3].i = k->accumulate, a[4].i = k->fp16;
     return GRAFT_OK;
 }
 
-/* logits, targets, weights (or omitted), state -> dlogits. */
+/* logits, targets, weights (or omitted), state[, grad_scale] -> dlogits. */
 static graft_status build(ir_graph *g, const lcase *k, graft_err *e) {
     ir_graph_init(g);
     g->opsets = calloc(1, sizeof *g->opsets);
     if (!g->opsets || !(g->opsets[0].domain = ir_strdup("")))
         return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
     g->opsets[0].version = 17, g->n_opsets = 1, g->ir_version = 8;
-    int in[4], out;
+    int in[5], out;
     TRY(add_input(g, "logits", GRAFT_DTYPE_F32, 2, N, C, &in[0], e));
     if (k->kind == LOSS_SOFTMAX_CE)
         TRY(add_input(g, "targets", GRAFT_DTYPE_I64, 1, N, 0, &in[1], e));
@@ -66,7 +67,8 @@ static graft_status build(ir_graph *g, const lcase *k, graft_err *e) {
     in[2] = -1;
     if (k->weights) TRY(add_input(g, "weights", GRAFT_DTYPE_F32, 1, C, 0, &in[2], e));
     TRY(add_input(g, "state", GRAFT_DTYPE_U8, 1, (int64_t)sizeof(train_state), 0, &in[3], e));
-    TRY(graph_add_node(g, "TrainLoss", 1, in, 4, "dlogits", NULL, 0, &out, e));
+    if (k->scale_input) TRY(add_input(g, "grad_scale", GRAFT_DTYPE_F32, 1, 1, 0, &in[4], e));
+    TRY(graph_add_node(g, "TrainLoss", 1, in, k->scale_input ? 5 : 4, "dlogits", NULL, 0, &out, e));
     TRY(set_attrs(&g->nodes[g->n_nodes - 1], k, e));
     g->outputs = malloc(sizeof(int));
     if (!g->outputs) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
@@ -124,13 +126,15 @@ static double rel(double a, double b) {
 
 /* One step through the executor; the state in and out of st. */
 static graft_status run_op(train_exec *x, const lcase *k, data *d, void *dev_state, graft_err *e) {
-    tensor in[4];
+    tensor in[5];
     int n = 0;
+    float gs = k->grad_scale;
     in[n++] = (tensor){GRAFT_DTYPE_F32, 2, {N, C}, d->x};
     in[n++] = k->kind == LOSS_SOFTMAX_CE ? (tensor){GRAFT_DTYPE_I64, 1, {N}, d->yi}
                                          : (tensor){GRAFT_DTYPE_F32, 2, {N, C}, d->yf};
     if (k->weights) in[n++] = (tensor){GRAFT_DTYPE_F32, 1, {C}, d->w};
     in[n++] = (tensor){GRAFT_DTYPE_U8, 1, {(int64_t)sizeof d->st}, dev_state ? dev_state : &d->st};
+    if (k->scale_input) in[n++] = (tensor){GRAFT_DTYPE_F32, 1, {1}, &gs};
     if (dev_state) TRY(train_exec_upload(x, dev_state, &d->st, sizeof d->st, e));
     TRY(train_exec_run(x, in, e));
     memcpy(d->dl, train_exec_output(x, 0)->data, sizeof d->dl);
@@ -151,7 +155,8 @@ static void run_case(const lcase *k) {
     graft_status st = build(&g, k, &e);
     if (st == GRAFT_OK) st = train_exec_init_named(&x, &g, device, 0, &e);
     if (st == GRAFT_OK && device) st = train_exec_device_alloc(&x, sizeof d.st, &dev_state, &e);
-    if (st == GRAFT_OK && device) st = train_exec_input_on_device(&x, g.n_inputs - 1, true, &e);
+    int state_at = g.n_inputs - (k->scale_input ? 2 : 1);
+    if (st == GRAFT_OK && device) st = train_exec_input_on_device(&x, state_at, true, &e);
     double worst = 0.0;
     bool exact = true;
     for (int step = 0; st == GRAFT_OK && step < 2; step++) {
@@ -178,7 +183,7 @@ static void run_case(const lcase *k) {
 
 /* A class index out of range fails, naming the op and the sample (the CPU kernel). */
 static void test_bad_label(void) {
-    lcase k = {"train_loss_bad_label", LOSS_SOFTMAX_CE, 0, 0, 1, false, false};
+    lcase k = {"train_loss_bad_label", LOSS_SOFTMAX_CE, 0, 0, 1, false, false, false};
     ir_graph g;
     train_exec x = {0};
     graft_err e = {0};
@@ -198,13 +203,16 @@ static void test_bad_label(void) {
 int main(int argc, char **argv) {
     if (argc > 2 && !strcmp(argv[1], "--device")) device = argv[2];
     const lcase cases[] = {
-        {"train_loss_ce", LOSS_SOFTMAX_CE, 0, 0, 1, false, false},
-        {"train_loss_ce_smoothing_weights_acc2", LOSS_SOFTMAX_CE, 0.1f, 0, 2, false, true},
-        {"train_loss_ce_fp16", LOSS_SOFTMAX_CE, 0, 0, 1, true, false},
-        {"train_loss_ce_grad_scale", LOSS_SOFTMAX_CE, 0, 0.25f, 1, false, true},
-        {"train_loss_bce_pos_weight", LOSS_BCE_LOGITS, 0, 0, 1, false, true},
-        {"train_loss_bce_fp16_acc4", LOSS_BCE_LOGITS, 0, 0, 4, true, false},
-        {"train_loss_mse_acc3_grad_scale", LOSS_MSE, 0, 0.5f, 3, false, false},
+        {"train_loss_ce", LOSS_SOFTMAX_CE, 0, 0, 1, false, false, false},
+        {"train_loss_ce_smoothing_weights_acc2", LOSS_SOFTMAX_CE, 0.1f, 0, 2, false, true, false},
+        {"train_loss_ce_fp16", LOSS_SOFTMAX_CE, 0, 0, 1, true, false, false},
+        {"train_loss_ce_grad_scale", LOSS_SOFTMAX_CE, 0, 0.25f, 1, false, true, false},
+        {"train_loss_bce_pos_weight", LOSS_BCE_LOGITS, 0, 0, 1, false, true, false},
+        {"train_loss_bce_fp16_acc4", LOSS_BCE_LOGITS, 0, 0, 4, true, false, false},
+        {"train_loss_mse_acc3_grad_scale", LOSS_MSE, 0, 0.5f, 3, false, false, false},
+        /* a data-parallel rank's share per run: input 4 over the attribute */
+        {"train_loss_ce_grad_scale_input", LOSS_SOFTMAX_CE, 0.1f, 0.3f, 2, false, true, true},
+        {"train_loss_bce_grad_scale_input_fp16", LOSS_BCE_LOGITS, 0, 0.6f, 1, true, true, true},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_case(&cases[i]);
     if (!device) test_bad_label();

@@ -15,6 +15,9 @@ ONE=(env RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=2951
 summary "dist over NCCL (1 rank)" $? "$OUT/dist_nccl.log"
 $B/tests/test_rendezvous >"$OUT/rendezvous.log" 2>&1
 summary rendezvous $? "$OUT/rendezvous.log"
+# TrainLoss's grad_scale input (a rank's share per run) on the GPU against the CPU
+$B/tests/test_train_loss --device cuda:0 >"$OUT/train_loss.log" 2>&1
+summary "train_loss cuda" $? "$OUT/train_loss.log"
 
 IMG=(--resize 0 --crop 8 --grayscale --mean 0.3053,0.3053,0.3053 --std 0.376,0.376,0.376)
 R=($B/graft finetune --model models/digits_cnn.onnx --data examples/digits/train

@@ -39,7 +39,7 @@ static graft_status k_train_loss(cuda_backend *be, const op_call *c, void **stat
     graft_status s =
         cuda_malloc(be, sizeof(double) * 4 * (size_t)(m > 0 ? m : 1), (void **)&scratch, c->err);
     if (s == GRAFT_OK) {
-        double gs = l.grad_scale != 0.0 ? l.grad_scale : 1.0;
+        double gs = train_loss_grad_scale(&l, c->in, c->n_in);
         train_loss_args a = {.kind = l.kind,
                              .m = m,
                              .c = k,

@@ -119,7 +119,7 @@ bool op_input_on_host(const char *op, int k) {
         {"Clip", 0x6u},
         {"Dropout", 0x6u},
         {"OptimizerStep", 1u << 1}, /* the step's lr and momentum */
-        {"TrainLoss", 1u << 2},     /* class or positive weights */
+        {"TrainLoss", 0x14u},       /* class or positive weights, grad_scale */
         /* the reductions, TopK's K, Tile's repeats and Trilu's diagonal */
         {"ReduceMax", 1u << 1},
         {"ReduceMin", 1u << 1},

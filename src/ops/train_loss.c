@@ -5,6 +5,14 @@
 
 #include "../train/train_state.h"
 
+/* Input 4, when bound, overrides the grad_scale attribute (read on the host). */
+double train_loss_grad_scale(const train_loss_layout *l, const tensor *const *in, int n_in) {
+    double gs = l->grad_scale;
+    if (n_in > 4 && in[4] && in[4]->data && tensor_numel(in[4]) == 1)
+        gs = (double)*(const float *)in[4]->data;
+    return gs != 0.0 ? gs : 1.0;
+}
+
 graft_status train_loss_read(const ir_node *node, int n_in, int n_out, train_loss_layout *l,
                              graft_err *e) {
     memset(l, 0, sizeof *l);
@@ -19,10 +27,10 @@ graft_status train_loss_read(const ir_node *node, int n_in, int n_out, train_los
                         "needs kind 0 to 2, label_smoothing in [0, 1], grad_scale >= 0 and "
                         "accumulate >= 1");
     l->kind = (int)kind;
-    if (n_in != 4 || n_out != 1)
+    if (n_in < 4 || n_in > 5 || n_out != 1)
         return op_error(node, e, GRAFT_E_MALFORMED_MODEL,
-                        "has %d inputs and %d outputs; expected 4 (logits, targets, weights, "
-                        "state) and 1",
+                        "has %d inputs and %d outputs; expected 4 or 5 (logits, targets, weights, "
+                        "state[, grad_scale]) and 1",
                         n_in, n_out);
     return GRAFT_OK;
 }
@@ -58,6 +66,11 @@ graft_status op_infer_TrainLoss(const ir_node *node, const value_info *in, int n
         !dims_are(st, 1, &sd))
         return op_error(node, e, GRAFT_E_SHAPE, "input 3 must be the uint8 (%lld) training state",
                         (long long)sd);
+    int64_t one = 1;
+    if (n_in > 4 && in[4].present &&
+        ((in[4].dtype != GRAFT_DTYPE_F32 && in[4].dtype != GRAFT_DTYPE_UNDEFINED) ||
+         !dims_are(&in[4], 1, &one)))
+        return op_error(node, e, GRAFT_E_SHAPE, "input 4 (grad_scale) must be float32 (1)");
     memset(&out[0], 0, sizeof out[0]);
     out[0].present = true;
     out[0].dtype = GRAFT_DTYPE_F32;

@@ -73,7 +73,7 @@ static graft_status add_gather(head_step *hs, graft_err *e) {
 static graft_status add_loss(head_step *hs, const loss_spec *l, int64_t accumulate, bool fp16,
                              graft_err *e) {
     ir_graph *g = &hs->tg.g;
-    int in[4] = {hs->tg.to, -1, -1, -1}, out;
+    int in[5] = {hs->tg.to, -1, -1, -1, -1}, out;
     int64_t dims[2] = {-1, hs->outputs}, c = hs->outputs, st = (int64_t)sizeof(train_state);
     if (hs->ce)
         TRY(graph_add_input(g, "loss/targets", GRAFT_DTYPE_I64, 1, dims, &in[1], e));
@@ -82,7 +82,11 @@ static graft_status add_loss(head_step *hs, const loss_spec *l, int64_t accumula
     if (l->class_weight || l->pos_weight)
         TRY(graph_add_input(g, "loss/weights", GRAFT_DTYPE_F32, 1, &c, &in[2], e));
     TRY(graph_add_input(g, "loss/state", GRAFT_DTYPE_U8, 1, &st, &in[3], e));
-    TRY(graph_add_node(g, "TrainLoss", 1, in, 4, "loss/dlogits", NULL, 0, &out, e));
+    int64_t one = 1;
+    if (l->grad_scale_input)
+        TRY(graph_add_input(g, "loss/grad_scale", GRAFT_DTYPE_F32, 1, &one, &in[4], e));
+    TRY(graph_add_node(g, "TrainLoss", 1, in, l->grad_scale_input ? 5 : 4, "loss/dlogits", NULL, 0,
+                       &out, e));
     TRY(loss_attrs(g, l, accumulate, fp16, e));
     TRY(input_to_output(g, hs->tg.d_to, e));
     TRY(ir_toposort(g, e));
@@ -174,6 +178,7 @@ static graft_status find_inputs(head_step *hs, graft_err *e) {
     hs->i_index = input_named(g, "rows/index");
     hs->i_targets = input_named(g, "loss/targets");
     hs->i_weights = input_named(g, "loss/weights");
+    hs->i_grad_scale = input_named(g, "loss/grad_scale");
     hs->i_state = input_named(g, "loss/state");
     bool rows = hs->b || (hs->i_all >= 0 && hs->i_index >= 0);
     if (!rows || hs->i_targets < 0 || hs->i_state < 0)
@@ -353,7 +358,8 @@ graft_status head_step_init_blocks(head_step *hs, head_graph *hg, blocks *b, con
     hs->b = b;
     int logits;
     graft_status st = piece_names(hs, m, from, e);
-    if (st == GRAFT_OK) st = head_step_blocks_graph(hs, m, from, hg->h->dropout > 0.0f, &hs->base, &logits, e);
+    if (st == GRAFT_OK)
+        st = head_step_blocks_graph(hs, m, from, hg->h->dropout > 0.0f, &hs->base, &logits, e);
     if (st == GRAFT_OK) st = head_step_blocks_graph(hs, m, from, false, &hs->base_eval, &logits, e);
     hs->src = &hs->base, hs->src_eval = &hs->base_eval;
     if (st == GRAFT_OK) st = init(hs, opt, l, accumulate, fp16, m, threads, e);
@@ -501,6 +507,10 @@ static graft_status run_batch(head_step *hs, const void *y, int64_t m, const los
         const float *w = hs->ce ? l->class_weight : l->pos_weight;
         if (!w) return err_set(e, GRAFT_E_INTERNAL, "head step: the loss's weights went missing");
         hs->in[hs->i_weights] = (tensor){GRAFT_DTYPE_F32, 1, {hs->outputs}, (void *)w};
+    }
+    if (hs->i_grad_scale >= 0) {
+        hs->grad_scale = l->grad_scale != 0.0 ? (float)l->grad_scale : 1.0f;
+        hs->in[hs->i_grad_scale] = (tensor){GRAFT_DTYPE_F32, 1, {1}, &hs->grad_scale};
     }
     hs->host_state.scale = loss_scale;
     TRY(train_exec_run(&hs->run, hs->in, e));

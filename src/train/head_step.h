@@ -31,6 +31,8 @@ typedef struct head_step {
     bool have_eval;
     tensor *in, *eval_in;                              /* per input of tg.g / fwd.g */
     int i_all, i_index, i_targets, i_weights, i_state; /* input positions in tg.g */
+    int i_grad_scale;  /* TrainLoss's grad_scale input (loss_spec.grad_scale_input), or -1 */
+    float grad_scale;  /* what it reads (host memory) */
     int *i_param, *i_acc; /* per parameter (i_acc: device runs, whose sums stay there) */
     float **host_grad;    /* per parameter: the optimizer's gradient on the host */
     int *i_mask, *mask_of;     /* per mask input: its position, the index of hg's mask it reads */

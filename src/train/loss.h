@@ -4,6 +4,7 @@
 #ifndef GRAFT_TRAIN_LOSS_H
 #define GRAFT_TRAIN_LOSS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "../core/error.h"
@@ -22,6 +23,9 @@ typedef struct loss_spec {
     /* dlogits are multiplied by it (0: by 1): a data-parallel rank's share of the global batch's
      * mean (src/dist/dist_train.h), so the ranks' summed gradients are the whole batch's. */
     double grad_scale;
+    /* the step graph takes grad_scale per run (an input of TrainLoss) rather than once (its
+     * attribute): set for data-parallel training, whose shares change from batch to batch */
+    bool grad_scale_input;
 } loss_spec;
 
 /* *loss = the mean loss over the batch; dlogits (N, C), when not NULL, = d(loss)/d(logits).

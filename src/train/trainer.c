@@ -65,6 +65,8 @@ graft_status trainer_setup(graft_trainer *t, int64_t dim, graft_err *e) {
         optim_config oc = optimizer_config(&t->options);
         st = optim_create(&t->opt, &oc, t->params, t->n_params, e);
     }
+    /* data-parallel: the step graph reads each batch's share of the mean per run */
+    t->loss.grad_scale_input = trainer_dist(t) != NULL;
     if (st == GRAFT_OK) st = trainer_resident_setup(t, ctx ? ctx->options.num_threads : 0, e);
     if (st == GRAFT_OK) st = trainer_head_setup(t, ctx ? ctx->options.num_threads : 0, e);
     if (st != GRAFT_OK) {
@@ -467,7 +469,10 @@ graft_status trainer_run(graft_trainer *t, const float *x, const void *y, int64_
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                        "the checkpoint stopped at sample %lld of an epoch of %lld: other data?",
                        (long long)t->epoch_at, (long long)n);
-    if (t->hs.ready && !t->blocks) return trainer_run_head(t, x, y, n, vx, vy, vn, e);
+    /* a head alone: its own loop (the features resident on a device); data-parallel, the
+     * loop below (each rank's slice, gathered on the host, through the same step graph) */
+    if (t->hs.ready && !t->blocks && !trainer_dist(t))
+        return trainer_run_head(t, x, y, n, vx, vy, vn, e);
     if (t->blocks && train_exec_on_device(&t->blocks->run) && t->epoch == 0 && t->epoch_at == 0)
         ctx_log(t->model->ctx, GRAFT_LOG_INFO, "the blocks after '%s' train on %s%s",
                 t->options.train_from, t->backbone->device_name,

@@ -17,7 +17,8 @@ static double now_seconds(void) {
 }
 
 bool trainer_step_graph_wanted(const graft_trainer *t) {
-    if (trainer_dist(t)) return false; /* the all-reduce and rank dropout: the pause's path */
+    /* data-parallel too: each rank runs its slice with its share as TrainLoss's grad_scale
+     * input (loss_spec.grad_scale_input), its masks skipping the other ranks' rows */
     if (!t->blocks) return true;
     const char *env = getenv("GRAFT_STEP_GRAPH"), *res = getenv("GRAFT_RESIDENT");
     /* Blocks take it on the CPU and on a device (checked on an H200: tools/gpu_step_run.sh,

@@ -12,19 +12,19 @@
 #include "../dist/dist_train.h"
 #include "trainer.h"
 
-/* Whether the group's device collectives run on the blocks' device. */
-static bool dist_on_blocks_device(const graft_trainer *t) {
+/* Whether the group's device collectives (NCCL) run on the model's device. */
+static bool dist_on_model_device(const graft_trainer *t) {
     int index = dist_device_index(trainer_dist(t));
-    return t->blocks && index >= 0 && t->model && t->model->have_device &&
+    return index >= 0 && t->model && t->model->have_device &&
            device_index_of(t->model->device_name) == index;
 }
 
 static bool wanted(const graft_trainer *t) {
     const char *env = getenv("GRAFT_RESIDENT");
     if (env && !strcmp(env, "0") && t->blocks) return false;
-    /* data-parallel: blocks stay resident when their device is the NCCL group's (the gradients
-     * are summed there, trainer_resident_step); else the host path sums host copies */
-    if (trainer_dist(t) && !dist_on_blocks_device(t)) return false;
+    /* data-parallel: resident when the device is the NCCL group's (the gradients are summed
+     * there, trainer_resident_step); else the host path sums host copies */
+    if (trainer_dist(t) && !dist_on_model_device(t)) return false;
     if (!t->blocks) /* a head alone: its step graph runs where the model does */
         return t->model && t->model->have_device && !t->gpu.disable;
     return train_exec_on_device(&t->blocks->run) && t->blocks->fixed == 0;

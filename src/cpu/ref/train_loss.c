@@ -23,7 +23,7 @@ graft_status ref_TrainLoss(const op_call *c) {
                       .label_smoothing = l.label_smoothing,
                       .class_weight = l.kind == LOSS_SOFTMAX_CE && w ? w->data : NULL,
                       .pos_weight = l.kind == LOSS_BCE_LOGITS && w ? w->data : NULL,
-                      .grad_scale = l.grad_scale};
+                      .grad_scale = train_loss_grad_scale(&l, c->in, c->n_in)};
     double loss;
     float *dl = c->out[0]->data;
     graft_status s = loss_compute(&loss, dl, &spec, x->data, y->data, n, k, c->err);
