@@ -3,7 +3,7 @@
 # scratch folder that looks like a fresh clone (models/, examples/, tests/data/, tools/), with
 # `graft` meaning GRAFT. An example is an indented line (with its `\` continuations) that starts
 # with `graft `, `python3 tools/`, `cc `, `export `, `head ` or `echo/cat ... | graft`; one PASS/FAIL line each
-# (SKIP for a line marked `# benchmark`). `sudo meson install` is tests/test_install.sh's.
+# (SKIP for a line marked `# benchmark`, and for `# needs GPUs` without several GPUs). `sudo meson install` is tests/test_install.sh's.
 set -uo pipefail
 GRAFT=$(realpath "$1")
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -47,6 +47,11 @@ while IFS= read -r cmd; do
     case $cmd in
     *"# benchmark"*) echo "SKIP $name: a benchmark (minutes; docs/benchmarks.md has its runs): $cmd"
         continue ;;
+    *"# needs GPUs"*)
+        if [ "$("$GRAFT" devices 2>/dev/null | grep -c '^cuda:')" -lt 2 ]; then
+            echo "SKIP $name: needs several GPUs (tools/gpu_nccl_run.sh checks the path on one): $cmd"
+            continue
+        fi ;;
     *"--nproc "*)
         if ! command -v mpirun >/dev/null; then
             echo "SKIP $name: no mpirun (apt-get install openmpi-bin): $cmd"
