@@ -38,10 +38,16 @@ same_as_plain() {
     if [ $rc = 0 ] && [ $same = 0 ]; then
         pass "$name ($d)"
     else fail "$name" "rc $rc, $d: $(tail -3 "$OUT/$name-nccl.log")"; fi
-    grep -h -m3 -i "nccl\|device " "$OUT/$name-nccl.log" | cut -c1-160
+    grep -h -m3 -i "nccl\|device \|summed" "$OUT/$name-nccl.log" | cut -c1-160
 }
 same_as_plain head_nccl --head mlp:64 --epochs 4
 same_as_plain blocks_nccl --epochs 4 --train-from /backbone/backbone.6/MaxPool_output_0
+# the same resident on the GPU, the device gradients summed there over NCCL (opt-in until this
+# passes: then trainer_resident.c drops GRAFT_DIST_RESIDENT)
+export GRAFT_DIST_RESIDENT=1
+same_as_plain head_nccl_resident --head mlp:64 --epochs 4
+same_as_plain blocks_nccl_resident --epochs 4 --train-from /backbone/backbone.6/MaxPool_output_0
+unset GRAFT_DIST_RESIDENT
 
 # --nproc without mpirun (none on the GPU machine): graft starts its ranks itself over NCCL; one
 # rank (GRAFT_DIST_BACKEND=nccl makes --nproc 1 a group), and 2 on one GPU refused.

@@ -21,10 +21,13 @@ bool trainer_step_graph_wanted(const graft_trainer *t) {
      * input (loss_spec.grad_scale_input), its masks skipping the other ranks' rows */
     if (!t->blocks) return true;
     const char *env = getenv("GRAFT_STEP_GRAPH"), *res = getenv("GRAFT_RESIDENT");
-    /* Blocks take it on the CPU and on a device (checked on an H200: tools/gpu_step_run.sh,
-     * docs/gpu-status.md); GRAFT_STEP_GRAPH=0 or GRAFT_RESIDENT=0 keeps the pause's path. */
+    /* Blocks take it on the CPU and, resident, on a device (checked on an H200:
+     * tools/gpu_step_run.sh, docs/gpu-status.md); device blocks that are not resident (out of
+     * device memory, data-parallel over MPI) and GRAFT_STEP_GRAPH=0 or GRAFT_RESIDENT=0 keep the
+     * pause's path. */
     bool off = (env && !strcmp(env, "0")) || (res && !strcmp(res, "0"));
-    return t->blocks->fixed == 0 && !off;
+    bool device_blocks = train_exec_on_device(&t->blocks->run);
+    return t->blocks->fixed == 0 && !off && (!device_blocks || t->resident);
 }
 
 graft_status trainer_head_setup(graft_trainer *t, int threads, graft_err *e) {

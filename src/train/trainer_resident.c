@@ -23,8 +23,10 @@ static bool wanted(const graft_trainer *t) {
     const char *env = getenv("GRAFT_RESIDENT");
     if (env && !strcmp(env, "0") && t->blocks) return false;
     /* data-parallel: resident when the device is the NCCL group's (the gradients are summed
-     * there, trainer_resident_step); else the host path sums host copies */
-    if (trainer_dist(t) && !dist_on_model_device(t)) return false;
+     * there, trainer_resident_step), opt-in (GRAFT_DIST_RESIDENT=1) until a GPU has checked it
+     * (tools/gpu_nccl_run.sh); else the host path sums host copies */
+    const char *dr = getenv("GRAFT_DIST_RESIDENT");
+    if (trainer_dist(t) && (!dist_on_model_device(t) || !dr || strcmp(dr, "1"))) return false;
     if (!t->blocks) /* a head alone: its step graph runs where the model does */
         return t->model && t->model->have_device && !t->gpu.disable;
     return train_exec_on_device(&t->blocks->run) && t->blocks->fixed == 0;
