@@ -40,13 +40,17 @@ same_as_plain() {
     else fail "$name" "rc $rc, $d: $(tail -3 "$OUT/$name-nccl.log")"; fi
     grep -h -m3 -i "nccl\|device \|summed" "$OUT/$name-nccl.log" | cut -c1-160
 }
+# resident on the GPU by default: the device gradients summed there over NCCL
 same_as_plain head_nccl --head mlp:64 --epochs 4
 same_as_plain blocks_nccl --epochs 4 --train-from /backbone/backbone.6/MaxPool_output_0
-# the same resident on the GPU, the device gradients summed there over NCCL (opt-in until this
-# passes: then trainer_resident.c drops GRAFT_DIST_RESIDENT)
-export GRAFT_DIST_RESIDENT=1
-same_as_plain head_nccl_resident --head mlp:64 --epochs 4
-same_as_plain blocks_nccl_resident --epochs 4 --train-from /backbone/backbone.6/MaxPool_output_0
+for n in head_nccl blocks_nccl; do
+    grep -q "gradients are summed where they are" "$OUT/$n-nccl.log" && pass "$n resident" ||
+        fail "$n resident" "no 'summed where they are' line"
+done
+# the host path (GRAFT_DIST_RESIDENT=0): host copies summed
+export GRAFT_DIST_RESIDENT=0
+same_as_plain head_nccl_host --head mlp:64 --epochs 4
+same_as_plain blocks_nccl_host --epochs 4 --train-from /backbone/backbone.6/MaxPool_output_0
 unset GRAFT_DIST_RESIDENT
 
 # --nproc without mpirun (none on the GPU machine): graft starts its ranks itself over NCCL; one

@@ -23,10 +23,10 @@ static bool wanted(const graft_trainer *t) {
     const char *env = getenv("GRAFT_RESIDENT");
     if (env && !strcmp(env, "0") && t->blocks) return false;
     /* data-parallel: resident when the device is the NCCL group's (the gradients are summed
-     * there, trainer_resident_step), opt-in (GRAFT_DIST_RESIDENT=1) until a GPU has checked it
-     * (tools/gpu_nccl_run.sh); else the host path sums host copies */
+     * there, trainer_resident_step; checked on a GPU by tools/gpu_nccl_run.sh); else the host
+     * path sums host copies. GRAFT_DIST_RESIDENT=0 keeps the host path. */
     const char *dr = getenv("GRAFT_DIST_RESIDENT");
-    if (trainer_dist(t) && (!dist_on_model_device(t) || !dr || strcmp(dr, "1"))) return false;
+    if (trainer_dist(t) && (!dist_on_model_device(t) || (dr && !strcmp(dr, "0")))) return false;
     if (!t->blocks) /* a head alone: its step graph runs where the model does */
         return t->model && t->model->have_device && !t->gpu.disable;
     return train_exec_on_device(&t->blocks->run) && t->blocks->fixed == 0;
@@ -43,11 +43,11 @@ graft_status trainer_resident_setup(graft_trainer *t, int threads, graft_err *e)
     graft_status st = optim_graph_init_model(&t->og, t->opt, fp16, clip, t->model, threads, e);
     if (st == GRAFT_OK && !t->og.on_device)
         st = err_set(e, GRAFT_E_INTERNAL, "the optimizer is not on the device");
-    if (st == GRAFT_OK && (!t->blocks || trainer_step_graph_wanted(t))) return GRAFT_OK;
     if (st == GRAFT_OK && trainer_dist(t))
         ctx_log(t->model->ctx, GRAFT_LOG_INFO,
                 "data-parallel: the gradients are summed where they are, on %s, over %s",
                 t->model->device_name, dist_backend_name(trainer_dist(t)));
+    if (st == GRAFT_OK && (!t->blocks || trainer_step_graph_wanted(t))) return GRAFT_OK;
     if (st == GRAFT_OK) /* an error here leaves the blocks half changed: no way back */
         return blocks_make_resident(t->blocks, &t->og, t->n_head_params, t->model, threads, e);
     if (st != GRAFT_E_OUT_OF_MEMORY) return st;
