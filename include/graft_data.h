@@ -81,11 +81,20 @@ GRAFT_API graft_status graft_jpeg_decoder_open(graft_model *model,
  * runs the model on the last one (not on the same dst). decoded (n, host): 1 when image i was
  * written, 0 when not (not a JPEG, corrupt or truncated, an EXIF orientation other than 1, CMYK,
  * over max_pixels, a kind neither nvJPEG backend takes): dst's slot i is then untouched; decode
- * those on the CPU (graft_image_load). n > max_batch is an error; n == 0 does nothing. */
+ * those on the CPU (graft_image_load). 2 when the decoder's CPU threads decoded it
+ * (graft_jpeg_decoder_set_cpu_threads). n > max_batch is an error; n == 0 does nothing. */
 GRAFT_API graft_status graft_jpeg_decode_batch(graft_jpeg_decoder *d,
                                                const unsigned char *const *data,
                                                const size_t *lengths, int n, void *dst,
                                                unsigned char *decoded);
+/* threads CPU threads (libjpeg-turbo) decode a share of every batch beside nvJPEG, on the
+ * calling thread's OpenMP team: nvJPEG takes the batch's first images, the threads the rest
+ * (and the calling thread joins them when nvJPEG's share is done), the split following both
+ * sides' measured images/s from batch to batch. Their images are graft_image_load's pixels
+ * exactly (decoded[i] 2), nvJPEG's differ from those by its IDCT's rounding, so which images a
+ * batch decodes where changes its results by that much. 0 (the default): nvJPEG alone;
+ * 0..1024. */
+GRAFT_API graft_status graft_jpeg_decoder_set_cpu_threads(graft_jpeg_decoder *d, int threads);
 /* "hardware" (the GPU's JPEG engines, e.g. A100, H100, H200) or "gpu" (nvJPEG's GPU/hybrid
  * decoder, where there are no engines); images the hardware does not take (progressive, ...) go
  * through the "gpu" decoder either way. */

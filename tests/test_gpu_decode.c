@@ -99,39 +99,23 @@ static void read_all(graft_ctx *ctx, graft_model *m, side *s, const graft_image_
     }
 }
 
-int main(int argc, char **argv) {
-    if (argc < 3) {
-        fprintf(stderr, "usage: %s MODEL.onnx IMAGE_FOLDER (tools/make_image_folder.py)\n",
-                argv[0]);
-        return 2;
-    }
-    const char *device = gpu_test_device(NULL);
-    if (gpu_test_skip_without_gpu("gpu_decode", device)) return 0;
-    gpu_test_describe(device);
-    graft_ctx_options co = GRAFT_CTX_OPTIONS_INIT;
-    co.device = device;
-    graft_ctx *ctx = NULL;
-    graft_model *m = NULL;
+/* The whole round on one worker with `beside` CPU threads next to nvJPEG (0: nvJPEG alone). */
+static void scenario(graft_ctx *ctx, graft_model *m, const char *folder, int beside) {
     graft_dataset *all = NULL, *train = NULL, *val = NULL, *all2 = NULL, *train2 = NULL,
                   *val2 = NULL;
     graft_image_options o = GRAFT_IMAGE_OPTIONS_INIT;
     o.resize = 72, o.crop = 64, o.dtype = GRAFT_DTYPE_U8, o.nhwc = 1;
-    if (graft_ctx_create(&co, &ctx) || graft_model_load(ctx, argv[1], &m) ||
-        graft_dataset_open_images(ctx, argv[2], &o, &all) ||
-        graft_dataset_split(all, 0.3, 1, &train, &val) ||
-        graft_dataset_open_images(ctx, argv[2], &o, &all2) ||
-        graft_dataset_split(all2, 0.3, 1, &train2, &val2)) {
-        printf("FAIL gpu_decode setup: %s\n", ctx ? graft_last_error(ctx) : "no context");
-        return 1;
-    }
     side tr = {0}, va = {0};
     gpu_decode *w = NULL;
-    if (open_side(train, train2, &tr) || open_side(val, val2, &va) ||
-        gpu_decode_create(ctx, m, &o, BATCH, &w) ||
-        gpu_source_create(train, &tr.gpu_base, w, m, &o, BATCH, &tr.g, &tr.gpu) ||
-        gpu_source_create(val, &va.gpu_base, w, m, &o, BATCH, &va.g, &va.gpu)) {
-        printf("FAIL gpu_decode sources: %s\n", graft_last_error(ctx));
-        return 1;
+    if (graft_dataset_open_images(ctx, folder, &o, &all) ||
+        graft_dataset_split(all, 0.3, 1, &train, &val) ||
+        graft_dataset_open_images(ctx, folder, &o, &all2) ||
+        graft_dataset_split(all2, 0.3, 1, &train2, &val2) || open_side(train, train2, &tr) ||
+        open_side(val, val2, &va) || gpu_decode_create(ctx, m, &o, BATCH, beside, &w) ||
+        gpu_source_create(train, &tr.gpu_base, w, m, &o, BATCH, beside > 0, &tr.g, &tr.gpu) ||
+        gpu_source_create(val, &va.gpu_base, w, m, &o, BATCH, beside > 0, &va.g, &va.gpu)) {
+        CHECK("gpu_decode sources", 0, "%s", graft_last_error(ctx));
+        return;
     }
     float x[2 * 64];
     for (int i = 0; i < 2 * 64; i++) x[i] = (float)(i % 17) / 17.0f;
@@ -148,20 +132,23 @@ int main(int argc, char **argv) {
     compare_batch(ctx, m, &tr, &o, BATCH, BATCH, "train next (prefetched)");
     gpu_decode_stats st;
     gpu_decode_get_stats(w, &st);
-    int64_t tg, tc, vg, vc;
-    gpu_source_counts(tr.g, &tg, &tc), gpu_source_counts(va.g, &vg, &vc);
+    int64_t tg, tb, tc, vg, vb, vc;
+    gpu_source_counts(tr.g, &tg, &tb, &tc), gpu_source_counts(va.g, &vg, &vb, &vc);
     int64_t batches =
         (tr.gpu.n_samples + BATCH - 1) / BATCH + (va.gpu.n_samples + BATCH - 1) / BATCH;
-    printf("# backend %s; %lld batches decoded, %lld prefetched hits; images on the GPU %lld, "
-           "CPU fallbacks %lld; start %.2fs, read %.3fs, decode %.3fs, waited %.3fs\n",
-           gpu_decode_backend(w), (long long)st.batches, (long long)st.prefetched,
-           (long long)(tg + vg), (long long)(tc + vc), st.start_s, st.read_s, st.decode_s,
-           st.wait_s);
+    printf("# %d CPU threads beside: backend %s; %lld batches decoded, %lld prefetched hits; "
+           "images by nvJPEG %lld, by the CPU threads beside it %lld, CPU fallbacks %lld; start "
+           "%.2fs, read %.3fs, decode %.3fs, waited %.3fs\n",
+           beside, gpu_decode_backend(w), (long long)st.batches, (long long)st.prefetched,
+           (long long)(tg + vg), (long long)(tb + vb), (long long)(tc + vc), st.start_s, st.read_s,
+           st.decode_s, st.wait_s);
     CHECK("prefetch hits", st.prefetched >= batches - 2, "%lld of %lld batches",
           (long long)st.prefetched, (long long)batches);
     CHECK("both decoders used", tg + vg > 0 && tc + vc > 0,
           "GPU %lld, CPU %lld (the folder has PNGs for the CPU)", (long long)(tg + vg),
           (long long)(tc + vc));
+    CHECK(beside ? "CPU threads beside nvJPEG used" : "no CPU threads beside nvJPEG",
+          beside ? tb + vb > 0 : tb + vb == 0, "%lld images", (long long)(tb + vb));
     /* A batch larger than the worker takes: an error, and the worker still works. */
     void *dev;
     const unsigned char *dec;
@@ -173,9 +160,30 @@ int main(int argc, char **argv) {
     compare_batch(ctx, m, &tr, &o, 0, BATCH, "after an error");
     gpu_source_free(tr.g), gpu_source_free(va.g);
     gpu_decode_free(w);
-    graft_model_free(m);
     graft_dataset_free(train), graft_dataset_free(val), graft_dataset_free(all);
     graft_dataset_free(train2), graft_dataset_free(val2), graft_dataset_free(all2);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s MODEL.onnx IMAGE_FOLDER (tools/make_image_folder.py)\n",
+                argv[0]);
+        return 2;
+    }
+    const char *device = gpu_test_device(NULL);
+    if (gpu_test_skip_without_gpu("gpu_decode", device)) return 0;
+    gpu_test_describe(device);
+    graft_ctx_options co = GRAFT_CTX_OPTIONS_INIT;
+    co.device = device;
+    graft_ctx *ctx = NULL;
+    graft_model *m = NULL;
+    if (graft_ctx_create(&co, &ctx) || graft_model_load(ctx, argv[1], &m)) {
+        printf("FAIL gpu_decode setup: %s\n", ctx ? graft_last_error(ctx) : "no context");
+        return 1;
+    }
+    scenario(ctx, m, argv[2], 0);
+    scenario(ctx, m, argv[2], 2);
+    graft_model_free(m);
     graft_ctx_free(ctx);
     printf("# gpu_decode: %d failures\n", test_failures);
     return test_failures ? 1 : 0;

@@ -202,9 +202,11 @@ done:
 }
 
 /* Every file in one batch against graft_image_load with options o: decoded ones within the
- * tolerance, files the CPU refuses not decoded; `must` (n) marks files the GPU has to decode. */
+ * tolerance, files the CPU refuses not decoded; `must` (n) marks files the GPU has to decode.
+ * With beside CPU threads next to nvJPEG, the images they decode (decoded 2) are
+ * graft_image_load's exactly, and both sides take some. */
 static void against_cpu(graft_ctx *ctx, graft_model *m, const file_bytes *f, const int *must, int n,
-                        graft_image_options o, const char *what) {
+                        graft_image_options o, const char *what, int beside) {
     graft_image_options cpu_o = o;
     cpu_o.dtype = GRAFT_DTYPE_F32; /* the CPU's U8 path may not exist yet: compare bytes */
     size_t slot = slot_size(&o), cpu_slot = slot_size(&cpu_o);
@@ -214,6 +216,7 @@ static void against_cpu(graft_ctx *ctx, graft_model *m, const file_bytes *f, con
     graft_jpeg_decoder *d = NULL;
     char name[700];
     graft_status st = graft_jpeg_decoder_create(m, &o, n, &d);
+    if (st == GRAFT_OK && beside) st = graft_jpeg_decoder_set_cpu_threads(d, beside);
     if (st == GRAFT_OK) {
         printf("# %s: backend %s\n", what, graft_jpeg_decoder_backend(d));
         st = gpu_batch(m, d, f, n, slot, host, decoded);
@@ -248,9 +251,22 @@ static void against_cpu(graft_ctx *ctx, graft_model *m, const file_bytes *f, con
         printf("# %s: mean |gpu - cpu| %.3f, max %d (pixel units)\n", name, mean, mx);
         double mean_max = must[i] ? MEAN_DIFF : FIXTURE_MEAN_DIFF;
         int max_max = must[i] ? MAX_DIFF : FIXTURE_MAX_DIFF;
-        CHECK(name, mean <= mean_max && mx <= max_max, "mean %.3f (<= %.1f), max %d (<= %d)", mean,
-              mean_max, mx, max_max);
+        if (decoded[i] == 2)
+            CHECK(name, mx == 0, "decoded on the CPU threads: mean %.3f, max %d (must be 0)", mean,
+                  mx);
+        else
+            CHECK(name, decoded[i] == 1 && mean <= mean_max && mx <= max_max,
+                  "decoded %d, mean %.3f (<= %.1f), max %d (<= %d)", decoded[i], mean, mean_max, mx,
+                  max_max);
     }
+    int by[3] = {0};
+    for (int i = 0; st == GRAFT_OK && i < n; i++) by[decoded[i] < 3 ? decoded[i] : 0]++;
+    printf("# %s: %d by nvJPEG, %d by CPU threads beside it, %d left\n", what, by[1], by[2], by[0]);
+    snprintf(name, sizeof name, "%s split", what);
+    if (beside)
+        CHECK(name, by[1] > 0 && by[2] > 0, "nvJPEG %d, CPU threads %d", by[1], by[2]);
+    else
+        CHECK(name, by[2] == 0, "%d decoded by CPU threads that were not asked for", by[2]);
     free(host), free(gb), free(cb), free(cpu);
 }
 
@@ -289,8 +305,10 @@ static double now_s(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* images/s at batch 256 of 500x375 JPEGs: the GPU decoder, and graft_image_load on every core. */
-static void throughput(graft_ctx *ctx, graft_model *m, const file_bytes *f, int nf) {
+/* images/s of a decoder at batch BENCH_BATCH (with `beside` CPU threads next to nvJPEG), after
+ * `warm` batches (the split between both sides settles); *backend its backend. */
+static double gpu_rate(graft_ctx *ctx, graft_model *m, const file_bytes *f, int nf, int beside,
+                       int warm, const char **backend) {
     graft_image_options o = GRAFT_IMAGE_OPTIONS_INIT;
     const unsigned char *ptr[BENCH_BATCH];
     size_t len[BENCH_BATCH];
@@ -299,23 +317,42 @@ static void throughput(graft_ctx *ctx, graft_model *m, const file_bytes *f, int 
     graft_jpeg_decoder *d = NULL;
     void *dev = NULL;
     graft_status st = graft_jpeg_decoder_create(m, &o, BENCH_BATCH, &d);
+    if (st == GRAFT_OK && beside) st = graft_jpeg_decoder_set_cpu_threads(d, beside);
     if (st == GRAFT_OK) st = graft_model_device_alloc(m, slot_size(&o) * BENCH_BATCH, &dev);
     double t0 = 0;
     const int reps = 5;
-    for (int r = -1; st == GRAFT_OK && r < reps; r++) {
-        if (r == 0) t0 = now_s(); /* one batch of warm-up */
+    for (int r = -warm; st == GRAFT_OK && r < reps; r++) {
+        if (r == 0) t0 = now_s();
         st = graft_jpeg_decode_batch(d, ptr, len, BENCH_BATCH, dev, dec);
     }
     if (st == GRAFT_OK) st = graft_model_copy(m, &one, dev, 1, GRAFT_COPY_DEVICE_TO_HOST);
-    double gpu = st == GRAFT_OK ? reps * BENCH_BATCH / (now_s() - t0) : 0;
-    CHECK("throughput gpu run", st == GRAFT_OK, "status %d: %s", st, last_error(ctx, d));
-    const char *backend = d ? graft_jpeg_decoder_backend(d) : "none";
+    double rate = st == GRAFT_OK ? reps * BENCH_BATCH / (now_s() - t0) : 0;
+    char name[64];
+    snprintf(name, sizeof name, "throughput gpu run (%d CPU threads beside)", beside);
+    CHECK(name, st == GRAFT_OK, "status %d: %s", st, last_error(ctx, d));
+    *backend = d ? graft_jpeg_decoder_backend(d) : "none";
     graft_model_device_free(m, dev);
     graft_jpeg_decoder_free(d);
+    return rate;
+}
+
+/* images/s at batch 256 of 500x375 JPEGs: the GPU decoder alone, with CPU threads beside it, and
+ * graft_image_load on every core. */
+static void throughput(graft_ctx *ctx, graft_model *m, const file_bytes *f, int nf) {
+    graft_image_options o = GRAFT_IMAGE_OPTIONS_INIT;
+    const char *backend;
+    double gpu = gpu_rate(ctx, m, f, nf, 0, 1, &backend);
+#ifdef _OPENMP
+    int beside = omp_get_max_threads() - 1;
+#else
+    int beside = 1;
+#endif
+    if (beside < 1) beside = 1;
+    double both = gpu_rate(ctx, m, f, nf, beside, 4, &backend);
     int threads = 1;
     size_t slot = slot_size(&o);
     int failed = 0;
-    t0 = now_s();
+    double t0 = now_s();
 #pragma omp parallel reduction(+ : failed)
     {
 #ifdef _OPENMP
@@ -334,9 +371,9 @@ static void throughput(graft_ctx *ctx, graft_model *m, const file_bytes *f, int 
     }
     double cpu = BENCH_BATCH / (now_s() - t0);
     printf("INFO gpu_jpeg throughput (500x375 JPEGs, resize 256, crop 224, F32 NCHW, batch %d): "
-           "GPU (nvJPEG %s) %.0f images/s, CPU graft_image_load on %d threads %.0f images/s "
-           "(%.1fx)\n",
-           BENCH_BATCH, backend, gpu, threads, cpu, cpu > 0 ? gpu / cpu : 0);
+           "GPU (nvJPEG %s) %.0f images/s, with %d CPU threads beside it %.0f images/s, CPU "
+           "graft_image_load on %d threads %.0f images/s (GPU alone %.1fx the CPU)\n",
+           BENCH_BATCH, backend, gpu, beside, both, threads, cpu, cpu > 0 ? gpu / cpu : 0);
     CHECK("throughput cpu run", failed == 0, "%d CPU loads failed", failed);
 }
 
@@ -434,9 +471,12 @@ int main(int argc, char **argv) {
     graft_image_options nchw = GRAFT_IMAGE_OPTIONS_INIT, nhwc = nchw, u8 = nchw;
     nhwc.nhwc = 1;
     u8.dtype = GRAFT_DTYPE_U8;
-    against_cpu(ctx, m, f, must, n, nchw, "f32_nchw");
-    against_cpu(ctx, m, f, must, n, nhwc, "f32_nhwc");
-    against_cpu(ctx, m, f, must, n, u8, "u8_nchw");
+    against_cpu(ctx, m, f, must, n, nchw, "f32_nchw", 0);
+    against_cpu(ctx, m, f, must, n, nhwc, "f32_nhwc", 0);
+    against_cpu(ctx, m, f, must, n, u8, "u8_nchw", 0);
+    against_cpu(ctx, m, f, must, n, nchw, "f32_nchw_cpu_beside", 3);
+    u8.nhwc = 1;
+    against_cpu(ctx, m, f, must, n, u8, "u8_nhwc_cpu_beside", 2);
     errors(ctx, m, cpu_m, f);
     /* Throughput on 500x375 files: the generated ones and more made like them. */
     static file_bytes bench[16];

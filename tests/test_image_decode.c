@@ -173,6 +173,48 @@ static void test_large_jpeg(void) {
     graft_ctx_free(ctx);
 }
 
+/* image_prepare_memory (the GPU decoder's CPU threads) on a file's bytes gives graft_image_load's
+ * values exactly, for F32 NCHW and U8 NHWC, JPEG (full size and DCT-scaled) and PNG; a truncated
+ * copy is an error naming what it was given. */
+static void test_prepare_memory(void) {
+    static const char *const files[] = {"large.jpg", "rgb.png", "progressive.jpg"};
+    graft_ctx *ctx = NULL;
+    graft_ctx_create(NULL, &ctx);
+    for (int f = 0; f < 3; f++) {
+        FILE *fp = fopen(path_of(files[f]), "rb");
+        static unsigned char bytes[1 << 20];
+        size_t n = fp ? fread(bytes, 1, sizeof bytes, fp) : 0;
+        if (fp) fclose(fp);
+        for (int k = 0; k < 3; k++) {
+            graft_image_options o = GRAFT_IMAGE_OPTIONS_INIT;
+            o.resize = 64, o.crop = 56, o.fast_decode = k == 2;
+            if (k == 1) o.dtype = GRAFT_DTYPE_U8, o.nhwc = 1;
+            static float a[3 * 56 * 56], b[3 * 56 * 56];
+            memset(a, 0, sizeof a), memset(b, 1, sizeof b);
+            graft_err e;
+            err_clear(&e);
+            graft_status sa = graft_image_load(ctx, path_of(files[f]), &o, a, sizeof a);
+            graft_status sb = image_prepare_memory(bytes, n, files[f], &o, b, &e);
+            size_t used = (size_t)3 * 56 * 56 * graft_dtype_size(o.dtype);
+            char name[128];
+            snprintf(name, sizeof name, "prepare_memory %s %s", files[f],
+                     k == 1 ? "u8_nhwc" : k == 2 ? "fast_decode" : "f32_nchw");
+            CHECK(name, n > 0 && sa == GRAFT_OK && sb == GRAFT_OK && !memcmp(a, b, used),
+                  "%zu bytes read, load %d, memory %d (%s), same %d", n, sa, sb, e.msg,
+                  !memcmp(a, b, used));
+        }
+        graft_image_options o = GRAFT_IMAGE_OPTIONS_INIT;
+        static float out[3 * 224 * 224];
+        graft_err e;
+        err_clear(&e);
+        graft_status st = image_prepare_memory(bytes, n / 2, "the half copy", &o, out, &e);
+        char name[128];
+        snprintf(name, sizeof name, "prepare_memory truncated %s", files[f]);
+        CHECK(name, st != GRAFT_OK && strstr(e.msg, "the half copy"), "status %d: %s", st, e.msg);
+    }
+    graft_ctx_free(ctx);
+}
+
 static void expect_error(const char *name, const char *file, int64_t max_pixels, graft_status want,
                          const char *want_text) {
     image_u8 img = {1, 1, NULL};
@@ -303,6 +345,7 @@ int main(int argc, char **argv) {
     test_references();
     test_dct_scaling();
     test_large_jpeg();
+    test_prepare_memory();
     test_bad_inputs();
     test_resize_limit();
     test_damage("rgb420.jpg", 0);

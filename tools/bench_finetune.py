@@ -103,7 +103,7 @@ def torch_runs(a, model_path):
     opt = torch.optim.AdamW(head.parameters(), lr=1e-3)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
-    for _ in range(a.loop_epochs):
+    for _ in range(a.loop_epochs):  # --loop-epochs 0: the expert's alone
         for x, y in loader(train, True):
             loss = torch.nn.functional.cross_entropy(head(features(x)), y.to(dev))
             opt.zero_grad(set_to_none=True)
@@ -113,7 +113,8 @@ def torch_runs(a, model_path):
             for x, y in loader(val, False):
                 head(features(x))
     torch.cuda.synchronize()
-    out["torch_loop"] = (time.perf_counter() - t0) * a.epochs / a.loop_epochs
+    if a.loop_epochs:
+        out["torch_loop"] = (time.perf_counter() - t0) * a.epochs / a.loop_epochs
     # The expert's: features once, GPU-resident, then the head's epochs.
     t0 = time.perf_counter()
     with torch.no_grad():
@@ -141,11 +142,15 @@ def torch_runs(a, model_path):
     return out
 
 
-def graft_run(a, model_path, cache, log, extra=()):
+def graft_run(a, model_path, cache, log, extra=(), threads=None):
+    """threads None: --threads a.workers on the CPU-decoding runs, graft's default (every core
+    but three beside nvJPEG) with --decode gpu."""
+    if threads is None and "gpu" not in extra:
+        threads = a.workers
     cmd = [a.graft, "finetune", "--model", model_path, "--data", os.path.join(a.work, "train"),
            "--val", os.path.join(a.work, "val"), "--out", os.path.join(a.work, "head.onnx"),
            "--device", a.device, "--precision", a.precision, "--cache", cache, "--epochs",
-           str(a.epochs), "--batch", str(a.batch), "--threads", str(a.workers)] + list(extra)
+           str(a.epochs), "--batch", str(a.batch)] + (["--threads", str(threads)] if threads else []) + list(extra)
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t0
@@ -171,6 +176,8 @@ def main():
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--nvjpeg", action="store_true", help="also graft with --decode gpu")
+    ap.add_argument("--nvjpeg-alone", action="store_true",
+                    help="also graft with --decode gpu --threads 1 (no CPU threads beside nvJPEG)")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     t0 = time.perf_counter()
@@ -189,9 +196,14 @@ def main():
         gpu = ["--decode", "gpu"]
         rows["graft_cold_nvjpeg"] = graft_run(a, model, cache, os.path.join(a.work, "graft_cold_nvjpeg.log"), gpu)
         rows["graft_warm_nvjpeg"] = graft_run(a, model, cache, os.path.join(a.work, "graft_warm_nvjpeg.log"), gpu)
+    if a.nvjpeg_alone:  # a fresh cache: --threads 1 changes the features' identity
+        subprocess.run(["rm", "-rf", cache])
+        rows["graft_cold_nvjpeg_alone"] = graft_run(
+            a, model, cache, os.path.join(a.work, "graft_cold_nvjpeg_alone.log"), ["--decode", "gpu"], 1)
     if not a.no_torch:
         t = torch_runs(a, model)
-        rows["torch_loop"] = (t["torch_loop"], (None, None))
+        if "torch_loop" in t:
+            rows["torch_loop"] = (t["torch_loop"], (None, None))
         rows["torch_expert"] = (t["torch_expert"], (t["torch_expert_backbone"], None))
     cold = rows["graft_cold"][0]
     print(f"\n| run | wall s | backbone s | head s | wall / graft_cold |")

@@ -77,7 +77,9 @@ static const cli_option options[] = {
      "where the images' JPEGs are decoded for the backbone: gpu: nvJPEG on the model's GPU "
      "(the hardware decoder where there is one; PNG, CMYK, rotated or damaged files fall back to "
      "the CPU), features cached apart from the CPU decoder's"},
-    {"threads", "N", "0", NULL, NULL, "decoding threads (0: all cores)"},
+    {"threads", "N", "0", NULL, NULL,
+     "decoding threads (0: all cores; with --decode gpu nvJPEG's thread and N - 1 CPU threads "
+     "beside it)"},
     {"nproc", "N", "1", NULL, NULL,
      "data-parallel over N processes on this host: graft re-launches itself under `mpirun -np "
      "N` (each rank extracts the features of its share and trains on its slice of every batch; "

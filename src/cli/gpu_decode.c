@@ -39,7 +39,7 @@ struct gpu_decode {
     graft_ctx *ctx;
     graft_model *model;
     graft_image_options o;
-    int max_batch;
+    int max_batch, cpu_threads;
     size_t slot_bytes;
     graft_jpeg_decoder *dec;
     graft_status dec_status; /* the decoder thread's start: GRAFT_OK once dec is made */
@@ -133,6 +133,9 @@ static void *decoder_main(void *arg) {
     graft_jpeg_decoder *dec = NULL;
     graft_status st =
         graft_jpeg_decoder_open(w->model, &w->o, w->max_batch, error, sizeof error, &dec);
+    if (st == GRAFT_OK && w->cpu_threads > 0 &&
+        (st = graft_jpeg_decoder_set_cpu_threads(dec, w->cpu_threads)) != GRAFT_OK)
+        snprintf(error, sizeof error, "%s", graft_jpeg_decoder_error(dec));
     pthread_mutex_lock(&w->mu);
     w->dec = dec, w->dec_status = st, w->dec_ready = true;
     snprintf(w->dec_error, sizeof w->dec_error, "--decode gpu: %s", error);
@@ -289,12 +292,13 @@ graft_status gpu_decode_get(gpu_decode *w, const graft_dataset *ds, int64_t n, i
 }
 
 graft_status gpu_decode_create(graft_ctx *ctx, graft_model *model, const graft_image_options *o,
-                               int max_batch, gpu_decode **out) {
+                               int max_batch, int cpu_threads, gpu_decode **out) {
     *out = NULL;
     if (max_batch < 1 || max_batch > 4096 || o->crop < 1) return GRAFT_E_UNSUPPORTED;
     gpu_decode *w = calloc(1, sizeof *w);
     if (!w) return graft_set_error(ctx, GRAFT_E_OUT_OF_MEMORY, "--decode gpu: out of memory");
     w->ctx = ctx, w->model = model, w->o = *o, w->max_batch = max_batch, w->in_use = -1;
+    w->cpu_threads = cpu_threads < 0 ? 0 : cpu_threads;
     w->slot_bytes = (size_t)3 * (size_t)o->crop * (size_t)o->crop * graft_dtype_size(o->dtype);
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->changed, NULL);

@@ -18,16 +18,18 @@ typedef struct gpu_decode_stats {
 } gpu_decode_stats;
 
 /* A worker for model's GPU decoding as o says (dtype, layout, sizes), batches of at most
- * max_batch. Nothing starts (no thread, no nvJPEG) until gpu_decode_begin or the first
- * gpu_decode_get. ctx receives the errors (graft_last_error). */
+ * max_batch, cpu_threads CPU threads decoding a share of each batch beside nvJPEG
+ * (graft_jpeg_decoder_set_cpu_threads; 0: none). Nothing starts (no thread, no nvJPEG) until
+ * gpu_decode_begin or the first gpu_decode_get. ctx receives the errors (graft_last_error). */
 graft_status gpu_decode_create(graft_ctx *ctx, graft_model *model, const graft_image_options *o,
-                               int max_batch, gpu_decode **out);
+                               int max_batch, int cpu_threads, gpu_decode **out);
 /* The reading of ds (n samples, read in batches of count from start on) about to begin: the
  * threads start (nvJPEG on its own, most of a second) and the first batches are queued. */
 graft_status gpu_decode_begin(gpu_decode *w, const graft_dataset *ds, int64_t n, int64_t start,
                               int64_t count);
 /* Samples [start, start + count) of ds (n samples) decoded into device memory: *dev holds count
- * slots of 3 * crop * crop elements of o's dtype, decoded[i] is 1 for each slot nvJPEG wrote (0:
+ * slots of 3 * crop * crop elements of o's dtype, decoded[i] is 1 for each slot nvJPEG wrote, 2
+ * for one the CPU threads beside it wrote (0:
  * not a JPEG nvJPEG takes, or a file that could not be read: the caller's CPU path decodes or
  * reports it). Waits for the batch (queued ahead by an earlier call, else now) and queues the
  * batches after it (of count) into the free buffers. *dev and *decoded stay valid until the

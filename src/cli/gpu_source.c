@@ -27,7 +27,7 @@ struct gpu_source {
     void *labels;   /* packed labels, labels_cap bytes */
     size_t labels_cap;
     char identity[700];
-    int64_t gpu_images, cpu_images; /* decoded on each */
+    int64_t gpu_images, beside_images, cpu_images; /* nvJPEG, CPU threads beside it, CPU path */
 };
 
 /* One sample through the data set's own (CPU) source into device slot `at`; *kept 0 when the
@@ -63,7 +63,9 @@ static graft_status complete_batch(gpu_source *g, int64_t start, int64_t count, 
     for (int64_t i = 0; i < count; i++) {
         char *slot = (char *)dev + (size_t)i * g->slot;
         kept[i] = 1;
-        if (decoded[i])
+        if (decoded[i] == 2)
+            g->beside_images++;
+        else if (decoded[i])
             g->gpu_images++;
         else
             TRY_STATUS(cpu_one(g, start + i, slot, &kept[i]));
@@ -137,7 +139,8 @@ void gpu_source_free(gpu_source *g) {
 
 graft_status gpu_source_create(graft_dataset *ds, const graft_batch_source *base,
                                gpu_decode *worker, graft_model *model, const graft_image_options *o,
-                               int max_batch, gpu_source **out, graft_batch_source *src) {
+                               int max_batch, bool cpu_beside, gpu_source **out,
+                               graft_batch_source *src) {
     *out = NULL;
     if (!base->read_labels || base->n_inputs != 1 || max_batch < 1 || max_batch > 4096 ||
         o->crop < 1)
@@ -148,15 +151,16 @@ graft_status gpu_source_create(graft_dataset *ds, const graft_batch_source *base
     g->max_batch = max_batch;
     g->slot = (size_t)3 * (size_t)o->crop * (size_t)o->crop * graft_dtype_size(o->dtype);
     /* The features differ from the CPU decoder's by nvJPEG's rounding: a cache of their own. */
-    snprintf(g->identity, sizeof g->identity, "%s;decode=nvjpeg",
-             base->identity ? base->identity : "");
+    snprintf(g->identity, sizeof g->identity, "%s;decode=nvjpeg%s",
+             base->identity ? base->identity : "", cpu_beside ? "+cpu" : "");
     *src = (graft_batch_source){base->n_samples, 1,        gpu_read, g, g->identity,
                                 gpu_read_labels, gpu_begin};
     *out = g;
     return GRAFT_OK;
 }
 
-void gpu_source_counts(const gpu_source *g, int64_t *on_gpu, int64_t *on_cpu) {
+void gpu_source_counts(const gpu_source *g, int64_t *on_gpu, int64_t *beside, int64_t *on_cpu) {
     *on_gpu = g ? g->gpu_images : 0;
+    *beside = g ? g->beside_images : 0;
     *on_cpu = g ? g->cpu_images : 0;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 void session_make_dirs(const char *path, bool whole) {
     char buf[4096];
@@ -247,6 +248,14 @@ static void gpu_run_free(gpu_run *r) {
     memset(r, 0, sizeof *r);
 }
 
+/* --decode gpu: CPU threads decoding a share of each batch beside nvJPEG: --threads N in all
+ * with nvJPEG's thread, or every core but the decoder's, the file reader's and the trainer's. */
+static int beside_threads(int threads) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = threads > 0 ? threads - 1 : (int)(cores > 3 ? cores - 3 : 0);
+    return n < 0 ? 0 : n;
+}
+
 /* --decode gpu: the sources decode on the GPU (gpu_source.c) and the model takes device inputs
  * for the backbone phase; 0, or 1 after an error (none left to undo). */
 static int gpu_sources(session *s, const finetune_opts *o, graft_batch_source *train,
@@ -264,13 +273,14 @@ static int gpu_sources(session *s, const finetune_opts *o, graft_batch_source *t
         fprintf(stderr, "graft %s: --decode gpu: %s\n", s->cmd, why);
         return 1;
     }
-    int b = o->train.batch_size;
-    graft_status st = gpu_decode_create(s->ctx, s->model, &s->prep.o, b, &r->worker);
+    int b = o->train.batch_size, cpu = beside_threads(o->threads);
+    graft_status st = gpu_decode_create(s->ctx, s->model, &s->prep.o, b, cpu, &r->worker);
     if (st == GRAFT_OK)
-        st =
-            gpu_source_create(s->train, train, r->worker, s->model, &s->prep.o, b, &r->g[0], train);
+        st = gpu_source_create(s->train, train, r->worker, s->model, &s->prep.o, b, cpu > 0,
+                               &r->g[0], train);
     if (st == GRAFT_OK && s->val)
-        st = gpu_source_create(s->val, val, r->worker, s->model, &s->prep.o, b, &r->g[1], val);
+        st = gpu_source_create(s->val, val, r->worker, s->model, &s->prep.o, b, cpu > 0, &r->g[1],
+                               val);
     if (st == GRAFT_OK) st = graft_model_set_device_io(s->model, 1, 0);
     if (st == GRAFT_OK) {
         printf("backbone: JPEGs decoded on the GPU (nvJPEG) where the cache lacks them\n");
@@ -282,19 +292,21 @@ static int gpu_sources(session *s, const finetune_opts *o, graft_batch_source *t
 
 /* Where the GPU decoding's time went (the terminal and --report's summary). */
 static void gpu_run_report(session *s, gpu_run *r) {
-    int64_t on_gpu = 0, on_cpu = 0, a, b;
-    for (int k = 0; k < 2; k++) gpu_source_counts(r->g[k], &a, &b), on_gpu += a, on_cpu += b;
-    if (on_gpu + on_cpu == 0) return;
+    int64_t on_gpu = 0, beside = 0, on_cpu = 0, a, b, c;
+    for (int k = 0; k < 2; k++)
+        gpu_source_counts(r->g[k], &a, &b, &c), on_gpu += a, beside += b, on_cpu += c;
+    if (on_gpu + beside + on_cpu == 0) return;
     gpu_decode_stats st;
     gpu_decode_get_stats(r->worker, &st);
-    printf("backbone: %lld images decoded on the GPU (nvJPEG, %s), %lld on the CPU; decoder "
-           "start %.2fs, on the decoding thread file reads %.2fs and decoding %.2fs (%.0f "
-           "images/s), the backbone waited %.2fs for images\n",
-           (long long)on_gpu, gpu_decode_backend(r->worker), (long long)on_cpu, st.start_s,
-           st.read_s, st.decode_s, st.decode_s > 0 ? (double)st.images / st.decode_s : 0.0,
-           st.wait_s);
+    printf("backbone: %lld images decoded on the GPU (nvJPEG, %s), %lld by CPU threads beside "
+           "it, %lld on the CPU path; decoder start %.2fs, file reads %.2fs and decoding %.2fs "
+           "(%.0f images/s), the backbone waited %.2fs for images\n",
+           (long long)on_gpu, gpu_decode_backend(r->worker), (long long)beside, (long long)on_cpu,
+           st.start_s, st.read_s, st.decode_s,
+           st.decode_s > 0 ? (double)st.images / st.decode_s : 0.0, st.wait_s);
     if (!s->log) return;
     run_log_summary(s->log, "gpu_decode_images", run_log_float((double)on_gpu));
+    run_log_summary(s->log, "gpu_decode_cpu_beside", run_log_float((double)beside));
     run_log_summary(s->log, "gpu_decode_cpu_fallbacks", run_log_float((double)on_cpu));
     run_log_summary(s->log, "gpu_decode_seconds_start", run_log_float(st.start_s));
     run_log_summary(s->log, "gpu_decode_seconds_read", run_log_float(st.read_s));

@@ -10,6 +10,7 @@
 #include "../graph/model.h"
 #include "core/half.h"
 #include "cuda_internal.h"
+#include "cuda_jpeg_cpu.h"
 #include "jpeg_resize_launch.h"
 
 #define MAX_BATCH 4096
@@ -61,6 +62,9 @@ struct graft_jpeg_decoder {
     const unsigned char **ptrs;  /* (max_batch) */
     size_t *lens;                /* (max_batch) */
     int *index;                  /* (max_batch) */
+    jpeg_cpu_part cpu;           /* CPU threads taking a share of each batch */
+    unsigned char *cpu_ok;       /* (max_batch): decoded by them */
+    size_t slot_bytes;           /* one image in dst */
     image_plan memo[PLAN_MEMO];  /* resize weights of the first PLAN_MEMO sizes seen */
     int memo_w[PLAN_MEMO], memo_h[PLAN_MEMO], n_memo;
     jpeg_times times;
@@ -172,7 +176,9 @@ static graft_status decoder_open(graft_jpeg_decoder *d, graft_err *e) {
     d->ptrs = calloc(n, sizeof *d->ptrs);
     d->lens = calloc(n, sizeof *d->lens);
     d->index = calloc(n, sizeof *d->index);
-    if (!d->width || !d->height || !d->group || !d->offset || !d->ptrs || !d->lens || !d->index)
+    d->cpu_ok = calloc(n, 1);
+    if (!d->width || !d->height || !d->group || !d->offset || !d->ptrs || !d->lens || !d->index ||
+        !d->cpu_ok)
         return err_set(e, GRAFT_E_OUT_OF_MEMORY, "graft_jpeg_decoder_create: out of memory");
     /* The JPEG engines where the GPU has them (nvJPEG's GPU decoder then opens when an image
      * needs it); else the GPU decoder now. */
@@ -232,6 +238,7 @@ static graft_status decoder_create(graft_model *model, const graft_image_options
     d->kind = o.dtype == GRAFT_DTYPE_U8    ? JPEG_OUT_U8
               : o.dtype == GRAFT_DTYPE_F16 ? JPEG_OUT_F16
                                            : JPEG_OUT_F32;
+    d->slot_bytes = (size_t)3 * (size_t)o.crop * (size_t)o.crop * graft_dtype_size(o.dtype);
     double t0 = now_s();
     graft_status st = decoder_open(d, e);
     d->times.create = now_s() - t0;
@@ -277,6 +284,13 @@ void graft_jpeg_decoder_free(graft_jpeg_decoder *d) {
             "plans %.3fs, resize and wait %.3fs",
             graft_jpeg_decoder_backend(d), t->create, t->hw_engine, (long long)t->batches,
             (long long)t->images, t->parse, t->decode, t->gpu_engine, t->plan, t->resize);
+    if (d->cpu.images)
+        ctx_log(d->m->ctx, GRAFT_LOG_DEBUG,
+                "JPEG decoding on %d CPU threads beside nvJPEG: %lld images in %.3fs of their "
+                "time (%.0f images/s a thread); rates at the end: nvJPEG %.0f, CPU %.0f images/s",
+                d->cpu.threads, (long long)d->cpu.images, d->cpu.busy_seconds,
+                d->cpu.busy_seconds > 0 ? (double)d->cpu.images / d->cpu.busy_seconds : 0.0,
+                d->cpu.gpu_rate, d->cpu.cpu_rate);
     for (int k = 0; k < d->n_memo; k++)
         resample_coeffs_free(&d->memo[k].ch), resample_coeffs_free(&d->memo[k].cv);
     cudaSetDevice(d->be->device);
@@ -291,6 +305,8 @@ void graft_jpeg_decoder_free(graft_jpeg_decoder *d) {
         cudaStreamDestroy(d->stream);
     }
     if (d->pinned) cudaFreeHost(d->pinned);
+    jpeg_cpu_free(&d->cpu);
+    free(d->cpu_ok);
     free(d->width), free(d->height), free(d->group), free(d->offset);
     free(d->ptrs), free(d->lens), free(d->index);
     free(d);
@@ -559,6 +575,51 @@ static graft_status resize_batch(graft_jpeg_decoder *d, int n, const image_plan 
     return GRAFT_OK;
 }
 
+/* nvJPEG's share of a batch: images [0, g) that classify gave a group. */
+typedef struct gpu_share_args {
+    graft_jpeg_decoder *d;
+    const unsigned char *const *data;
+    const size_t *lengths;
+} gpu_share_args;
+
+static graft_status gpu_share(void *arg, int g) {
+    gpu_share_args *a = arg;
+    TRY(place(a->d, g, &a->d->err));
+    if (a->d->have_hw) decode_group(a->d, &a->d->hw, 1, g, a->data, a->lengths);
+    decode_group(a->d, &a->d->gpu, 2, g, a->data, a->lengths);
+    return GRAFT_OK;
+}
+
+/* The CPU threads' images [g, n) from the pinned staging into dst, a run of slots a copy (the
+ * slots of images they could not decode are left untouched). */
+static graft_status upload_cpu_share(graft_jpeg_decoder *d, int g, int n, void *dst, graft_err *e) {
+    size_t slot = d->slot_bytes;
+    for (int i = g; i < n;) {
+        if (!d->cpu_ok[i]) {
+            i++;
+            continue;
+        }
+        int end = i;
+        while (end < n && d->cpu_ok[end]) end++;
+        CUDA_TRY(e,
+                 cudaMemcpyAsync((char *)dst + (size_t)i * slot,
+                                 (char *)d->cpu.staging + (size_t)i * slot,
+                                 (size_t)(end - i) * slot, cudaMemcpyHostToDevice, d->stream),
+                 "uploading the images decoded on the CPU");
+        i = end;
+    }
+    return GRAFT_OK;
+}
+
+graft_status graft_jpeg_decoder_set_cpu_threads(graft_jpeg_decoder *d, int threads) {
+    if (!d) return GRAFT_E_INVALID_ARGUMENT;
+    if (threads < 0 || threads > 1024)
+        return err_set(&d->err, GRAFT_E_INVALID_ARGUMENT,
+                       "graft_jpeg_decoder_set_cpu_threads: %d threads is not in 0..1024", threads);
+    jpeg_cpu_set_threads(&d->cpu, threads);
+    return GRAFT_OK;
+}
+
 graft_status graft_jpeg_decode_batch(graft_jpeg_decoder *d, const unsigned char *const *data,
                                      const size_t *lengths, int n, void *dst,
                                      unsigned char *decoded) {
@@ -576,14 +637,15 @@ graft_status graft_jpeg_decode_batch(graft_jpeg_decoder *d, const unsigned char 
     CUDA_TRY(e, cudaSetDevice(d->be->device), "selecting the model's GPU");
     jpeg_times *tm = &d->times;
     double t0 = now_s();
+    int g = jpeg_cpu_split(&d->cpu, n); /* nvJPEG takes [0, g), the CPU threads the rest */
     for (int i = 0; i < n; i++) {
         decoded[i] = 0;
-        d->group[i] = classify(d, data[i], lengths[i], &d->width[i], &d->height[i]);
+        d->group[i] = i < g ? classify(d, data[i], lengths[i], &d->width[i], &d->height[i]) : 0;
     }
     double t1 = now_s();
-    TRY(place(d, n, e));
-    if (d->have_hw) decode_group(d, &d->hw, 1, n, data, lengths);
-    decode_group(d, &d->gpu, 2, n, data, lengths);
+    gpu_share_args share = {d, data, lengths};
+    TRY(jpeg_cpu_run(&d->cpu, &d->o, d->slot_bytes, data, lengths, g, n, d->cpu_ok, gpu_share,
+                     &share, e));
     double t2 = now_s();
     const image_plan **plans = calloc((size_t)n, sizeof *plans);
     image_plan *own = calloc((size_t)n, sizeof *own);
@@ -600,13 +662,14 @@ graft_status graft_jpeg_decode_batch(graft_jpeg_decoder *d, const unsigned char 
         }
     double t3 = now_s();
     if (st == GRAFT_OK) st = resize_batch(d, n, plans, dst, e);
+    if (st == GRAFT_OK && g < n) st = upload_cpu_share(d, g, n, dst, e);
     if (st == GRAFT_OK) {
         cudaError_t done = cudaStreamSynchronize(d->stream);
         if (done != cudaSuccess) st = cuda_fail(e, done, "decoding a batch of JPEGs");
     }
     for (int i = 0; own && i < n; i++) {
         resample_coeffs_free(&own[i].ch), resample_coeffs_free(&own[i].cv);
-        if (st == GRAFT_OK) decoded[i] = d->group[i] != 0;
+        if (st == GRAFT_OK) decoded[i] = d->group[i] ? 1 : i >= g && d->cpu_ok[i] ? 2 : 0;
     }
     free(plans), free(own);
     tm->parse += t1 - t0, tm->decode += t2 - t1, tm->plan += t3 - t2, tm->resize += now_s() - t3;

@@ -127,24 +127,23 @@ static graft_status gray_to_tensor(void *dst, const graft_image_options *o, cons
     return GRAFT_OK;
 }
 
-graft_status image_prepare(const char *path, const graft_image_options *o, void *dst, uint64_t seed,
-                           graft_err *e) {
-    image_u8 img = {0}, a = {0}, b = {0};
-    /* Reduced-size decoding only when asked: it is faster but not what PIL gives. */
-    int min_side = !o->fast_decode ? 0 : o->augment ? o->crop : (o->resize ? o->resize : o->crop);
-    graft_status st = image_decode_file(path, min_side, o->max_pixels, &img, e);
-    if (st == GRAFT_OK && o->grayscale) to_gray(&img);
-    if (st == GRAFT_OK && o->augment) {
+/* A decoded image through the options' transforms into dst; frees img. */
+static graft_status image_finish(image_u8 *img, const graft_image_options *o, void *dst,
+                                 uint64_t seed, graft_err *e) {
+    image_u8 a = {0}, b = {0};
+    graft_status st = GRAFT_OK;
+    if (o->grayscale) to_gray(img);
+    if (o->augment) {
         int x, y, w, h;
         uint64_t rng = seed;
-        transform_rrc_box(&x, &y, &w, &h, img.width, img.height, o->scale_min, o->scale_max,
+        transform_rrc_box(&x, &y, &w, &h, img->width, img->height, o->scale_min, o->scale_max,
                           o->ratio_min, o->ratio_max, &rng);
-        st = transform_crop_resize(&b, &img, x, y, w, h, o->crop, o->crop, e);
+        st = transform_crop_resize(&b, img, x, y, w, h, o->crop, o->crop, e);
         if (st == GRAFT_OK && rng_uniform(&rng) < 0.5) transform_hflip(&b);
-    } else if (st == GRAFT_OK) {
-        const image_u8 *src = &img;
+    } else {
+        const image_u8 *src = img;
         if (o->resize > 0) {
-            st = transform_resize_shorter(&a, &img, o->resize, e);
+            st = transform_resize_shorter(&a, img, o->resize, e);
             src = &a;
         }
         if (st == GRAFT_OK) st = transform_center_crop(&b, src, o->crop, o->crop, e);
@@ -155,8 +154,29 @@ graft_status image_prepare(const char *path, const graft_image_options *o, void 
         st = transform_to_u8(dst, o->nhwc != 0, &b, e);
     else if (st == GRAFT_OK)
         st = transform_to_tensor(dst, o->dtype, o->nhwc != 0, &b, o->mean, o->std, e);
-    image_free(&img), image_free(&a), image_free(&b);
+    image_free(img), image_free(&a), image_free(&b);
     return st;
+}
+
+/* Reduced-size decoding only when asked: it is faster but not what PIL gives. */
+static int decode_min_side(const graft_image_options *o) {
+    return !o->fast_decode ? 0 : o->augment ? o->crop : (o->resize ? o->resize : o->crop);
+}
+
+graft_status image_prepare(const char *path, const graft_image_options *o, void *dst, uint64_t seed,
+                           graft_err *e) {
+    image_u8 img = {0};
+    TRY(image_decode_file(path, decode_min_side(o), o->max_pixels, &img, e));
+    return image_finish(&img, o, dst, seed, e);
+}
+
+graft_status image_prepare_memory(const void *data, size_t size, const char *what,
+                                  const graft_image_options *o, void *dst, graft_err *e) {
+    image_u8 img = {0};
+    graft_image_options plain = *o;
+    plain.augment = 0;
+    TRY(image_decode_memory(data, size, what, decode_min_side(o), o->max_pixels, &img, e));
+    return image_finish(&img, &plain, dst, 0, e);
 }
 
 static graft_status load_image(void *impl, int64_t item, void *const *dst, uint64_t seed,

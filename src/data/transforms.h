@@ -63,4 +63,12 @@ graft_status transform_to_u8(void *dst, bool nhwc, const image_u8 *img, graft_er
 graft_status transform_to_tensor(void *dst, graft_dtype dtype, bool nhwc, const image_u8 *img,
                                  const float mean[3], const float std[3], graft_err *e);
 
+/* One image file as options say (decode, resize and crop or random-resized-crop + flip, then
+ * normalise) into dst; seed drives the augmentation (image_folder.c). */
+graft_status image_prepare(const char *path, const graft_image_options *o, void *dst, uint64_t seed,
+                           graft_err *e);
+/* The same from an encoded image in memory (`what` names it in errors), never augmented. */
+graft_status image_prepare_memory(const void *data, size_t size, const char *what,
+                                  const graft_image_options *o, void *dst, graft_err *e);
+
 #endif

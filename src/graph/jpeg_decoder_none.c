@@ -31,6 +31,11 @@ graft_status graft_jpeg_decode_batch(graft_jpeg_decoder *d, const unsigned char 
     return GRAFT_E_UNSUPPORTED;
 }
 
+graft_status graft_jpeg_decoder_set_cpu_threads(graft_jpeg_decoder *d, int threads) {
+    (void)d, (void)threads;
+    return GRAFT_E_UNSUPPORTED;
+}
+
 const char *graft_jpeg_decoder_backend(const graft_jpeg_decoder *d) {
     (void)d;
     return "none";
