@@ -88,12 +88,14 @@ if [ $rc = 1 ] && grep -q "no_such_tensor" "$TMP/u.err"; then pass finetune_trai
 else fail finetune_train_from_unknown "rc $rc: $(tail -2 "$TMP/u.err")"; fi
 # --decode gpu needs nvJPEG and a model on a GPU: otherwise an error naming why, exit 1.
 if ! "$GRAFT" devices 2>/dev/null | grep -q '^cuda:'; then
-    "$GRAFT" finetune --model $M --data $TRAIN "${IMG[@]}" --out "$TMP/g.onnx" \
-        --epochs 1 --decode gpu >/dev/null 2>"$TMP/g.err"
-    rc=$?
-    if [ $rc = 1 ] && grep -qE 'graft finetune: --decode gpu: the model runs on the CPU' "$TMP/g.err" &&
-        [ ! -e "$TMP/g.onnx" ]; then pass finetune_decode_gpu_needs_a_gpu
-    else fail finetune_decode_gpu_needs_a_gpu "rc $rc: $(tail -2 "$TMP/g.err")"; fi
+    for mode in gpu gpu+cpu; do
+        "$GRAFT" finetune --model $M --data $TRAIN "${IMG[@]}" --out "$TMP/g.onnx" \
+            --epochs 1 --decode $mode >/dev/null 2>"$TMP/g.err"
+        rc=$?
+        if [ $rc = 1 ] && grep -qE 'graft finetune: --decode gpu: the model runs on the CPU' "$TMP/g.err" &&
+            [ ! -e "$TMP/g.onnx" ]; then pass "finetune_decode_${mode}_needs_a_gpu"
+        else fail "finetune_decode_${mode}_needs_a_gpu" "rc $rc: $(tail -2 "$TMP/g.err")"; fi
+    done
 fi
 # Where the wall time went: one line in the summary, the same phases in the run log's summary.
 if grep -qE '^  wall time +[0-9.]+s: load [0-9.]+s, features and head [0-9.]+s, export checked on the validation data [0-9.]+s, export [0-9.]+s$' "$TMP/out.txt" &&

@@ -3,7 +3,7 @@
 # --decode gpu checks (test_gpu_jpeg, test_gpu_decode: the CPU threads' images exactly
 # graft_image_load's, nvJPEG's within its rounding; images/s of each decoding path), then the
 # 20,000-JPEG fine-tune (graft cold with CPU decoding, warm, cold and warm with --decode gpu, cold
-# with nvJPEG alone; PyTorch's expert script; the loop is left out: 147 s, measured before).
+# with --decode gpu+cpu; PyTorch's expert script; the loop is left out: 147 s, measured before).
 # On the GPU machine (carry .gpu): source .gpu/env.sh && bash tools/gpu_decode_run.sh
 . tools/gpu_run_common.sh
 gpu_setup
@@ -17,7 +17,7 @@ $B/tests/test_gpu_decode models/digits_cnn.onnx /tmp/decode_folder >"$OUT/gpu_de
 summary gpu_decode $? "$OUT/gpu_decode.log"
 grep -E '^# .*CPU threads beside' "$OUT/gpu_decode.log" | cut -c1-300
 echo "tests done at $(since)"
-GRAFT_LOG=debug timeout 400 python3 tools/bench_finetune.py --graft $B/graft --nvjpeg --nvjpeg-alone \
+GRAFT_LOG=debug timeout 400 python3 tools/bench_finetune.py --graft $B/graft --nvjpeg --nvjpeg-cpu \
     --loop-epochs 0 --work /tmp/bf >"$OUT/bench.log" 2>&1
 echo "bench rc=$?"
 for f in /tmp/bf/graft_*.log; do

@@ -20,7 +20,7 @@ static const char *const importances[] = {"l1", "l2", "bn", NULL};
 static const char *const scopes[] = {"all", "inner", NULL};
 static const char *const paddings[] = {"longest", "max", NULL};
 static const char *const uint8_modes[] = {"auto", "on", "off", NULL};
-static const char *const decode_modes[] = {"cpu", "gpu", NULL};
+static const char *const decode_modes[] = {"cpu", "gpu", "gpu+cpu", NULL};
 
 /* By topic, in the order help lists them. */
 static const cli_option options[] = {
@@ -73,13 +73,14 @@ static const cli_option options[] = {
     {"input-uint8", "auto|on|off", "off", uint8_modes, NULL,
      "feed images as uint8 pixels and normalise inside the model (4x less to copy to a GPU; "
      "the exported model then takes uint8 NHWC, not float); auto: on for a cuda device"},
-    {"decode", "cpu|gpu", "cpu", decode_modes, NULL,
+    {"decode", "cpu|gpu|gpu+cpu", "cpu", decode_modes, NULL,
      "where the images' JPEGs are decoded for the backbone: gpu: nvJPEG on the model's GPU "
      "(the hardware decoder where there is one; PNG, CMYK, rotated or damaged files fall back to "
-     "the CPU), features cached apart from the CPU decoder's"},
+     "the CPU), features cached apart from the CPU decoder's; gpu+cpu: CPU threads decode a "
+     "share of every batch beside nvJPEG"},
     {"threads", "N", "0", NULL, NULL,
-     "decoding threads (0: all cores; with --decode gpu nvJPEG's thread and N - 1 CPU threads "
-     "beside it)"},
+     "decoding threads (0: all cores; with --decode gpu+cpu nvJPEG's thread and N - 1 CPU "
+     "threads beside it, by default every core but three)"},
     {"nproc", "N", "1", NULL, NULL,
      "data-parallel over N processes on this host: graft re-launches itself under `mpirun -np "
      "N` (each rank extracts the features of its share and trains on its slice of every batch; "
@@ -322,7 +323,7 @@ static int apply_value(finetune_opts *o, const char *n, const char *v, int c) {
     if (!strcmp(n, "pooling")) return o->pooling = c + 2, 0; /* GRAFT_POOLING_CLS is 2 */
     if (!strcmp(n, "pad")) return o->pad_max = c == 1, 0;
     if (!strcmp(n, "input-uint8")) return o->input_uint8 = c == 0 ? -1 : c == 1, 0;
-    if (!strcmp(n, "decode")) return o->decode_gpu = c == 1, 0;
+    if (!strcmp(n, "decode")) return o->decode_gpu = c, 0; /* 1 gpu, 2 gpu+cpu */
     if (!strcmp(n, "precision")) return snprintf(o->precision, sizeof o->precision, "%s", v), 0;
     if (!strcmp(n, "device")) {
         if (strcmp(v, "auto") && strcmp(v, "cpu") && strncmp(v, "cuda", 4))

@@ -24,8 +24,9 @@ double progress_since_exec(void) {
     const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
     unsigned long long start = 0;
     /* after ") ": state is field 3, starttime field 22 */
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
-                            "%*d %*d %llu",
+    if (!p || sscanf(p + 2,
+                     "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
+                     "%*d %*d %llu",
                      &start) != 1)
         return -1.0;
     struct timespec ts;

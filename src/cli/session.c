@@ -248,8 +248,9 @@ static void gpu_run_free(gpu_run *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* --decode gpu: CPU threads decoding a share of each batch beside nvJPEG: --threads N in all
- * with nvJPEG's thread, or every core but the decoder's, the file reader's and the trainer's. */
+/* --decode gpu+cpu: CPU threads decoding a share of each batch beside nvJPEG: --threads N in
+ * all with nvJPEG's thread, or every core but the decoder's, the file reader's and the
+ * trainer's. */
 static int beside_threads(int threads) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int n = threads > 0 ? threads - 1 : (int)(cores > 3 ? cores - 3 : 0);
@@ -273,7 +274,7 @@ static int gpu_sources(session *s, const finetune_opts *o, graft_batch_source *t
         fprintf(stderr, "graft %s: --decode gpu: %s\n", s->cmd, why);
         return 1;
     }
-    int b = o->train.batch_size, cpu = beside_threads(o->threads);
+    int b = o->train.batch_size, cpu = o->decode_gpu == 2 ? beside_threads(o->threads) : 0;
     graft_status st = gpu_decode_create(s->ctx, s->model, &s->prep.o, b, cpu, &r->worker);
     if (st == GRAFT_OK)
         st = gpu_source_create(s->train, train, r->worker, s->model, &s->prep.o, b, cpu > 0,

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #ifdef _OPENMP
@@ -28,14 +29,19 @@ void jpeg_cpu_set_threads(jpeg_cpu_part *c, int threads) {
     c->threads = threads;
     c->gpu_rate = INITIAL_GPU_RATE;
     c->cpu_rate = INITIAL_CPU_RATE * threads;
+    c->last_n = c->last_g = 0;
 }
 
-int jpeg_cpu_split(const jpeg_cpu_part *c, int n) {
+int jpeg_cpu_split(jpeg_cpu_part *c, int n) {
     if (c->threads <= 0 || n < 2) return n;
     double exact = n * c->gpu_rate / (c->gpu_rate + c->cpu_rate);
     int g = n >= 64 ? (int)(exact / 8.0 + 0.5) * 8 : (int)(exact + 0.5);
     /* the CPU keeps at least one image, so that its rate stays measured */
-    return g > n - 1 ? n - 1 : g < 0 ? 0 : g;
+    g = g > n - 1 ? n - 1 : g < 0 ? 0 : g;
+    /* a batch of the last one's size keeps its split unless the rates moved it by 16 or more */
+    if (n == c->last_n && abs(g - c->last_g) < 16) g = c->last_g;
+    c->last_n = n, c->last_g = g;
+    return g;
 }
 
 static graft_status ensure_staging(jpeg_cpu_part *c, size_t bytes, graft_err *e) {

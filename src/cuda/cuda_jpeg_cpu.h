@@ -14,6 +14,7 @@ typedef struct jpeg_cpu_part {
     void *staging;             /* pinned host: (max_batch) slots the CPU writes */
     size_t staging_bytes;
     int64_t batches;     /* split between both sides */
+    int last_n, last_g;  /* the last split */
     int64_t images;      /* decoded by the CPU threads (not the caller), all batches */
     double busy_seconds; /* the CPU threads' decoding time, summed over threads */
 } jpeg_cpu_part;
@@ -23,8 +24,9 @@ void jpeg_cpu_set_threads(jpeg_cpu_part *c, int threads);
 
 /* How many of n images nvJPEG takes, [0, g); the CPU the rest, at least one (n when there are
  * no CPU threads). A multiple of 8 from n = 64 on unless it is n - 1 (a new batched size costs
- * nvJPEG a new initialisation). */
-int jpeg_cpu_split(const jpeg_cpu_part *c, int n);
+ * nvJPEG a new initialisation), and kept for a batch of the last one's size unless the rates
+ * move it by 16 or more. */
+int jpeg_cpu_split(jpeg_cpu_part *c, int n);
 
 /* The GPU's share: decodes images [0, g); run on the calling thread. */
 typedef graft_status (*jpeg_gpu_share)(void *arg, int g);

@@ -15,8 +15,8 @@
 /* Whether the group's device collectives (NCCL) run on the model's device. */
 static bool dist_on_model_device(const graft_trainer *t) {
     int index = dist_device_index(trainer_dist(t));
-    return index >= 0 && t->model && t->model->have_device &&
-           device_index_of(t->model->device_name) == index;
+    /* (device_name reads "cuda:0 (NVIDIA H100 ...)": the index is kept apart) */
+    return index >= 0 && t->model && t->model->have_device && t->model->device_index == index;
 }
 
 static bool wanted(const graft_trainer *t) {
