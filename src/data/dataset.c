@@ -34,25 +34,33 @@ static const char *without_path(const char *reason, const char *path, char *buf,
     return buf;
 }
 
+#define SKIP_WARNINGS 100 /* skipped files warned of one by one */
+
 void dataset_skip(dataset_shared *sh, const char *path, const char *reason) {
     char buf[1024];
     reason = without_path(reason, path, buf, sizeof buf);
     pthread_mutex_lock(&sh->skip_lock);
-    /* A file is reported once, however many passes read it. */
-    for (int64_t i = 0; i < sh->n_skipped; i++)
-        if (path && strcmp(sh->skipped[i].path, path) == 0) {
-            pthread_mutex_unlock(&sh->skip_lock);
-            return;
-        }
+    /* A file is reported once, however many passes read it (a hash set: a folder of a million
+     * hard links lists 900,000 repeats). */
+    if (path && str_map_get(&sh->skipped_paths, path, strlen(path)) >= 0) {
+        pthread_mutex_unlock(&sh->skip_lock);
+        return;
+    }
     if (sh->n_skipped == sh->cap_skipped) {
         int64_t cap = sh->cap_skipped ? sh->cap_skipped * 2 : 16;
         skipped_entry *n = realloc(sh->skipped, sizeof *n * (size_t)cap);
         if (n) sh->skipped = n, sh->cap_skipped = cap;
     }
-    if (sh->ctx) ctx_log(sh->ctx, GRAFT_LOG_WARN, "skipping %s: %s", path ? path : "?", reason);
+    /* the first SKIP_WARNINGS one by one, then one line; graft_dataset_skipped lists them all */
+    if (sh->ctx && sh->n_skipped < SKIP_WARNINGS)
+        ctx_log(sh->ctx, GRAFT_LOG_WARN, "skipping %s: %s", path ? path : "?", reason);
+    else if (sh->ctx && sh->n_skipped == SKIP_WARNINGS)
+        ctx_log(sh->ctx, GRAFT_LOG_WARN,
+                "skipping more files (the data set's list of skipped files has them all)");
     if (sh->n_skipped < sh->cap_skipped) {
         sh->skipped[sh->n_skipped].path = strdup(path ? path : "?");
         sh->skipped[sh->n_skipped].reason = strdup(reason ? reason : "?");
+        if (path) (void)str_map_put(&sh->skipped_paths, path, strlen(path), sh->n_skipped);
         sh->n_skipped++;
     }
     pthread_mutex_unlock(&sh->skip_lock);
@@ -98,6 +106,7 @@ static void shared_release(dataset_shared *sh) {
     for (int64_t i = 0; i < sh->n_skipped; i++)
         free(sh->skipped[i].path), free(sh->skipped[i].reason);
     free(sh->skipped);
+    str_map_free(&sh->skipped_paths);
     pthread_mutex_destroy(&sh->skip_lock);
     free(sh);
 }

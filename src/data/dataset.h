@@ -9,6 +9,7 @@
 
 #include "../core/context.h"
 #include "graft.h"
+#include "str_map.h"
 
 #define DATASET_MAX_INPUTS 4
 
@@ -54,6 +55,7 @@ typedef struct dataset_shared {
     pthread_mutex_t skip_lock;
     skipped_entry *skipped;
     int64_t n_skipped, cap_skipped;
+    str_map skipped_paths; /* path -> index in skipped: each reported once, in O(1) */
 } dataset_shared;
 
 typedef struct pipeline pipeline;
