@@ -15,6 +15,7 @@
 #include "graft.h"
 #include "image_prep.h"
 #include "session.h"
+#include "../core/clock.h"
 
 #define CMD "prune"
 
@@ -178,12 +179,6 @@ static int parse(prune_args *a, int argc, char **argv) {
     return 0;
 }
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -209,9 +204,9 @@ static double latency_ms(graft_model *m, long iters) {
     double *t = calloc((size_t)iters, sizeof *t), ms = -1;
     if (t && graft_model_run(m, in, n) == GRAFT_OK) {
         for (long k = 0; k < iters; k++) {
-            double t0 = now();
+            double t0 = clock_seconds();
             graft_model_run(m, in, n);
-            t[k] = (now() - t0) * 1e3;
+            t[k] = (clock_seconds() - t0) * 1e3;
         }
         qsort(t, (size_t)iters, sizeof *t, cmp_double);
         ms = t[iters / 2];

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "../core/clock.h"
 
 #define JPEG_FILE_MAX_BYTES ((size_t)1 << 30) /* a larger file is left to the CPU path */
 #define N_JOBS 3                              /* the caller's, the decoder's, the reader's */
@@ -57,12 +58,6 @@ struct gpu_decode {
     gpu_decode_stats stats;
 };
 
-static double seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* The oldest job in `state`, NULL when none. */
 static decode_job *oldest(gpu_decode *w, job_state state) {
     decode_job *best = NULL;
@@ -106,10 +101,10 @@ static void *reader_main(void *arg) {
     pthread_mutex_lock(&w->mu);
     for (decode_job *j; (j = take_job(w, JOB_QUEUED, JOB_READING));) {
         pthread_mutex_unlock(&w->mu);
-        double t0 = seconds();
+        double t0 = clock_seconds();
         read_files(j);
         pthread_mutex_lock(&w->mu);
-        w->stats.read_s += seconds() - t0;
+        w->stats.read_s += clock_seconds() - t0;
         stage_done(w, j, JOB_READ);
     }
     pthread_mutex_unlock(&w->mu);
@@ -128,7 +123,7 @@ static void decode_files(gpu_decode *w, decode_job *j) {
 /* Starts nvJPEG (most of a second) off the caller's thread, then decodes what is read. */
 static void *decoder_main(void *arg) {
     gpu_decode *w = arg;
-    double t0 = seconds();
+    double t0 = clock_seconds();
     char error[512];
     graft_jpeg_decoder *dec = NULL;
     graft_status st =
@@ -139,14 +134,14 @@ static void *decoder_main(void *arg) {
     pthread_mutex_lock(&w->mu);
     w->dec = dec, w->dec_status = st, w->dec_ready = true;
     snprintf(w->dec_error, sizeof w->dec_error, "--decode gpu: %s", error);
-    w->stats.start_s = seconds() - t0;
+    w->stats.start_s = clock_seconds() - t0;
     pthread_cond_broadcast(&w->changed);
     for (decode_job *j; st == GRAFT_OK && (j = take_job(w, JOB_READ, JOB_DECODING));) {
         pthread_mutex_unlock(&w->mu);
-        double t1 = seconds();
+        double t1 = clock_seconds();
         decode_files(w, j);
         pthread_mutex_lock(&w->mu);
-        w->stats.decode_s += seconds() - t1;
+        w->stats.decode_s += clock_seconds() - t1;
         w->stats.batches++;
         for (int64_t i = 0; j->status == GRAFT_OK && i < j->count; i++)
             w->stats.images += j->decoded[i] != 0;
@@ -263,7 +258,7 @@ graft_status gpu_decode_get(gpu_decode *w, const graft_dataset *ds, int64_t n, i
                             int64_t count, void **dev, const unsigned char **decoded) {
     if (count < 1 || count > w->max_batch)
         return fail(w, GRAFT_E_INVALID_ARGUMENT, "--decode gpu: a batch larger than the decoder's");
-    double t0 = seconds();
+    double t0 = clock_seconds();
     graft_status st = ensure_started(w);
     if (st != GRAFT_OK) return st;
     pthread_mutex_lock(&w->mu);
@@ -280,7 +275,7 @@ graft_status gpu_decode_get(gpu_decode *w, const graft_dataset *ds, int64_t n, i
     }
     while (j && (j->state != JOB_DONE && !(w->dec_ready && w->dec_status != GRAFT_OK)))
         pthread_cond_wait(&w->changed, &w->mu);
-    w->stats.wait_s += seconds() - t0;
+    w->stats.wait_s += clock_seconds() - t0;
     bool dec_failed = w->dec_ready && w->dec_status != GRAFT_OK;
     pthread_mutex_unlock(&w->mu);
     if (dec_failed) return fail(w, w->dec_status, w->dec_error);

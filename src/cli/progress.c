@@ -7,11 +7,10 @@
 #include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
+#include "../core/clock.h"
 
 double progress_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    return clock_seconds();
 }
 
 double progress_since_exec(void) {

@@ -12,6 +12,7 @@
 #include "cuda_internal.h"
 #include "cuda_jpeg_cpu.h"
 #include "jpeg_resize_launch.h"
+#include "../core/clock.h"
 
 #define MAX_BATCH 4096
 #define DEFAULT_MAX_PIXELS 178956970
@@ -69,12 +70,6 @@ struct graft_jpeg_decoder {
     int memo_w[PLAN_MEMO], memo_h[PLAN_MEMO], n_memo;
     jpeg_times times;
 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static graft_status nvjpeg_fail(graft_err *e, nvjpegStatus_t s, const char *what) {
     return err_set(e, GRAFT_E_UNSUPPORTED, "nvJPEG: %s failed (status %d)", what, (int)s);
@@ -182,11 +177,11 @@ static graft_status decoder_open(graft_jpeg_decoder *d, graft_err *e) {
         return err_set(e, GRAFT_E_OUT_OF_MEMORY, "graft_jpeg_decoder_create: out of memory");
     /* The JPEG engines where the GPU has them (nvJPEG's GPU decoder then opens when an image
      * needs it); else the GPU decoder now. */
-    double t0 = now_s();
+    double t0 = clock_seconds();
     d->have_hw = engine_open(&d->hw, NVJPEG_BACKEND_HARDWARE, e) == GRAFT_OK;
     if (!d->have_hw) engine_close(&d->hw);
     err_clear(e);
-    d->times.hw_engine = now_s() - t0;
+    d->times.hw_engine = clock_seconds() - t0;
     if (!d->have_hw) {
         TRY(engine_open(&d->gpu, NVJPEG_BACKEND_DEFAULT, e));
         NVJ_TRY(e, nvjpegJpegStateCreate(d->gpu.h, &d->one_state), "creating a decoder state");
@@ -203,10 +198,10 @@ static bool gpu_engine(graft_jpeg_decoder *d) {
     if (d->gpu_failed) return false;
     graft_err e;
     err_clear(&e);
-    double t0 = now_s();
+    double t0 = clock_seconds();
     bool ok = engine_open(&d->gpu, NVJPEG_BACKEND_DEFAULT, &e) == GRAFT_OK &&
               nvjpegJpegStateCreate(d->gpu.h, &d->one_state) == NVJPEG_STATUS_SUCCESS;
-    d->times.gpu_engine += now_s() - t0;
+    d->times.gpu_engine += clock_seconds() - t0;
     if (!ok) {
         if (d->one_state) nvjpegJpegStateDestroy(d->one_state);
         d->one_state = NULL;
@@ -239,9 +234,9 @@ static graft_status decoder_create(graft_model *model, const graft_image_options
               : o.dtype == GRAFT_DTYPE_F16 ? JPEG_OUT_F16
                                            : JPEG_OUT_F32;
     d->slot_bytes = (size_t)3 * (size_t)o.crop * (size_t)o.crop * graft_dtype_size(o.dtype);
-    double t0 = now_s();
+    double t0 = clock_seconds();
     graft_status st = decoder_open(d, e);
-    d->times.create = now_s() - t0;
+    d->times.create = clock_seconds() - t0;
     if (st != GRAFT_OK) {
         graft_jpeg_decoder_free(d); /* touches no error state */
         return st;
@@ -636,17 +631,17 @@ graft_status graft_jpeg_decode_batch(graft_jpeg_decoder *d, const unsigned char 
                        "graft_jpeg_decode_batch: NULL data, lengths, dst or decoded");
     CUDA_TRY(e, cudaSetDevice(d->be->device), "selecting the model's GPU");
     jpeg_times *tm = &d->times;
-    double t0 = now_s();
+    double t0 = clock_seconds();
     int g = jpeg_cpu_split(&d->cpu, n); /* nvJPEG takes [0, g), the CPU threads the rest */
     for (int i = 0; i < n; i++) {
         decoded[i] = 0;
         d->group[i] = i < g ? classify(d, data[i], lengths[i], &d->width[i], &d->height[i]) : 0;
     }
-    double t1 = now_s();
+    double t1 = clock_seconds();
     gpu_share_args share = {d, data, lengths};
     TRY(jpeg_cpu_run(&d->cpu, &d->o, d->slot_bytes, data, lengths, g, n, d->cpu_ok, gpu_share,
                      &share, e));
-    double t2 = now_s();
+    double t2 = clock_seconds();
     const image_plan **plans = calloc((size_t)n, sizeof *plans);
     image_plan *own = calloc((size_t)n, sizeof *own);
     graft_status st =
@@ -660,7 +655,7 @@ graft_status graft_jpeg_decode_batch(graft_jpeg_decoder *d, const unsigned char 
             else
                 err_clear(e);
         }
-    double t3 = now_s();
+    double t3 = clock_seconds();
     if (st == GRAFT_OK) st = resize_batch(d, n, plans, dst, e);
     if (st == GRAFT_OK && g < n) st = upload_cpu_share(d, g, n, dst, e);
     if (st == GRAFT_OK) {
@@ -672,7 +667,8 @@ graft_status graft_jpeg_decode_batch(graft_jpeg_decoder *d, const unsigned char 
         if (st == GRAFT_OK) decoded[i] = d->group[i] ? 1 : i >= g && d->cpu_ok[i] ? 2 : 0;
     }
     free(plans), free(own);
-    tm->parse += t1 - t0, tm->decode += t2 - t1, tm->plan += t3 - t2, tm->resize += now_s() - t3;
+    tm->parse += t1 - t0, tm->decode += t2 - t1, tm->plan += t3 - t2,
+        tm->resize += clock_seconds() - t3;
     tm->batches++, tm->images += n;
     return st;
 }

@@ -14,16 +14,11 @@
 #endif
 
 #include "../data/transforms.h"
+#include "../core/clock.h"
 
 #define INITIAL_GPU_RATE 8000.0 /* images/s: guesses until a batch has been measured */
 #define INITIAL_CPU_RATE 200.0  /* images/s a thread (500x375 photos, resize and crop) */
 #define SMOOTHING 0.3           /* weight of the last batch in the rates */
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 void jpeg_cpu_set_threads(jpeg_cpu_part *c, int threads) {
     c->threads = threads;
@@ -94,18 +89,18 @@ graft_status jpeg_cpu_run(jpeg_cpu_part *c, const graft_image_options *o, size_t
         bool caller = true;
 #endif
         if (caller) {
-            double t0 = now_s();
+            double t0 = clock_seconds();
             gpu_status = gpu(arg, g);
-            gpu_seconds = now_s() - t0;
+            gpu_seconds = clock_seconds() - t0;
         }
         for (;;) { /* the caller joins in once its share is done */
             int i;
 #pragma omp atomic capture
             i = next++;
             if (i >= n) break;
-            double t0 = now_s();
+            double t0 = clock_seconds();
             decode_one(o, slot_bytes, data[i], lengths[i], i, staging, ok);
-            if (!caller) busy += now_s() - t0, cpu_images += 1;
+            if (!caller) busy += clock_seconds() - t0, cpu_images += 1;
         }
     }
     /* the rates: nvJPEG's share over its time, the threads' images over their busy time times

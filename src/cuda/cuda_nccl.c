@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "../core/device_kind.h"
+#include "../core/clock.h"
 
 #define STAGE_BYTES ((size_t)64 << 20) /* the device buffer host data crosses in */
 
@@ -88,12 +89,6 @@ struct device_comm {
     bool broken; /* an operation failed or timed out: the communicator was aborted */
 };
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void pause_us(long us) {
     struct timespec p = {0, us * 1000};
     nanosleep(&p, NULL);
@@ -116,7 +111,7 @@ static graft_status cuda_fail(device_comm *c, cudaError_t r, const char *what, g
 /* The communicator's pending work (its initialization, or the operations on the stream when
  * stream_too) done, under the timeout; a failure or the timeout aborts it. */
 static graft_status wait_done(device_comm *c, bool stream_too, const char *what, graft_err *e) {
-    double start = now_s();
+    double start = clock_seconds();
     for (long polls = 0;; polls++) {
         ncclResult_t async = ncclSuccess;
         ncclResult_t r = nccl.CommGetAsyncError(c->comm, &async);
@@ -127,7 +122,7 @@ static graft_status wait_done(device_comm *c, bool stream_too, const char *what,
             if (q == cudaSuccess) return GRAFT_OK;
             if (q != cudaErrorNotReady) return cuda_fail(c, q, what, e);
         }
-        if (now_s() - start > c->timeout_s) {
+        if (clock_seconds() - start > c->timeout_s) {
             c->broken = true;
             return err_set(e, GRAFT_E_INTERNAL,
                            "rank %d of %d: %s: the other ranks did not arrive within %.0f s "

@@ -5,12 +5,7 @@
 #include <time.h>
 
 #include "dist_impl.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "../core/clock.h"
 
 static graft_status mpi_fail(dist *d, int rc, const char *what, graft_err *e) {
     d->broken = true;
@@ -79,14 +74,14 @@ void dist_transport_stop(dist *d) {
 /* Wait for a request under the timeout: spin briefly, then sleep between tests so idle ranks
  * (waiting for a slower one's backbone phase) leave the cores to it. */
 static graft_status wait_request(dist *d, MPI_Request *req, const char *what, graft_err *e) {
-    double start = now_s();
+    double start = clock_seconds();
     for (long polls = 0;; polls++) {
         int done = 0;
         int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS) return mpi_fail(d, rc, what, e);
         if (done) return GRAFT_OK;
         if (polls < 20000) continue;
-        if (now_s() - start > d->timeout_s) {
+        if (clock_seconds() - start > d->timeout_s) {
             d->broken = true;
             return err_set(e, GRAFT_E_INTERNAL,
                            "rank %d of %d: %s: the other ranks did not arrive within %.0f s "

@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include "../core/clock.h"
 
 #define RDV_MAGIC 0x47524654u /* "GRFT" */
 #define RDV_VERSION 1u
@@ -28,14 +29,8 @@ typedef struct hello {
     uint32_t magic, version, rank, world, bytes;
 } hello;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int ms_left(double deadline) {
-    double left = deadline - now_s();
+    double left = deadline - clock_seconds();
     return left <= 0 ? 0 : left > 1e6 ? 1000000000 : (int)(left * 1000.0) + 1;
 }
 
@@ -299,7 +294,7 @@ graft_status dist_rendezvous(const char *addr, int port, int rank, int world, vo
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
                        "rendezvous: rank %d of %d at port %d (MASTER_PORT: 1 to 65535), %zu bytes",
                        rank, world, port, bytes);
-    double deadline = now_s() + timeout_s;
+    double deadline = clock_seconds() + timeout_s;
     if (world == 1) return GRAFT_OK;
     if (rank != 0) {
         if (!addr || !*addr)

@@ -9,12 +9,7 @@
 
 #include "../graph/model.h"
 #include "trainer.h"
-
-static double seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "../core/clock.h"
 
 bool backbone_pads(const graft_trainer *t) {
     return t->backbone->have_device;
@@ -93,15 +88,15 @@ void backbone_warm_up(graft_trainer *t, int64_t rows) {
         in.tensor.dims[d] = v.dims[d];
         bytes *= (size_t)v.dims[d];
     }
-    double t0 = seconds();
+    double t0 = clock_seconds();
     graft_status st = pad_buffer(t, 0, bytes, t->backbone->inputs_on_device, e);
     if (st == GRAFT_OK) st = zero_tail(t, 0, 0, bytes, e);
     in.tensor.data = t->pad[0].data;
     if (st == GRAFT_OK) st = graft_model_run(t->backbone, &in, 1);
-    t->backbone_seconds += seconds() - t0;
+    t->backbone_seconds += clock_seconds() - t0;
     ctx_log(t->backbone->ctx, GRAFT_LOG_DEBUG,
             "backbone: warmed up on %lld zero samples in %.2f ms%s%s", (long long)rows,
-            (seconds() - t0) * 1e3, st == GRAFT_OK ? "" : ": ", st == GRAFT_OK ? "" : e->msg);
+            (clock_seconds() - t0) * 1e3, st == GRAFT_OK ? "" : ": ", st == GRAFT_OK ? "" : e->msg);
     err_clear(e); /* a failed warm-up leaves the first batch to fail or not */
 }
 

@@ -9,12 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "../core/clock.h"
 
 static graft_status oom(graft_err *e) {
     return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory setting up the trainable blocks");
@@ -278,9 +273,9 @@ static graft_status head_in_pause(pause_state *ps, executor *x, graft_err *e) {
 
 static graft_status at_pause(void *user, executor *x, graft_err *e) {
     pause_state *ps = user;
-    ps->t_pause = now_seconds();
+    ps->t_pause = clock_seconds();
     graft_status st = head_in_pause(ps, x, e);
-    ps->t_resume = now_seconds();
+    ps->t_resume = clock_seconds();
     return st;
 }
 graft_status blocks_step(blocks *b, const float *rows, int64_t n, blocks_head_fn head, void *user,
@@ -291,7 +286,7 @@ graft_status blocks_step(blocks *b, const float *rows, int64_t n, blocks_head_fn
 
 graft_status blocks_run_training(blocks *b, const float *rows, int64_t n, blocks_head_fn head,
                                  void *user, const float *dto, graft_err *e) {
-    double t0 = now_seconds();
+    double t0 = clock_seconds();
     TRY(blocks_unpack_rows(b, rows, n, e));
     tensor *dt = &b->inputs[1 + b->tg.n_side + b->n_params]; /* d_to (acc/ inputs follow) */
     dt->dtype = GRAFT_DTYPE_F32;
@@ -304,15 +299,15 @@ graft_status blocks_run_training(blocks *b, const float *rows, int64_t n, blocks
     x->pause_fn = dto ? NULL : at_pause;
     x->pause_user = &ps;
     if (dto) memcpy(b->d_to, dto, sizeof(float) * (size_t)(n * b->feat));
-    double t1 = now_seconds();
+    double t1 = clock_seconds();
     ps.t_pause = ps.t_resume = t1;
     graft_status st = train_exec_run(&b->run, b->inputs, e);
     x->pause_fn = NULL;
     TRY(st);
-    double t2 = now_seconds();
+    double t2 = clock_seconds();
     if (b->og) {
         TRY(grads_to_resident(b, e));
-        b->sec_grads += now_seconds() - t2;
+        b->sec_grads += clock_seconds() - t2;
         b->sec_rows += t1 - t0;
         b->sec_forward += ps.t_pause - t1;
         b->sec_head += ps.t_resume - ps.t_pause;
@@ -329,7 +324,7 @@ graft_status blocks_run_training(blocks *b, const float *rows, int64_t n, blocks
 #pragma omp parallel for if (b->numel[i] >= ((int64_t)1 << 16)) schedule(static)
         for (int64_t k = 0; k < b->numel[i]; k++) acc[k] += src[k];
     }
-    double t3 = now_seconds();
+    double t3 = clock_seconds();
     b->sec_rows += t1 - t0;
     b->sec_forward += ps.t_pause - t1;
     b->sec_head += ps.t_resume - ps.t_pause;
@@ -347,10 +342,10 @@ graft_status blocks_features(blocks *b, const float *rows, int64_t n, const floa
 
 graft_status blocks_run_features(blocks *b, const float *rows, int64_t n, const float **out,
                                  graft_err *e) {
-    double t0 = now_seconds();
+    double t0 = clock_seconds();
     TRY(blocks_unpack_rows(b, rows, n, e));
     TRY(train_exec_run(&b->eval, b->inputs, e));
-    b->sec_eval += now_seconds() - t0;
+    b->sec_eval += clock_seconds() - t0;
     const tensor *to = train_exec_output(&b->eval, 0);
     if (to->dtype != GRAFT_DTYPE_F32 || to->ndim != 2 || to->dims[0] != n || to->dims[1] != b->feat)
         return err_set(e, GRAFT_E_INTERNAL, "blocks: the features came out with another shape");

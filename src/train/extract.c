@@ -9,12 +9,7 @@
 #include "../core/hash.h"
 #include "feature_cache.h"
 #include "trainer.h"
-
-static double seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "../core/clock.h"
 
 /* Rows [start, start + count) of t along dim 0, as a view. */
 static graft_tensor rows_of(const graft_tensor *t, int64_t start, int64_t count) {
@@ -178,7 +173,7 @@ static graft_status backbone_rows(graft_trainer *t, const graft_named_tensor *in
             TRY(backbone_pad(t, part, n_in, b, full, padded, e));
             run_in = padded, rows = full;
         }
-        double r0 = seconds();
+        double r0 = clock_seconds();
         graft_status st = graft_model_run(t->backbone, run_in, n_in);
         if (st == GRAFT_E_OUT_OF_MEMORY && rows > 1) {
             t->backbone_max_batch = rows / 2;
@@ -195,7 +190,7 @@ static graft_status backbone_rows(graft_trainer *t, const graft_named_tensor *in
         if (f->ndim != 2 || f->dims[0] != rows || f->dtype != GRAFT_DTYPE_F32)
             return err_set(e, GRAFT_E_SHAPE, "the features must be float32 (batch, features)");
         ctx_log(t->backbone->ctx, GRAFT_LOG_DEBUG, "backbone: %lld samples%s in %.2f ms",
-                (long long)b, rows > b ? " (padded)" : "", (seconds() - r0) * 1e3);
+                (long long)b, rows > b ? " (padded)" : "", (clock_seconds() - r0) * 1e3);
         TRY(trainer_setup(t, f->dims[1], e));
         if (!*feats) {
             *feats = malloc(sizeof(float) * (size_t)(n * t->dim));
@@ -216,20 +211,20 @@ static graft_status batch_features(graft_trainer *t, feature_cache *fc, graft_na
     for (int64_t i = 0; all && i < m; i++) all = feature_cache_has(fc, idx[i]);
     if (all) {
         bool found;
-        double c0 = seconds();
+        double c0 = clock_seconds();
         for (int64_t i = 0; i < m; i++)
             TRY(feature_cache_get(fc, *feats + (row + i) * t->dim, &found, idx[i], e));
-        t->cache_seconds += seconds() - c0;
+        t->cache_seconds += clock_seconds() - c0;
         return GRAFT_OK;
     }
-    double t0 = seconds();
+    double t0 = clock_seconds();
     TRY(backbone_rows(t, in, n_in, m, row, n, feats, e));
     float *dst = *feats + row * t->dim;
     t->backbone_samples += m;
-    double t1 = seconds();
+    double t1 = clock_seconds();
     t->backbone_seconds += t1 - t0;
     for (int64_t i = 0; fc && i < m; i++) TRY(feature_cache_put(fc, idx[i], dst + i * t->dim, e));
-    t->cache_seconds += seconds() - t1;
+    t->cache_seconds += clock_seconds() - t1;
     return GRAFT_OK;
 }
 
@@ -240,7 +235,7 @@ typedef struct phase_start {
 } phase_start;
 
 static phase_start phase_now(const graft_trainer *t) {
-    return (phase_start){t->backbone_samples, seconds(), t->backbone_seconds, t->read_seconds,
+    return (phase_start){t->backbone_samples, clock_seconds(), t->backbone_seconds, t->read_seconds,
                          t->cache_seconds};
 }
 
@@ -253,7 +248,7 @@ static bool report_progress(graft_trainer *t, int validation, int64_t done, int6
                               done,
                               total,
                               t->backbone_samples - p0->backbone_samples,
-                              seconds() - p0->at,
+                              clock_seconds() - p0->at,
                               t->cache_note[0] ? t->cache_note : NULL,
                               t->backbone_seconds - p0->backbone_s,
                               t->read_seconds - p0->read_s,
@@ -318,7 +313,7 @@ static graft_status read_all(graft_trainer *t, const graft_batch_source *src, fe
         memset(in, 0, sizeof in);
         memset(kept, 0, (size_t)m);
         bool warm = all_cached(fc, src, at, m);
-        double r0 = seconds();
+        double r0 = clock_seconds();
         if (warm) {
             /* Every feature is in the cache: the labels alone, no input read or decoded. */
             st = src->read_labels(src->user, at, m, &y);
@@ -326,7 +321,7 @@ static graft_status read_all(graft_trainer *t, const graft_batch_source *src, fe
         } else {
             st = src->read(src->user, at, m, in, &y, kept);
         }
-        t->read_seconds += seconds() - r0;
+        t->read_seconds += clock_seconds() - r0;
         for (int64_t i = 0; i < m; i++)
             if (kept[i]) idx[got++] = at + i;
         if (st == GRAFT_OK && got > 0) st = check_labels(t, &y, got, e);
@@ -363,9 +358,9 @@ static graft_status resolve_rows(graft_trainer *t, const graft_batch_source *src
     memset(in, 0, sizeof in);
     unsigned char *kept = malloc((size_t)m);
     if (!kept) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
-    double r0 = seconds();
+    double r0 = clock_seconds();
     graft_status st = src->read(src->user, 0, m, in, &y, kept);
-    t->read_seconds += seconds() - r0;
+    t->read_seconds += clock_seconds() - r0;
     free(kept);
     if (st == GRAFT_OK) st = check_batch(src, in, m, e);
     if (st == GRAFT_OK) st = graft_model_run(t->backbone, in, src->n_inputs);
@@ -392,9 +387,9 @@ graft_status trainer_extract_reported(graft_trainer *t, const graft_batch_source
                        "a feature cache needs the feature size known when the model loads");
     feature_cache *fc = NULL;
     t->cache_note[0] = 0;
-    double c0 = seconds();
+    double c0 = clock_seconds();
     if (cache_path) TRY(open_cache(t, cache_path, src, &fc, e));
-    t->cache_seconds += seconds() - c0;
+    t->cache_seconds += clock_seconds() - c0;
     int64_t n = src->n_samples;
     float *feats = t->head_ready ? malloc(sizeof(float) * (size_t)(n * t->dim)) : NULL;
     char *y = malloc(trainer_label_size(t) * (size_t)n);
@@ -413,9 +408,9 @@ graft_status trainer_extract_reported(graft_trainer *t, const graft_batch_source
     if (st == GRAFT_OK && validation != 1) t->n_row_source = rows;
     if (st == GRAFT_OK && rows == 0 && !t->extract_stopped)
         st = err_set(e, GRAFT_E_INVALID_ARGUMENT, "the data source delivered no samples");
-    c0 = seconds();
+    c0 = clock_seconds();
     graft_status st2 = fc ? feature_cache_close(fc, st == GRAFT_OK ? e : NULL) : GRAFT_OK;
-    t->cache_seconds += seconds() - c0;
+    t->cache_seconds += clock_seconds() - c0;
     if (st == GRAFT_OK) st = st2;
     if (st != GRAFT_OK || t->extract_stopped) {
         free(feats), free(y);

@@ -11,12 +11,7 @@
 #include "../core/rng.h"
 #include "../dist/dist_train.h"
 #include "graft_config.h"
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "../core/clock.h"
 
 size_t trainer_label_size(const graft_trainer *t) {
     return t->options.loss == GRAFT_LOSS_CROSS_ENTROPY
@@ -204,7 +199,7 @@ static graft_status graph_step(graft_trainer *t, const float *x, const void *y, 
 
 graft_status trainer_step(graft_trainer *t, const float *x, const void *y, int64_t n, double lr,
                           double *loss, int64_t *correct, graft_err *e) {
-    double t0 = now_seconds();
+    double t0 = clock_seconds();
     TRY(trainer_device_current(t, e));
     if (t->hs.ready) {
         TRY(graph_step(t, x, y, n, loss, correct, e));
@@ -218,9 +213,9 @@ graft_status trainer_step(graft_trainer *t, const float *x, const void *y, int64
 }
 
 graft_status trainer_micro_done(graft_trainer *t, double lr, double t0, graft_err *e) {
-    double t1 = now_seconds();
+    double t1 = clock_seconds();
     if (++t->micro % t->options.accumulate == 0) TRY(trainer_apply_step(t, lr, e));
-    double t2 = now_seconds();
+    double t2 = clock_seconds();
     t->step_seconds += t2 - t1;
     t->head_seconds += t2 - t0;
     return GRAFT_OK;

@@ -9,12 +9,7 @@
 
 #include "../dist/dist_train.h"
 #include "trainer.h"
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "../core/clock.h"
 
 bool trainer_step_graph_wanted(const graft_trainer *t) {
     /* data-parallel too: each rank runs its slice with its share as TrainLoss's grad_scale
@@ -78,7 +73,7 @@ static graft_status report_step(graft_trainer *t, const train_state *s, int64_t 
 /* One micro-batch of rows rows (m) and its targets, and the optimizer step it completes. */
 static graft_status micro_batch(graft_trainer *t, const int64_t *rows, const void *yb, int64_t m,
                                 train_state *s, bool *look, graft_err *e) {
-    double lr = trainer_current_lr(t), t0 = now_seconds();
+    double lr = trainer_current_lr(t), t0 = clock_seconds();
     TRY(trainer_device_current(t, e));
     float scale = t->options.precision == GRAFT_PRECISION_FP16 ? t->scaler.scale : 1.0f;
     TRY(head_step_run(&t->hs, rows, yb, m, &t->loss, scale, e));
