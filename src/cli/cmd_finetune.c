@@ -195,7 +195,9 @@ static int checkpoint_paths(const finetune_opts *o, run *r) {
 static int prepare(session *s, finetune_opts *o, run *r, int argc, char **argv) {
     int rc = checkpoint_paths(o, r);
     if (rc) return rc;
+    double t0 = progress_now();
     if (!(s->ctx = cli_ctx("finetune", 0, o->device))) return 1;
+    double t_ctx = progress_now();
     r->ctx = s->ctx;
     /* data-parallel ranks (mpirun, --nproc): rank 0 alone prints and writes the run's files */
     if (launch_join("finetune", s->ctx)) return 1;
@@ -208,6 +210,7 @@ static int prepare(session *s, finetune_opts *o, run *r, int argc, char **argv) 
     if (o->unfreeze || o->train.train_from) cli_ctx_keep_batchnorm(s->ctx, 1);
     if (graft_model_load(s->ctx, o->model, &s->model) != GRAFT_OK)
         return session_fail(s, "loading");
+    double t_model = progress_now();
     if (o->vocab && (o->unfreeze || o->train.train_from) && !o->pad_max) {
         /* the blocks' rows in the cache have one size: every text padded to --max-len */
         o->pad_max = 1;
@@ -216,6 +219,10 @@ static int prepare(session *s, finetune_opts *o, run *r, int argc, char **argv) 
                o->max_len, o->unfreeze ? "unfreeze" : "train-from");
     }
     if ((rc = session_check_vocab(s, o)) || (rc = session_open_data(s, o))) return rc;
+    const char *level = getenv("GRAFT_LOG");
+    if (level && !strcmp(level, "debug")) /* the load phase's parts */
+        fprintf(stderr, "graft finetune: debug: context %.3fs, model %.3fs, data listed %.3fs\n",
+                t_ctx - t0, t_model - t_ctx, progress_now() - t_model);
     if (o->checkpoint_dir && record_run(s, o, r)) return 1;
     if (o->prune) {
         const graft_prune_report *pr = &r->prune;

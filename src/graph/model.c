@@ -14,6 +14,7 @@
 #include "graft_config.h"
 #if GRAFT_HAVE_OPENMP
 #include <omp.h>
+#include "../core/clock.h"
 #endif
 
 static int cmp_op_count(const void *a, const void *b) {
@@ -42,7 +43,13 @@ static void log_from_cpu(void *user, int level, const char *msg) {
     ctx_log(user, (graft_log_level)level, "%s", msg);
 }
 
-static graft_status prepare(graft_model *m, graft_err *e) {
+/* Where a load's time went (GRAFT_LOG=debug). */
+typedef struct load_times {
+    double read, parse, passes, device, plan;
+} load_times;
+
+static graft_status prepare(graft_model *m, load_times *lt, graft_err *e) {
+    double t0 = clock_seconds();
     TRY(graph_resolve_ops(&m->g, e));
     TRY(count_ops(m, e));
     TRY(ir_toposort(&m->g, e));
@@ -52,15 +59,19 @@ static graft_status prepare(graft_model *m, graft_err *e) {
     TRY(cpu_backend_create(o->num_threads, o->use_reference_kernels != 0, &m->backend, e));
     m->have_backend = true;
     cpu_backend_set_log(&m->backend, log_from_cpu, m->ctx);
+    double t1 = clock_seconds();
     TRY(model_open_device(m, e));
+    double t2 = clock_seconds();
     TRY(exec_init(&m->exec, &m->g, &m->backend, model_device(m), e));
     model_note_fallbacks(m);
+    if (lt) lt->passes = t1 - t0, lt->device = t2 - t1, lt->plan = clock_seconds() - t2;
     return GRAFT_OK;
 }
 
 /* owned: data's malloc'ed buffer, freed once parsed (NULL: the caller's, kept). */
 static graft_status load_common(graft_ctx *ctx, const void *data, size_t size, void *owned,
-                                const char *base_dir, const char *what, graft_model **out) {
+                                const char *base_dir, const char *what, load_times *lt,
+                                graft_model **out) {
     graft_err *e = &ctx->err;
     graft_model *m = calloc(1, sizeof *m);
     if (!m) {
@@ -69,9 +80,11 @@ static graft_status load_common(graft_ctx *ctx, const void *data, size_t size, v
     }
     m->ctx = ctx;
     m->keep_batchnorm = ctx->options.keep_batchnorm != 0;
+    double t0 = clock_seconds();
     graft_status st = onnx_parse_model_owned(data, size, owned, base_dir, what, &m->g, e);
+    lt->parse = clock_seconds() - t0;
     if (st == GRAFT_OK) {
-        st = prepare(m, e);
+        st = prepare(m, lt, e);
         if (st != GRAFT_OK) err_prefix(e, "%s", what);
     } else {
         ir_graph_init(&m->g);
@@ -85,6 +98,10 @@ static graft_status load_common(graft_ctx *ctx, const void *data, size_t size, v
 #endif
     ctx_log(ctx, GRAFT_LOG_INFO, "loaded %s: %d nodes after passes (%lld in the file)", what,
             m->g.n_nodes, (long long)m->original_node_count);
+    ctx_log(ctx, GRAFT_LOG_DEBUG,
+            "loading %s: file read %.3fs, parse %.3fs, passes %.3fs, device start %.3fs (%s), "
+            "executor %.3fs",
+            what, lt->read, lt->parse, lt->passes, lt->device, m->device_name, lt->plan);
     *out = m;
     return GRAFT_OK;
 }
@@ -100,7 +117,7 @@ graft_status model_from_graph(graft_ctx *ctx, ir_graph *g, const char *what, gra
     m->ctx = ctx;
     m->g = *g;
     ir_graph_init(g);
-    graft_status st = prepare(m, e);
+    graft_status st = prepare(m, NULL, e);
     if (st != GRAFT_OK) {
         err_prefix(e, "%s", what);
         graft_model_free(m);
@@ -118,7 +135,10 @@ graft_status graft_model_load(graft_ctx *ctx, const char *path, graft_model **ou
     *out = NULL;
     void *data = NULL;
     size_t size = 0;
+    load_times lt = {0};
+    double t0 = clock_seconds();
     TRY(read_file(path, &data, &size, &ctx->err));
+    lt.read = clock_seconds() - t0;
     char *dir = strdup(path);
     if (!dir) {
         free(data);
@@ -126,7 +146,7 @@ graft_status graft_model_load(graft_ctx *ctx, const char *path, graft_model **ou
     }
     char *slash = strrchr(dir, '/');
     if (slash) *slash = '\0';
-    graft_status st = load_common(ctx, data, size, data, slash ? dir : ".", path, out);
+    graft_status st = load_common(ctx, data, size, data, slash ? dir : ".", path, &lt, out);
     free(dir); /* data: freed as soon as it was parsed */
     return st;
 }
@@ -139,7 +159,8 @@ graft_status graft_model_load_memory(graft_ctx *ctx, const void *data, size_t si
         return err_set(&ctx->err, GRAFT_E_INVALID_ARGUMENT,
                        "graft_model_load_memory: NULL argument");
     *out = NULL;
-    return load_common(ctx, data, size, NULL, base_dir, "<memory>", out);
+    load_times lt = {0};
+    return load_common(ctx, data, size, NULL, base_dir, "<memory>", &lt, out);
 }
 
 void graft_model_free(graft_model *m) {
