@@ -149,6 +149,30 @@ static void test_stray_connection(void) {
           o[1].msg);
 }
 
+/* A connection that says nothing (a port scanner, a hung client) is dropped after a few seconds
+ * instead of holding rank 0 until the meeting's timeout. */
+static void test_silent_connection(void) {
+    int port = free_port();
+    pid_t stray = fork();
+    if (stray == 0) {
+        struct timespec wait = {0, 200 * 1000 * 1000}, hold = {30, 0};
+        nanosleep(&wait, NULL);
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET,
+                                .sin_port = htons((uint16_t)port),
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0) nanosleep(&hold, NULL);
+        _exit(0);
+    }
+    member m[2] = {{0, 2, 0.0}, {1, 2, 0.6}};
+    outcome o[2];
+    meet(m, 2, "127.0.0.1", port, 15.0, o);
+    kill(stray, SIGKILL);
+    waitpid(stray, NULL, 0);
+    CHECK("silent_connection_dropped", has_id(&o[0]) && has_id(&o[1]), "%s | %s", o[0].msg,
+          o[1].msg);
+}
+
 static void test_bad_places(void) {
     int port = free_port();
     int fd = socket(AF_INET6, SOCK_STREAM, 0);
@@ -229,6 +253,7 @@ int main(void) {
     test_missing_rank();
     test_refusals();
     test_stray_connection();
+    test_silent_connection();
     test_bad_places();
     test_agent_store_port();
     return test_failures ? 1 : 0;

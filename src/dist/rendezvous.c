@@ -212,6 +212,8 @@ static graft_status join(const char *addr, int port, int rank, int world, void *
 }
 
 /* Rank 0's answer to one hello: RDV_OK, or why it is refused. */
+#define HELLO_WAIT_S 5.0 /* a connection that has not said who it is by then is dropped */
+
 static uint32_t check_hello(const hello *h, int world, size_t bytes, const bool *seen) {
     if (h->world != (uint32_t)world || h->rank == 0 || h->rank >= (uint32_t)world)
         return RDV_WRONG_WORLD;
@@ -220,8 +222,9 @@ static uint32_t check_hello(const hello *h, int world, size_t bytes, const bool 
 }
 
 /* Rank 0: accept connections until world - 1 ranks said who they are. A connection that is not
- * a graft rank (wrong magic, closed early) is dropped; a rank that must be refused fails the
- * meeting. fds[rank] the connection of each rank. */
+ * a graft rank (wrong magic, closed early, silent for HELLO_WAIT_S: a rank says who it is as
+ * soon as it connects) is dropped; a rank that must be refused fails the meeting. fds[rank] the
+ * connection of each rank. */
 static graft_status gather_ranks(int lfd, int world, size_t bytes, int *fds, double deadline,
                                  graft_err *e) {
     bool *seen = calloc((size_t)world, sizeof *seen);
@@ -241,7 +244,9 @@ static graft_status gather_ranks(int lfd, int world, size_t bytes, int *fds, dou
             continue;
         }
         hello h;
-        if (nonblocking(fd) != 0 || move_all(fd, &h, sizeof h, false, deadline) != 0) {
+        double hello_by = clock_seconds() + HELLO_WAIT_S;
+        if (nonblocking(fd) != 0 ||
+            move_all(fd, &h, sizeof h, false, hello_by < deadline ? hello_by : deadline) != 0) {
             close(fd);
             continue;
         }
