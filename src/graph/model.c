@@ -7,6 +7,7 @@
 #endif
 #include <string.h>
 
+#include "../core/clock.h"
 #include "../cpu/cpu_backend.h"
 #include "../onnx/onnx_io.h"
 #include "exec_internal.h"
@@ -14,7 +15,6 @@
 #include "graft_config.h"
 #if GRAFT_HAVE_OPENMP
 #include <omp.h>
-#include "../core/clock.h"
 #endif
 
 static int cmp_op_count(const void *a, const void *b) {
