@@ -192,6 +192,12 @@ static int checkpoint_paths(const finetune_opts *o, run *r) {
 
 /* Load, check the vocabulary, open the data, prune (the first round of several; every round
  * when resuming), cut, make the trainer. */
+/* GRAFT_LOG=debug: the tool's own timing lines beside the library's debug messages. */
+static bool debug_wanted(void) {
+    const char *level = getenv("GRAFT_LOG");
+    return level && !strcmp(level, "debug");
+}
+
 static int prepare(session *s, finetune_opts *o, run *r, int argc, char **argv) {
     int rc = checkpoint_paths(o, r);
     if (rc) return rc;
@@ -219,8 +225,7 @@ static int prepare(session *s, finetune_opts *o, run *r, int argc, char **argv) 
                o->max_len, o->unfreeze ? "unfreeze" : "train-from");
     }
     if ((rc = session_check_vocab(s, o)) || (rc = session_open_data(s, o))) return rc;
-    const char *level = getenv("GRAFT_LOG");
-    if (level && !strcmp(level, "debug")) /* the load phase's parts */
+    if (debug_wanted()) /* the load phase's parts */
         fprintf(stderr, "graft finetune: debug: context %.3fs, model %.3fs, data listed %.3fs\n",
                 t_ctx - t0, t_model - t_ctx, progress_now() - t_model);
     if (o->checkpoint_dir && record_run(s, o, r)) return 1;
@@ -423,8 +428,7 @@ int cmd_finetune(int argc, char **argv) {
     graft_ctx_leave(s.ctx, rc != 0 && rc != 130);
     double t_free = progress_now();
     session_free(&s);
-    const char *level = getenv("GRAFT_LOG");
-    if (level && !strcmp(level, "debug")) /* what the process's wall time adds to graft's own */
+    if (debug_wanted()) /* what the process's wall time adds to graft's own */
         fprintf(stderr,
                 "graft finetune: debug: %.3fs from the process's start to main (loading the "
                 "libraries), %.3fs freeing the model, trainer and context\n",

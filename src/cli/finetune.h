@@ -22,7 +22,7 @@ typedef struct finetune_opts {
     int pad_max;     /* --pad max: every text padded to max_len, not to its batch's longest */
     int input_uint8; /* --input-uint8: -1 auto (on for a cuda device), 0 off, 1 on */
     int decode_gpu;  /* --decode gpu (1) or gpu+cpu (2): the backbone phase's JPEGs through nvJPEG
-                        (gpu_source.c), with 2 CPU threads beside it */
+                        (gpu_source.c); with gpu+cpu, CPU threads decode a share beside it */
     int nproc;       /* --nproc N: N data-parallel ranks (launch.c re-launches under mpirun) */
     int unfreeze;    /* --unfreeze N: train.train_from becomes the model's point for N */
     char unfreeze_tensor[512];

@@ -29,11 +29,10 @@ graft_status gpu_decode_begin(gpu_decode *w, const graft_dataset *ds, int64_t n,
                               int64_t count);
 /* Samples [start, start + count) of ds (n samples) decoded into device memory: *dev holds count
  * slots of 3 * crop * crop elements of o's dtype, decoded[i] is 1 for each slot nvJPEG wrote, 2
- * for one the CPU threads beside it wrote (0:
- * not a JPEG nvJPEG takes, or a file that could not be read: the caller's CPU path decodes or
- * reports it). Waits for the batch (queued ahead by an earlier call, else now) and queues the
- * batches after it (of count) into the free buffers. *dev and *decoded stay valid until the
- * next call. */
+ * for one the CPU threads beside it wrote (0: not a JPEG nvJPEG takes, or a file that could not
+ * be read: the caller's CPU path decodes or reports it). Waits for the batch (queued ahead by an
+ * earlier call, else now) and queues the batches after it (of count) into the free buffers. *dev
+ * and *decoded stay valid until the next call. */
 graft_status gpu_decode_get(gpu_decode *w, const graft_dataset *ds, int64_t n, int64_t start,
                             int64_t count, void **dev, const unsigned char **decoded);
 const char *gpu_decode_backend(gpu_decode *w); /* "not started" before the decoder is made */

@@ -175,7 +175,7 @@ graft_status image_prepare_memory(const void *data, size_t size, const char *wha
     image_u8 img = {0};
     graft_image_options plain = *o;
     plain.augment = 0;
-    TRY(image_decode_memory(data, size, what, decode_min_side(o), o->max_pixels, &img, e));
+    TRY(image_decode_memory(data, size, what, decode_min_side(&plain), o->max_pixels, &img, e));
     return image_finish(&img, &plain, dst, 0, e);
 }
 

@@ -1,4 +1,5 @@
-/* str_map.h: hash maps for tokenizers: byte strings to ids, and id pairs to a rank and an id. */
+/* str_map.h: hash maps: byte strings to int64 values (tokenizers' vocabularies, data sets' skipped
+ * paths), and id pairs to a rank and an id (BPE's merges). */
 #ifndef GRAFT_DATA_STR_MAP_H
 #define GRAFT_DATA_STR_MAP_H
 

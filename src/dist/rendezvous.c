@@ -211,9 +211,9 @@ static graft_status join(const char *addr, int port, int rank, int world, void *
     return st;
 }
 
-/* Rank 0's answer to one hello: RDV_OK, or why it is refused. */
 #define HELLO_WAIT_S 5.0 /* a connection that has not said who it is by then is dropped */
 
+/* Rank 0's answer to one hello: RDV_OK, or why it is refused. */
 static uint32_t check_hello(const hello *h, int world, size_t bytes, const bool *seen) {
     if (h->world != (uint32_t)world || h->rank == 0 || h->rank >= (uint32_t)world)
         return RDV_WRONG_WORLD;
