@@ -99,8 +99,9 @@ static void read_all(graft_ctx *ctx, graft_model *m, side *s, const graft_image_
     }
 }
 
-/* The whole round on one worker with `beside` CPU threads next to nvJPEG (0: nvJPEG alone). */
-static void scenario(graft_ctx *ctx, graft_model *m, const char *folder, int beside) {
+/* The whole round on one worker with `decoders` nvJPEG threads and `beside` CPU threads next to
+ * nvJPEG (0: nvJPEG alone). */
+static void scenario(graft_ctx *ctx, graft_model *m, const char *folder, int beside, int decoders) {
     graft_dataset *all = NULL, *train = NULL, *val = NULL, *all2 = NULL, *train2 = NULL,
                   *val2 = NULL;
     graft_image_options o = GRAFT_IMAGE_OPTIONS_INIT;
@@ -111,7 +112,7 @@ static void scenario(graft_ctx *ctx, graft_model *m, const char *folder, int bes
         graft_dataset_split(all, 0.3, 1, &train, &val) ||
         graft_dataset_open_images(ctx, folder, &o, &all2) ||
         graft_dataset_split(all2, 0.3, 1, &train2, &val2) || open_side(train, train2, &tr) ||
-        open_side(val, val2, &va) || gpu_decode_create(ctx, m, &o, BATCH, beside, &w) ||
+        open_side(val, val2, &va) || gpu_decode_create(ctx, m, &o, BATCH, beside, decoders, &w) ||
         gpu_source_create(train, &tr.gpu_base, w, m, &o, BATCH, beside > 0, &tr.g, &tr.gpu) ||
         gpu_source_create(val, &va.gpu_base, w, m, &o, BATCH, beside > 0, &va.g, &va.gpu)) {
         CHECK("gpu_decode sources", 0, "%s", graft_last_error(ctx));
@@ -136,10 +137,11 @@ static void scenario(graft_ctx *ctx, graft_model *m, const char *folder, int bes
     gpu_source_counts(tr.g, &tg, &tb, &tc), gpu_source_counts(va.g, &vg, &vb, &vc);
     int64_t batches =
         (tr.gpu.n_samples + BATCH - 1) / BATCH + (va.gpu.n_samples + BATCH - 1) / BATCH;
-    printf("# %d CPU threads beside: backend %s; %lld batches decoded, %lld prefetched hits; "
+    printf("# %d decoders, %d CPU threads beside: backend %s; %lld batches decoded, %lld "
+           "prefetched hits; "
            "images by nvJPEG %lld, by the CPU threads beside it %lld, CPU fallbacks %lld; start "
            "%.2fs, read %.3fs, decode %.3fs, waited %.3fs\n",
-           beside, gpu_decode_backend(w), (long long)st.batches, (long long)st.prefetched,
+           decoders, beside, gpu_decode_backend(w), (long long)st.batches, (long long)st.prefetched,
            (long long)(tg + vg), (long long)(tb + vb), (long long)(tc + vc), st.start_s, st.read_s,
            st.decode_s, st.wait_s);
     CHECK("prefetch hits", st.prefetched >= batches - 2, "%lld of %lld batches",
@@ -181,8 +183,15 @@ int main(int argc, char **argv) {
         printf("FAIL gpu_decode setup: %s\n", ctx ? graft_last_error(ctx) : "no context");
         return 1;
     }
-    scenario(ctx, m, argv[2], 0);
-    scenario(ctx, m, argv[2], 2);
+    scenario(ctx, m, argv[2], 0, 1);
+    scenario(ctx, m, argv[2], 2, 1);
+    scenario(ctx, m, argv[2], 0, 3); /* batches decoded out of order, taken in order */
+    graft_image_options o = GRAFT_IMAGE_OPTIONS_INIT;
+    gpu_decode *w = NULL;
+    CHECK("error 5 decoders",
+          gpu_decode_create(ctx, m, &o, BATCH, 0, 5, &w) == GRAFT_E_INVALID_ARGUMENT && !w &&
+              strstr(graft_last_error(ctx), "decoding threads"),
+          "%s", graft_last_error(ctx));
     graft_model_free(m);
     graft_ctx_free(ctx);
     printf("# gpu_decode: %d failures\n", test_failures);

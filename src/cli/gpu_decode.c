@@ -15,7 +15,8 @@
 #include "../core/clock.h"
 
 #define JPEG_FILE_MAX_BYTES ((size_t)1 << 30) /* a larger file is left to the CPU path */
-#define N_JOBS 3                              /* the caller's, the decoder's, the reader's */
+#define MAX_DECODERS 4                        /* decoding threads, each with its own nvJPEG */
+#define MAX_JOBS (MAX_DECODERS + 2)           /* the caller's, the reader's, one a decoder */
 
 /* A job's way: queued, its files read, decoded; a job running a stage finishes it even when
  * it is no longer wanted (dropped: then freed). */
@@ -42,17 +43,22 @@ struct gpu_decode {
     graft_image_options o;
     int max_batch, cpu_threads;
     size_t slot_bytes;
-    graft_jpeg_decoder *dec;
-    graft_status dec_status; /* the decoder thread's start: GRAFT_OK once dec is made */
+    int n_decoders, n_jobs;
+    graft_jpeg_decoder *dec[MAX_DECODERS];
+    struct decoder_arg {
+        struct gpu_decode *w;
+        int k;
+    } dec_arg[MAX_DECODERS];
+    graft_status dec_status; /* the first decoder start that failed; GRAFT_OK: none did */
     char dec_error[600];
-    bool dec_ready;
-    pthread_t reader, decoder;
+    pthread_t reader, decoder[MAX_DECODERS];
+    int decoders_started; /* threads running decoder_main */
     bool running, stop;
     graft_status start_failed; /* a failed start, given again to later calls */
     char start_error[512];
     pthread_mutex_t mu;
     pthread_cond_t changed;
-    decode_job job[N_JOBS];
+    decode_job job[MAX_JOBS];
     int in_use; /* the job whose buffer the caller holds, -1: none */
     uint64_t queued;
     gpu_decode_stats stats;
@@ -61,7 +67,7 @@ struct gpu_decode {
 /* The oldest job in `state`, NULL when none. */
 static decode_job *oldest(gpu_decode *w, job_state state) {
     decode_job *best = NULL;
-    for (int k = 0; k < N_JOBS; k++)
+    for (int k = 0; k < w->n_jobs; k++)
         if (w->job[k].state == state && (!best || w->job[k].order < best->order)) best = &w->job[k];
     return best;
 }
@@ -112,17 +118,19 @@ static void *reader_main(void *arg) {
 }
 
 /* One batch through nvJPEG. Without the lock. */
-static void decode_files(gpu_decode *w, decode_job *j) {
-    j->status = graft_jpeg_decode_batch(w->dec, (const unsigned char *const *)j->bytes, j->lengths,
+static void decode_files(graft_jpeg_decoder *dec, decode_job *j) {
+    j->status = graft_jpeg_decode_batch(dec, (const unsigned char *const *)j->bytes, j->lengths,
                                         (int)j->count, j->dev, j->decoded);
     j->error[0] = 0;
     if (j->status != GRAFT_OK)
-        snprintf(j->error, sizeof j->error, "%s", graft_jpeg_decoder_error(w->dec));
+        snprintf(j->error, sizeof j->error, "%s", graft_jpeg_decoder_error(dec));
 }
 
-/* Starts nvJPEG (most of a second) off the caller's thread, then decodes what is read. */
+/* Starts its nvJPEG decoder (most of a second) off the caller's thread, then decodes what is
+ * read; the decoders take the read batches in turn. */
 static void *decoder_main(void *arg) {
-    gpu_decode *w = arg;
+    gpu_decode *w = ((struct decoder_arg *)arg)->w;
+    int k = ((struct decoder_arg *)arg)->k;
     double t0 = clock_seconds();
     char error[512];
     graft_jpeg_decoder *dec = NULL;
@@ -132,14 +140,18 @@ static void *decoder_main(void *arg) {
         (st = graft_jpeg_decoder_set_cpu_threads(dec, w->cpu_threads)) != GRAFT_OK)
         snprintf(error, sizeof error, "%s", graft_jpeg_decoder_error(dec));
     pthread_mutex_lock(&w->mu);
-    w->dec = dec, w->dec_status = st, w->dec_ready = true;
-    snprintf(w->dec_error, sizeof w->dec_error, "--decode gpu: %s", error);
-    w->stats.start_s = clock_seconds() - t0;
+    w->dec[k] = dec;
+    if (st != GRAFT_OK && w->dec_status == GRAFT_OK) {
+        w->dec_status = st;
+        snprintf(w->dec_error, sizeof w->dec_error, "--decode gpu: %s", error);
+    }
+    double started = clock_seconds() - t0;
+    if (started > w->stats.start_s) w->stats.start_s = started;
     pthread_cond_broadcast(&w->changed);
-    for (decode_job *j; st == GRAFT_OK && (j = take_job(w, JOB_READ, JOB_DECODING));) {
+    for (decode_job *j; w->dec_status == GRAFT_OK && (j = take_job(w, JOB_READ, JOB_DECODING));) {
         pthread_mutex_unlock(&w->mu);
         double t1 = clock_seconds();
-        decode_files(w, j);
+        decode_files(dec, j);
         pthread_mutex_lock(&w->mu);
         w->stats.decode_s += clock_seconds() - t1;
         w->stats.batches++;
@@ -155,10 +167,21 @@ static graft_status fail(gpu_decode *w, graft_status st, const char *msg) {
     return graft_set_error(w->ctx, st, msg);
 }
 
-/* The jobs' buffers (on the caller's thread: the model's context) and both threads. */
+/* Stops and joins the decoding threads started, and the reader when it runs. */
+static void stop_threads(gpu_decode *w, bool reader) {
+    pthread_mutex_lock(&w->mu);
+    w->stop = true;
+    pthread_cond_broadcast(&w->changed);
+    pthread_mutex_unlock(&w->mu);
+    if (reader) pthread_join(w->reader, NULL);
+    for (int k = 0; k < w->decoders_started; k++) pthread_join(w->decoder[k], NULL);
+    w->decoders_started = 0;
+}
+
+/* The jobs' buffers (on the caller's thread: the model's context) and the threads. */
 static graft_status start_threads(gpu_decode *w) {
     size_t n = (size_t)w->max_batch;
-    for (int k = 0; k < N_JOBS; k++) {
+    for (int k = 0; k < w->n_jobs; k++) {
         decode_job *j = &w->job[k];
         j->bytes = calloc(n, sizeof *j->bytes);
         j->lengths = calloc(n, sizeof *j->lengths);
@@ -168,14 +191,16 @@ static graft_status start_threads(gpu_decode *w) {
         graft_status st = graft_model_device_alloc(w->model, w->slot_bytes * n, &j->dev);
         if (st != GRAFT_OK) return st;
     }
-    if (pthread_create(&w->decoder, NULL, decoder_main, w) != 0)
-        return fail(w, GRAFT_E_INTERNAL, "--decode gpu: could not start the decoding thread");
+    for (int k = 0; k < w->n_decoders; k++) {
+        w->dec_arg[k].w = w, w->dec_arg[k].k = k;
+        if (pthread_create(&w->decoder[k], NULL, decoder_main, &w->dec_arg[k]) != 0) {
+            stop_threads(w, false);
+            return fail(w, GRAFT_E_INTERNAL, "--decode gpu: could not start a decoding thread");
+        }
+        w->decoders_started++;
+    }
     if (pthread_create(&w->reader, NULL, reader_main, w) != 0) {
-        pthread_mutex_lock(&w->mu);
-        w->stop = true;
-        pthread_cond_broadcast(&w->changed);
-        pthread_mutex_unlock(&w->mu);
-        pthread_join(w->decoder, NULL);
+        stop_threads(w, false);
         return fail(w, GRAFT_E_INTERNAL, "--decode gpu: could not start the reading thread");
     }
     w->running = true;
@@ -196,7 +221,7 @@ static graft_status ensure_started(gpu_decode *w) {
 
 /* A free job queued for [start, start + count) of ds; NULL when none is free. */
 static decode_job *enqueue(gpu_decode *w, const graft_dataset *ds, int64_t start, int64_t count) {
-    for (int k = 0; k < N_JOBS; k++) {
+    for (int k = 0; k < w->n_jobs; k++) {
         decode_job *j = &w->job[k];
         if (j->state != JOB_FREE || k == w->in_use) continue;
         j->ds = ds, j->start = start, j->count = count, j->order = ++w->queued;
@@ -208,7 +233,7 @@ static decode_job *enqueue(gpu_decode *w, const graft_dataset *ds, int64_t start
 }
 
 static decode_job *find(gpu_decode *w, const graft_dataset *ds, int64_t start, int64_t count) {
-    for (int k = 0; k < N_JOBS; k++) {
+    for (int k = 0; k < w->n_jobs; k++) {
         decode_job *j = &w->job[k];
         if (j->state != JOB_FREE && !j->dropped && j->ds == ds && j->start == start &&
             j->count == count)
@@ -229,7 +254,7 @@ static void queue_ahead(gpu_decode *w, const graft_dataset *ds, int64_t n, int64
 
 /* Drops every job that is not one of the batches from [start, ...) in steps of count. */
 static void drop_others(gpu_decode *w, const graft_dataset *ds, int64_t start, int64_t count) {
-    for (int k = 0; k < N_JOBS; k++) {
+    for (int k = 0; k < w->n_jobs; k++) {
         decode_job *j = &w->job[k];
         bool ahead = j->ds == ds && j->start >= start && (j->start - start) % count == 0;
         if (j->state == JOB_FREE || ahead) continue;
@@ -267,16 +292,16 @@ graft_status gpu_decode_get(gpu_decode *w, const graft_dataset *ds, int64_t n, i
     drop_others(w, ds, start, count);
     decode_job *j = find(w, ds, start, count);
     if (j) w->stats.prefetched++;
-    /* At most two jobs are still busy with dropped batches, so one is free. */
+    /* At most n_decoders + 1 jobs are still busy with dropped batches, so one is free. */
     if (!j) j = enqueue(w, ds, start, count);
     if (j) {
         w->in_use = (int)(j - w->job);
         queue_ahead(w, ds, n, start, count);
     }
-    while (j && (j->state != JOB_DONE && !(w->dec_ready && w->dec_status != GRAFT_OK)))
+    while (j && j->state != JOB_DONE && w->dec_status == GRAFT_OK)
         pthread_cond_wait(&w->changed, &w->mu);
     w->stats.wait_s += clock_seconds() - t0;
-    bool dec_failed = w->dec_ready && w->dec_status != GRAFT_OK;
+    bool dec_failed = w->dec_status != GRAFT_OK;
     pthread_mutex_unlock(&w->mu);
     if (dec_failed) return fail(w, w->dec_status, w->dec_error);
     if (!j) return fail(w, GRAFT_E_INTERNAL, "--decode gpu: no decoding slot free");
@@ -287,13 +312,20 @@ graft_status gpu_decode_get(gpu_decode *w, const graft_dataset *ds, int64_t n, i
 }
 
 graft_status gpu_decode_create(graft_ctx *ctx, graft_model *model, const graft_image_options *o,
-                               int max_batch, int cpu_threads, gpu_decode **out) {
+                               int max_batch, int cpu_threads, int decoders, gpu_decode **out) {
     *out = NULL;
     if (max_batch < 1 || max_batch > 4096 || o->crop < 1) return GRAFT_E_UNSUPPORTED;
+    if (decoders < 1 || decoders > MAX_DECODERS) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "--decode gpu: %d decoding threads is not in 1..%d", decoders,
+                 MAX_DECODERS);
+        return graft_set_error(ctx, GRAFT_E_INVALID_ARGUMENT, msg);
+    }
     gpu_decode *w = calloc(1, sizeof *w);
     if (!w) return graft_set_error(ctx, GRAFT_E_OUT_OF_MEMORY, "--decode gpu: out of memory");
     w->ctx = ctx, w->model = model, w->o = *o, w->max_batch = max_batch, w->in_use = -1;
     w->cpu_threads = cpu_threads < 0 ? 0 : cpu_threads;
+    w->n_decoders = decoders, w->n_jobs = decoders + 2;
     w->slot_bytes = (size_t)3 * (size_t)o->crop * (size_t)o->crop * graft_dtype_size(o->dtype);
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->changed, NULL);
@@ -303,21 +335,14 @@ graft_status gpu_decode_create(graft_ctx *ctx, graft_model *model, const graft_i
 
 void gpu_decode_free(gpu_decode *w) {
     if (!w) return;
-    if (w->running) {
-        pthread_mutex_lock(&w->mu);
-        w->stop = true;
-        pthread_cond_broadcast(&w->changed);
-        pthread_mutex_unlock(&w->mu);
-        pthread_join(w->reader, NULL);
-        pthread_join(w->decoder, NULL);
-    }
-    for (int k = 0; k < N_JOBS; k++) {
+    if (w->running) stop_threads(w, true);
+    for (int k = 0; k < w->n_jobs; k++) {
         decode_job *j = &w->job[k];
         graft_model_device_free(w->model, j->dev);
         for (int i = 0; j->bytes && i < w->max_batch; i++) free(j->bytes[i]);
         free(j->bytes), free(j->lengths), free(j->decoded);
     }
-    graft_jpeg_decoder_free(w->dec);
+    for (int k = 0; k < w->n_decoders; k++) graft_jpeg_decoder_free(w->dec[k]);
     pthread_cond_destroy(&w->changed);
     pthread_mutex_destroy(&w->mu);
     free(w);
@@ -326,7 +351,7 @@ void gpu_decode_free(gpu_decode *w) {
 const char *gpu_decode_backend(gpu_decode *w) {
     if (!w) return "not started";
     pthread_mutex_lock(&w->mu);
-    const char *b = w->dec ? graft_jpeg_decoder_backend(w->dec) : "not started";
+    const char *b = w->dec[0] ? graft_jpeg_decoder_backend(w->dec[0]) : "not started";
     pthread_mutex_unlock(&w->mu);
     return b;
 }

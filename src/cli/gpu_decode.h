@@ -18,11 +18,12 @@ typedef struct gpu_decode_stats {
 } gpu_decode_stats;
 
 /* A worker for model's GPU decoding as o says (dtype, layout, sizes), batches of at most
- * max_batch, cpu_threads CPU threads decoding a share of each batch beside nvJPEG
+ * max_batch, on `decoders` threads (1..4) with an nvJPEG decoder each taking the read batches in
+ * turn, cpu_threads CPU threads decoding a share of each batch beside each of them
  * (graft_jpeg_decoder_set_cpu_threads; 0: none). Nothing starts (no thread, no nvJPEG) until
  * gpu_decode_begin or the first gpu_decode_get. ctx receives the errors (graft_last_error). */
 graft_status gpu_decode_create(graft_ctx *ctx, graft_model *model, const graft_image_options *o,
-                               int max_batch, int cpu_threads, gpu_decode **out);
+                               int max_batch, int cpu_threads, int decoders, gpu_decode **out);
 /* The reading of ds (n samples, read in batches of count from start on) about to begin: the
  * threads start (nvJPEG on its own, most of a second) and the first batches are queued. */
 graft_status gpu_decode_begin(gpu_decode *w, const graft_dataset *ds, int64_t n, int64_t start,

@@ -257,6 +257,13 @@ static int beside_threads(int threads) {
     return n < 0 ? 0 : n;
 }
 
+/* nvJPEG decoding threads: GRAFT_NVJPEG_DECODERS (1..4), else 1. */
+static int nvjpeg_decoders(void) {
+    const char *v = getenv("GRAFT_NVJPEG_DECODERS");
+    long n = v && *v ? strtol(v, NULL, 10) : 1;
+    return n >= 1 && n <= 4 ? (int)n : 1;
+}
+
 /* --decode gpu: the sources decode on the GPU (gpu_source.c) and the model takes device inputs
  * for the backbone phase; 0, or 1 after an error (none left to undo). */
 static int gpu_sources(session *s, const finetune_opts *o, graft_batch_source *train,
@@ -275,7 +282,8 @@ static int gpu_sources(session *s, const finetune_opts *o, graft_batch_source *t
         return 1;
     }
     int b = o->train.batch_size, cpu = o->decode_gpu == 2 ? beside_threads(o->threads) : 0;
-    graft_status st = gpu_decode_create(s->ctx, s->model, &s->prep.o, b, cpu, &r->worker);
+    graft_status st =
+        gpu_decode_create(s->ctx, s->model, &s->prep.o, b, cpu, nvjpeg_decoders(), &r->worker);
     if (st == GRAFT_OK)
         st = gpu_source_create(s->train, train, r->worker, s->model, &s->prep.o, b, cpu > 0,
                                &r->g[0], train);
