@@ -282,13 +282,15 @@ static graft_status walk_file(file_walk *w, char *path, const char *name, const 
 }
 
 /* One entry of a folder being listed: a subfolder (entered unless met before), a file, or
- * something noted. Takes path. */
+ * something noted. known: its lstat when that is not a link (NULL: looked at here). Takes
+ * path. */
 static graft_status walk_entry(file_walk *w, char *path, const char *name, int depth,
-                               graft_err *e) {
+                               const struct stat *known, graft_err *e) {
     struct stat sb;
     char why[1400];
     graft_status st = GRAFT_OK;
-    if (!look(path, &sb, why, sizeof why)) {
+    if (known) sb = *known;
+    if (!known && !look(path, &sb, why, sizeof why)) {
         st = add_note(w, path, true, why, e);
     } else if (S_ISREG(sb.st_mode)) {
         return walk_file(w, path, name, &sb, e);
@@ -327,21 +329,28 @@ static graft_status walk_dir(file_walk *w, const char *dir, int depth, graft_err
         return add_note(w, dir, true, why, e);
     }
     /* links in a second pass: where a tree holds a file or folder and a link to it, the real
-     * path is listed and the link is the repeat */
+     * path is listed and the link is the repeat (one lstat an entry: the first pass's) */
+    bool *is_link = st == GRAFT_OK ? calloc((size_t)n + 1, sizeof *is_link) : NULL;
+    if (st == GRAFT_OK && !is_link)
+        st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory listing '%s'", dir);
     for (int pass = 0; pass < 2; pass++)
         for (int64_t i = 0; i < n && st == GRAFT_OK; i++) {
+            if (pass == 1 && !is_link[i]) continue;
             char *path = join(dir, names[i]);
             struct stat sb;
             if (!path) {
                 st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory listing '%s'", dir);
                 break;
             }
-            bool is_link = lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode);
-            if (is_link == (pass == 1))
-                st = walk_entry(w, path, names[i], depth, e); /* takes path */
-            else
-                free(path);
+            bool seen = pass == 0 && lstat(path, &sb) == 0;
+            if (pass == 0 && seen && S_ISLNK(sb.st_mode)) {
+                is_link[i] = true, free(path);
+                continue;
+            }
+            /* takes path; an entry lstat cannot read is looked at again (the note's reason) */
+            st = walk_entry(w, path, names[i], depth, seen ? &sb : NULL, e);
         }
+    free(is_link);
     file_names_free(names, n);
     return st;
 }
