@@ -361,5 +361,6 @@ void gpu_decode_get_stats(gpu_decode *w, gpu_decode_stats *s) {
     if (!w) return;
     pthread_mutex_lock(&w->mu);
     *s = w->stats;
+    s->decoders = w->n_decoders;
     pthread_mutex_unlock(&w->mu);
 }

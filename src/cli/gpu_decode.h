@@ -11,7 +11,8 @@ typedef struct gpu_decode gpu_decode;
 typedef struct gpu_decode_stats {
     int64_t batches, images; /* decoded by the worker (images: those nvJPEG wrote) */
     double read_s;           /* the worker reading files */
-    double decode_s;         /* the worker in graft_jpeg_decode_batch */
+    double decode_s;         /* the decoding threads in graft_jpeg_decode_batch, summed */
+    int decoders;            /* decoding threads */
     double wait_s;           /* callers waiting for a batch */
     double start_s;          /* the decoder's start on its thread (nvJPEG's handles, engines) */
     int64_t prefetched;      /* batches that were queued ahead when asked for */

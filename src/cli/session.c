@@ -257,11 +257,15 @@ static int beside_threads(int threads) {
     return n < 0 ? 0 : n;
 }
 
-/* nvJPEG decoding threads: GRAFT_NVJPEG_DECODERS (1..4), else 1. */
-static int nvjpeg_decoders(void) {
+/* nvJPEG decoding threads: GRAFT_NVJPEG_DECODERS (1..4), else two for 100,000 images or more
+ * and one below. On an H100 a second decoder took the decoding of 1.06 million JPEGs from
+ * ~12,500 to ~16,800 images/s (the engines' share each thread gets is uneven), but its start
+ * adds ~0.4 s, which 20,000 JPEGs do not win back (docs/benchmarks.md, stop 36). */
+static int nvjpeg_decoders(int64_t images) {
     const char *v = getenv("GRAFT_NVJPEG_DECODERS");
-    long n = v && *v ? strtol(v, NULL, 10) : 1;
-    return n >= 1 && n <= 4 ? (int)n : 1;
+    long n = v && *v ? strtol(v, NULL, 10) : 0;
+    if (n >= 1 && n <= 4) return (int)n;
+    return images >= 100000 ? 2 : 1;
 }
 
 /* --decode gpu: the sources decode on the GPU (gpu_source.c) and the model takes device inputs
@@ -282,8 +286,8 @@ static int gpu_sources(session *s, const finetune_opts *o, graft_batch_source *t
         return 1;
     }
     int b = o->train.batch_size, cpu = o->decode_gpu == 2 ? beside_threads(o->threads) : 0;
-    graft_status st =
-        gpu_decode_create(s->ctx, s->model, &s->prep.o, b, cpu, nvjpeg_decoders(), &r->worker);
+    graft_status st = gpu_decode_create(s->ctx, s->model, &s->prep.o, b, cpu,
+                                        nvjpeg_decoders(graft_dataset_size(s->train)), &r->worker);
     if (st == GRAFT_OK)
         st = gpu_source_create(s->train, train, r->worker, s->model, &s->prep.o, b, cpu > 0,
                                &r->g[0], train);
@@ -309,10 +313,10 @@ static void gpu_run_report(session *s, gpu_run *r) {
     gpu_decode_get_stats(r->worker, &st);
     printf("backbone: %lld images decoded on the GPU (nvJPEG, %s), %lld by CPU threads beside "
            "it, %lld on the CPU path; decoder start %.2fs, file reads %.2fs and decoding %.2fs "
-           "(%.0f images/s), the backbone waited %.2fs for images\n",
+           "on %d thread%s (%.0f images/s), the backbone waited %.2fs for images\n",
            (long long)on_gpu, gpu_decode_backend(r->worker), (long long)beside, (long long)on_cpu,
-           st.start_s, st.read_s, st.decode_s,
-           st.decode_s > 0 ? (double)st.images / st.decode_s : 0.0, st.wait_s);
+           st.start_s, st.read_s, st.decode_s, st.decoders, st.decoders == 1 ? "" : "s",
+           st.decode_s > 0 ? (double)st.images * st.decoders / st.decode_s : 0.0, st.wait_s);
     if (!s->log) return;
     run_log_summary(s->log, "gpu_decode_images", run_log_float((double)on_gpu));
     run_log_summary(s->log, "gpu_decode_cpu_beside", run_log_float((double)beside));

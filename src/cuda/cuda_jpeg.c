@@ -161,11 +161,7 @@ static void engine_close(jpeg_engine *g) {
 
 static graft_status decoder_open(graft_jpeg_decoder *d, graft_err *e) {
     CUDA_TRY(e, cudaSetDevice(d->be->device), "selecting the model's GPU");
-    /* The highest priority: the decoding's few small kernels go ahead of the model's. */
-    int least = 0, greatest = 0;
-    const char *pv = getenv("GRAFT_NVJPEG_PRIORITY");
-    if (!(pv && strcmp(pv, "0") == 0)) cudaDeviceGetStreamPriorityRange(&least, &greatest);
-    CUDA_TRY(e, cudaStreamCreateWithPriority(&d->stream, cudaStreamNonBlocking, greatest),
+    CUDA_TRY(e, cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking),
              "creating the JPEG decoder's stream");
     size_t n = (size_t)d->max_batch;
     d->width = calloc(n, sizeof *d->width);
