@@ -14,8 +14,8 @@ typedef struct gpu_decode_stats {
     double decode_s;         /* the decoding threads in graft_jpeg_decode_batch, summed */
     int decoders;            /* decoding threads */
     double wait_s;           /* callers waiting for a batch */
-    double start_s;          /* the decoder's start on its thread (nvJPEG's handles, engines) */
-    int64_t prefetched;      /* batches that were queued ahead when asked for */
+    double start_s;     /* the first decoder's start on its thread (nvJPEG's handles, engines) */
+    int64_t prefetched; /* batches that were queued ahead when asked for */
 } gpu_decode_stats;
 
 /* A worker for model's GPU decoding as o says (dtype, layout, sizes), batches of at most
