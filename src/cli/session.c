@@ -257,15 +257,15 @@ static int beside_threads(int threads) {
     return n < 0 ? 0 : n;
 }
 
-/* nvJPEG decoding threads: GRAFT_NVJPEG_DECODERS (1..4), else two for 100,000 images or more
- * and one below. On an H100 a second decoder took the decoding of 1.06 million JPEGs from
- * ~12,500 to ~16,800 images/s (the engines' share each thread gets is uneven), but its start
- * adds ~0.4 s, which 20,000 JPEGs do not win back (docs/benchmarks.md, stop 36). */
-static int nvjpeg_decoders(int64_t images) {
+/* nvJPEG decoding threads (--decode gpu; gpu+cpu keeps one, its CPU threads beside it):
+ * GRAFT_NVJPEG_DECODERS (1..4), else two. On an H100 a second decoder
+ * took the decoding of 1.06 million JPEGs from ~12,500 to ~16,800 images/s beside the backbone
+ * (a third added nothing); opening after the first, it costs 20,000 JPEGs nothing (4.2 s cold
+ * against 4.4 s with one on an H200; docs/benchmarks.md, stop 36). */
+static int nvjpeg_decoders(void) {
     const char *v = getenv("GRAFT_NVJPEG_DECODERS");
     long n = v && *v ? strtol(v, NULL, 10) : 0;
-    if (n >= 1 && n <= 4) return (int)n;
-    return images >= 100000 ? 2 : 1;
+    return n >= 1 && n <= 4 ? (int)n : 2;
 }
 
 /* --decode gpu: the sources decode on the GPU (gpu_source.c) and the model takes device inputs
@@ -287,7 +287,7 @@ static int gpu_sources(session *s, const finetune_opts *o, graft_batch_source *t
     }
     int b = o->train.batch_size, cpu = o->decode_gpu == 2 ? beside_threads(o->threads) : 0;
     graft_status st = gpu_decode_create(s->ctx, s->model, &s->prep.o, b, cpu,
-                                        nvjpeg_decoders(graft_dataset_size(s->train)), &r->worker);
+                                        cpu > 0 ? 1 : nvjpeg_decoders(), &r->worker);
     if (st == GRAFT_OK)
         st = gpu_source_create(s->train, train, r->worker, s->model, &s->prep.o, b, cpu > 0,
                                &r->g[0], train);
