@@ -1,5 +1,6 @@
-/* test_feature_cache.c: content hash (known answers, sensitivity, speed) and the feature cache
- * (memory/file, f32/f16/bf16, reuse, invalidation, truncation and corruption). */
+/* test_feature_cache.c: content hash (known answers, sensitivity; its speed reported) and the
+ * feature cache (memory/file, f32/f16/bf16 and bf16's rounding, reuse, invalidation, truncation and
+ * corruption). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -93,14 +94,11 @@ static void test_hash(void) {
     CHECK("hash_avalanche", flips > 28 && flips < 36, "mean flipped bits %.2f of 64", flips);
 }
 
-/* Speed: 450 MB well under a couple of seconds. */
-static void test_hash_speed(void) {
+/* Speed: reported, never asserted (a shared machine's timing is no test). */
+static void report_hash_speed(void) {
     size_t big = (size_t)64 << 20;
     uint8_t *mem = malloc(big);
-    if (!mem) {
-        SKIP("hash_speed", "no memory");
-        return;
-    }
+    if (!mem) return;
     memset(mem, 0x5a, big);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -108,15 +106,40 @@ static void test_hash_speed(void) {
     clock_gettime(CLOCK_MONOTONIC, &t1);
     (void)sink;
     double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    double gbps = (double)big / s / 1e9;
-    printf("  hash64: %.2f GB/s\n", gbps);
-#if defined(__OPTIMIZE__) && !defined(__SANITIZE_ADDRESS__)
-    double need = 0.5;
-#else
-    double need = 0.02; /* debug and sanitizer builds: only a sanity bound */
-#endif
-    CHECK("hash_speed", gbps > need, "%.2f GB/s (450 MB would take %.1f s)", gbps, 0.45 / gbps);
+    printf("# hash64: %.2f GB/s\n", (double)big / s / 1e9);
     free(mem);
+}
+
+/* bf16 storage rounds each value exactly as f32_to_bf16 does: ties to even, NaN kept (quiet),
+ * infinities, signed zeros, subnormals, the largest finite values (rounding up to infinity). */
+static void test_bf16_rounding(void) {
+    const uint32_t bits[] = {0x00000000u, 0x80000000u, 0x3f808000u, 0x3f818000u, 0x3f807fffu,
+                             0x3f808001u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u,
+                             0xff812345u, 0x7f7fffffu, 0xff7fffffu, 0x00000001u, 0x807fffffu,
+                             0x3f800000u, 0xbf7fffffu, 0x42f6e979u, 0x7f7f8000u};
+    enum { K = sizeof bits / sizeof bits[0] };
+    float x[K], back[K];
+    for (int k = 0; k < K; k++) memcpy(&x[k], &bits[k], 4);
+    feature_cache_key key = {0x77, "cut", "prep"};
+    feature_cache *fc = NULL;
+    feature_cache_reason why;
+    graft_err e = {0};
+    bool found = false;
+    if (feature_cache_open(&fc, &why, NULL, &key, 1, K, GRAFT_DTYPE_BF16, &e) != GRAFT_OK ||
+        feature_cache_put(fc, 0, x, &e) != GRAFT_OK ||
+        feature_cache_get(fc, back, &found, 0, &e) != GRAFT_OK || !found) {
+        CHECK("bf16_rounding_as_f32_to_bf16", 0, "%s", e.msg);
+        feature_cache_close(fc, NULL);
+        return;
+    }
+    int bad = -1;
+    for (int k = 0; k < K && bad < 0; k++) {
+        float want = bf16_to_f32(f32_to_bf16(x[k]));
+        if (memcmp(&want, &back[k], 4) != 0) bad = k;
+    }
+    CHECK("bf16_rounding_as_f32_to_bf16", bad < 0, "value %d (0x%08x) differs", bad,
+          bad >= 0 ? bits[bad] : 0u);
+    feature_cache_close(fc, NULL);
 }
 
 /* ---- cache ---- */
@@ -517,7 +540,8 @@ static void test_lock(void) {
 
 int main(void) {
     test_hash();
-    test_hash_speed();
+    report_hash_speed();
+    test_bf16_rounding();
     test_graph_hash();
     test_memory(GRAFT_DTYPE_F32, "memory_f32_exact", 0.0);
     test_memory(GRAFT_DTYPE_F16, "memory_f16", 1.0 / 1024);

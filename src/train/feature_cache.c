@@ -411,6 +411,19 @@ static graft_status check_row(const feature_cache *fc, const void *p, int64_t i,
     return GRAFT_OK;
 }
 
+/* f32_to_bf16's rounding (to nearest even, NaN kept quiet) inline, so the loop vectorizes: a
+ * million rows of 2048 took seconds through the call per value. */
+static void row_to_bf16(uint8_t *dst, const float *src /* (n) */, int64_t n) {
+    for (int64_t k = 0; k < n; k++) {
+        uint32_t u;
+        memcpy(&u, src + k, 4);
+        uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+        uint32_t nan = ((u & 0x7fffffffu) > 0x7f800000u) ? (u >> 16) | 0x40u : rounded;
+        uint16_t h = (uint16_t)nan;
+        memcpy(dst + 2 * k, &h, 2);
+    }
+}
+
 graft_status feature_cache_put(feature_cache *fc, int64_t i, const float *features /* (dim) */,
                                graft_err *e) {
     TRY(check_row(fc, features, i, e));
@@ -422,10 +435,11 @@ graft_status feature_cache_put(feature_cache *fc, int64_t i, const float *featur
     uint8_t *row = fc->rows + (size_t)i * fc->row_bytes;
     if (fc->storage == GRAFT_DTYPE_F32) {
         memcpy(row, features, fc->row_bytes);
+    } else if (fc->storage == GRAFT_DTYPE_BF16) {
+        row_to_bf16(row, features, fc->dim);
     } else {
-        bool f16 = fc->storage == GRAFT_DTYPE_F16;
         for (int64_t k = 0; k < fc->dim; k++) {
-            uint16_t h = f16 ? f32_to_f16(features[k]) : f32_to_bf16(features[k]);
+            uint16_t h = f32_to_f16(features[k]);
             memcpy(row + 2 * k, &h, 2);
         }
     }
