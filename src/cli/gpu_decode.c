@@ -53,6 +53,7 @@ struct gpu_decode {
     char dec_error[600];
     pthread_t reader, decoder[MAX_DECODERS];
     int decoders_started; /* threads running decoder_main */
+    int extra_failed;     /* decoders after the first that could not open (and ended) */
     bool running, stop;
     graft_status start_failed; /* a failed start, given again to later calls */
     char start_error[512];
@@ -149,6 +150,13 @@ static void *decoder_main(void *arg) {
     if (st == GRAFT_OK && w->cpu_threads > 0 &&
         (st = graft_jpeg_decoder_set_cpu_threads(dec, w->cpu_threads)) != GRAFT_OK)
         snprintf(error, sizeof error, "%s", graft_jpeg_decoder_error(dec));
+    if (st != GRAFT_OK && k > 0) { /* the first decoder goes on alone (GPU memory short, ...) */
+        graft_jpeg_decoder_free(dec);
+        pthread_mutex_lock(&w->mu);
+        w->extra_failed++;
+        pthread_mutex_unlock(&w->mu);
+        return NULL;
+    }
     pthread_mutex_lock(&w->mu);
     w->dec[k] = dec;
     if (st != GRAFT_OK && w->dec_status == GRAFT_OK) {
@@ -370,6 +378,6 @@ void gpu_decode_get_stats(gpu_decode *w, gpu_decode_stats *s) {
     if (!w) return;
     pthread_mutex_lock(&w->mu);
     *s = w->stats;
-    s->decoders = w->n_decoders;
+    s->decoders = w->n_decoders - w->extra_failed;
     pthread_mutex_unlock(&w->mu);
 }

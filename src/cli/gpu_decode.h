@@ -12,7 +12,8 @@ typedef struct gpu_decode_stats {
     int64_t batches, images; /* decoded by the worker (images: those nvJPEG wrote) */
     double read_s;           /* the worker reading files */
     double decode_s;         /* the decoding threads in graft_jpeg_decode_batch, summed */
-    int decoders;            /* decoding threads */
+    int decoders;            /* decoding threads (those after the first that failed to open
+                                not counted: the others decode without them) */
     double wait_s;           /* callers waiting for a batch */
     double start_s;     /* the first decoder's start on its thread (nvJPEG's handles, engines) */
     int64_t prefetched; /* batches that were queued ahead when asked for */
@@ -20,7 +21,8 @@ typedef struct gpu_decode_stats {
 
 /* A worker for model's GPU decoding as o says (dtype, layout, sizes), batches of at most
  * max_batch, on `decoders` threads (1..4) with an nvJPEG decoder each taking the read batches in
- * turn, cpu_threads CPU threads decoding a share of each batch beside each of them
+ * turn (the second and later open after the first; one that cannot open leaves the others to it),
+ * cpu_threads CPU threads decoding a share of each batch beside each of them
  * (graft_jpeg_decoder_set_cpu_threads; 0: none). Nothing starts (no thread, no nvJPEG) until
  * gpu_decode_begin or the first gpu_decode_get. ctx receives the errors (graft_last_error). */
 graft_status gpu_decode_create(graft_ctx *ctx, graft_model *model, const graft_image_options *o,
