@@ -22,7 +22,7 @@ GRAFT_LOG=debug timeout 400 python3 tools/bench_finetune.py --graft $B/graft --n
 echo "bench rc=$?"
 for f in /tmp/bf/graft_*.log; do
     echo "== $(basename $f)"
-    grep -E '^backbone:|wall time|^  time|nvJPEG decoder|CPU threads beside|process.s start|debug: loading|debug: context|^epoch (1|10)/' $f | cut -c1-420
+    grep -E '^backbone:|wall time|^  time|nvJPEG decoder|CPU threads beside|process.s start|debug: loading|debug: context|debug: head: |^epoch (1|10)/' $f | cut -c1-420
 done
 grep -A12 '^| run' "$OUT/bench.log"
 tail -3 "$OUT/bench.log"

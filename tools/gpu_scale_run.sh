@@ -8,6 +8,6 @@ ninja -C $B >"$OUT/build.log" 2>&1 || { grep -B2 -A12 -m3 'error' "$OUT/build.lo
 echo "built at $(since)"
 python3 tools/bench_scale.py --graft $B/graft --sizes "${1:-20000,200000,max}" 2>&1 | tee "$OUT/scale.log"
 for f in /tmp/bench_scale/graft_*.log; do
-    echo "== $(basename $f)"; grep -E '^backbone:|wall time|^  time' "$f" | cut -c1-300 | tail -6
+    echo "== $(basename $f)"; grep -E '^backbone:|wall time|^  time|debug: head: ' "$f" | cut -c1-300 | tail -7
 done
 echo "done at $(since)"

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/clock.h"
 #include "../graph/build.h"
 #include "../graph/graph.h"
 
@@ -513,8 +514,12 @@ static graft_status run_batch(head_step *hs, const void *y, int64_t m, const los
         hs->in[hs->i_grad_scale] = (tensor){GRAFT_DTYPE_F32, 1, {1}, &hs->grad_scale};
     }
     hs->host_state.scale = loss_scale;
+    double t0 = clock_seconds();
     TRY(train_exec_run(&hs->run, hs->in, e));
-    return sums_back(hs, e);
+    double t1 = clock_seconds();
+    graft_status st = sums_back(hs, e);
+    hs->runs++, hs->run_seconds += t1 - t0, hs->sums_seconds += clock_seconds() - t1;
+    return st;
 }
 
 graft_status head_step_run(head_step *hs, const int64_t *rows, const void *y, int64_t m,

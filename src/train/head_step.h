@@ -31,11 +31,11 @@ typedef struct head_step {
     bool have_eval;
     tensor *in, *eval_in;                              /* per input of tg.g / fwd.g */
     int i_all, i_index, i_targets, i_weights, i_state; /* input positions in tg.g */
-    int i_grad_scale;  /* TrainLoss's grad_scale input (loss_spec.grad_scale_input), or -1 */
-    float grad_scale;  /* what it reads (host memory) */
-    int *i_param, *i_acc; /* per parameter (i_acc: device runs, whose sums stay there) */
-    float **host_grad;    /* per parameter: the optimizer's gradient on the host */
-    int *i_mask, *mask_of;     /* per mask input: its position, the index of hg's mask it reads */
+    int i_grad_scale;      /* TrainLoss's grad_scale input (loss_spec.grad_scale_input), or -1 */
+    float grad_scale;      /* what it reads (host memory) */
+    int *i_param, *i_acc;  /* per parameter (i_acc: device runs, whose sums stay there) */
+    float **host_grad;     /* per parameter: the optimizer's gradient on the host */
+    int *i_mask, *mask_of; /* per mask input: its position, the index of hg's mask it reads */
     int *i_piece, *eval_piece; /* blocks: per frozen piece, its input in tg.g and fwd.g */
     char **piece_name;         /* blocks: per frozen piece, its name in the model */
     const char *head_names[2 * HEAD_MAX_LAYERS]; /* the layers' weight and bias names */
@@ -50,6 +50,8 @@ typedef struct head_step {
     float *staged;        /* staged: the batch's rows, gathered on the host */
     int place;            /* HEAD_STEP_FEATURES_* */
     int64_t feature_h2d_bytes;
+    int64_t runs;                     /* training runs (micro-batches) so far */
+    double run_seconds, sums_seconds; /* their graph runs, and their gradients to the optimizer */
     bool ready;
 } head_step;
 

@@ -87,6 +87,7 @@ struct graft_trainer {
     int64_t val_n;
     double backbone_seconds, head_seconds;
     double step_seconds;                /* in the optimizer's steps (unscale, clip, update) */
+    double state_seconds;               /* the step graph's training state read back (head alone) */
     double read_seconds, cache_seconds; /* the backbone phase's source reads and cache work */
     int64_t skipped_steps;              /* fp16 steps skipped for inf/NaN gradients */
     int cache_reason;                   /* feature_cache_reason of the last cache opened */

@@ -78,7 +78,9 @@ static graft_status micro_batch(graft_trainer *t, const int64_t *rows, const voi
     float scale = t->options.precision == GRAFT_PRECISION_FP16 ? t->scaler.scale : 1.0f;
     TRY(head_step_run(&t->hs, rows, yb, m, &t->loss, scale, e));
     *look = !t->hs.on_device || t->options.callback;
+    double t1 = clock_seconds();
     if (*look) TRY(head_step_state(&t->hs, s, e));
+    t->state_seconds += clock_seconds() - t1;
     if (*look) TRY(check_state(t, s, rows, m, e)); /* before the step changes the weights */
     return trainer_micro_done(t, lr, t0, e);
 }
@@ -131,6 +133,20 @@ static graft_status settle(graft_trainer *t, graft_err *e) {
     return trainer_sync_host(t, e);
 }
 
+/* Where the head's steps went (GRAFT_LOG=debug): the per-step costs that decide an epoch over
+ * many cached rows. */
+static void log_step_times(const graft_trainer *t, double seconds) {
+    const head_step *hs = &t->hs;
+    if (hs->runs == 0) return;
+    ctx_log(t->model->ctx, GRAFT_LOG_DEBUG,
+            "head: %lld training runs in %.3fs (%.1f us each): step graph %.3fs, gradients to "
+            "the optimizer %.3fs, optimizer steps %.3fs, states read %.3fs, the rest (labels, "
+            "callbacks, validation) %.3fs",
+            (long long)hs->runs, seconds, 1e6 * seconds / (double)hs->runs, hs->run_seconds,
+            hs->sums_seconds, t->step_seconds, t->state_seconds,
+            seconds - hs->run_seconds - hs->sums_seconds - t->step_seconds - t->state_seconds);
+}
+
 static void log_start(graft_trainer *t) {
     if (!t->hs.on_device || t->epoch != 0 || t->epoch_at != 0) return;
     ctx_log(t->model->ctx, GRAFT_LOG_INFO, "training the head on %s (features %s)",
@@ -150,6 +166,7 @@ graft_status trainer_run_head(graft_trainer *t, const float *x, const void *y, i
     graft_status st = GRAFT_OK;
     if (!order || !yb) st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory starting training");
     bool stop = false;
+    double t0 = clock_seconds();
     while (st == GRAFT_OK && !stop && t->epoch < t->options.epochs) {
         double loss = 0.0, acc = -1.0;
         st = head_epoch(t, order, yb, y, n, &loss, &acc, &stop, e);
@@ -158,6 +175,7 @@ graft_status trainer_run_head(graft_trainer *t, const float *x, const void *y, i
     }
     free(order), free(yb);
     if (st == GRAFT_OK) st = settle(t, e); /* export and checkpoints read the host's */
+    log_step_times(t, clock_seconds() - t0);
     t->gpu.used = t->hs.on_device;
     t->gpu.place = t->hs.place;
     t->gpu.feature_h2d_bytes = t->hs.feature_h2d_bytes;
