@@ -279,9 +279,20 @@ static void expect_rebuild(const char *name, const feature_cache_key *key,
     graft_err e = {0};
     fc = NULL;
     graft_status s = feature_cache_open(&fc, &why, path, other, n2, D, st2, &e);
-    CHECK(name, s == GRAFT_OK && why == want && feature_cache_count(fc) == 0,
-          "status %d reason %s (%s), count %lld", s, feature_cache_reason_str(why),
-          feature_cache_reason_detail(fc), (long long)feature_cache_count(fc));
+    int64_t has = 0; /* the old rows' bits cleared (the file is reused, not truncated) */
+    for (int64_t i = 0; i < n2; i++) has += feature_cache_has(fc, i);
+    CHECK(name, s == GRAFT_OK && why == want && feature_cache_count(fc) == 0 && has == 0,
+          "status %d reason %s (%s), count %lld, rows marked present %lld", s,
+          feature_cache_reason_str(why), feature_cache_reason_detail(fc),
+          (long long)feature_cache_count(fc), (long long)has);
+    /* refilled and closed, the rebuilt file is reused whole */
+    fill(fc, 0, n2);
+    feature_cache_close(fc, NULL);
+    fc = NULL;
+    s = feature_cache_open(&fc, &why, path, other, n2, D, st2, &e);
+    CHECK(name, s == GRAFT_OK && why == FEATURE_CACHE_REUSED && feature_cache_count(fc) == n2,
+          "reopened after the rebuild: status %d reason %s (%s)", s, feature_cache_reason_str(why),
+          feature_cache_reason_detail(fc));
     feature_cache_close(fc, NULL);
     unlink(path);
 }
@@ -410,6 +421,32 @@ static void test_crash(void) {
     fc = open_file(path, &key, GRAFT_DTYPE_F32, &why);
     CHECK("crash_mid_write_detected", fc && why == FEATURE_CACHE_REBUILT_CORRUPT, "reason %s (%s)",
           feature_cache_reason_str(why), feature_cache_reason_detail(fc));
+    feature_cache_close(fc, NULL);
+    unlink(path);
+}
+
+/* A file of the format before (version 1: the payload checksummed as one stream) is rebuilt as
+ * a storage change, with the reason saying so, not as a damaged file. */
+static void test_old_version(void) {
+    char path[256];
+    tmp_path(path, sizeof path, "old_version");
+    unlink(path);
+    feature_cache_key key = {9, "c", "p"};
+    feature_cache_reason why;
+    feature_cache *fc = open_file(path, &key, GRAFT_DTYPE_F32, &why);
+    if (!fc) return;
+    fill(fc, 0, N);
+    feature_cache_close(fc, NULL);
+    FILE *f = fopen(path, "r+b");
+    const unsigned char v1[4] = {1, 0, 0, 0}; /* the version field, little-endian, at byte 8 */
+    bool patched = f && fseek(f, 8, SEEK_SET) == 0 && fwrite(v1, 1, 4, f) == 4;
+    if (f) fclose(f);
+    fc = open_file(path, &key, GRAFT_DTYPE_F32, &why);
+    const char *detail = fc ? feature_cache_reason_detail(fc) : "";
+    CHECK("old_version_rebuilt",
+          patched && fc && why == FEATURE_CACHE_REBUILT_SHAPE_CHANGED && strstr(detail, "older") &&
+              feature_cache_count(fc) == 0,
+          "reason %s (%s)", feature_cache_reason_str(why), detail);
     feature_cache_close(fc, NULL);
     unlink(path);
 }
@@ -558,6 +595,7 @@ int main(void) {
     expect_corrupt("corrupt_header_byte", damage_header_byte);
     expect_corrupt("corrupt_bitmap_byte", damage_bitmap_byte);
     test_crash();
+    test_old_version();
     test_bad_args();
     test_lock();
     return test_failures ? 1 : 0;

@@ -17,10 +17,10 @@
 #include "../core/tensor.h"
 
 #define FC_MAGIC "GRAFTFC" /* 8 bytes with the NUL */
-#define FC_VERSION 1u
-#define FC_FIXED 96u      /* bytes of fixed header fields */
-#define FC_ALIGN 4096u    /* header padded to this, so the payload is page aligned */
-#define FC_MAX_STR 65536u /* longest cut / preprocessing string */
+#define FC_VERSION 2u      /* 2: the payload checksum over 16 MiB chunks (1: one stream) */
+#define FC_FIXED 96u       /* bytes of fixed header fields */
+#define FC_ALIGN 4096u     /* header padded to this, so the payload is page aligned */
+#define FC_MAX_STR 65536u  /* longest cut / preprocessing string */
 #define FC_ENDIAN_TAG 0x01020304u
 #define FC_STATE_CLEAN 1u
 #define FC_STATE_DIRTY 2u
@@ -130,8 +130,30 @@ static uint64_t header_checksum(const uint8_t *h, size_t len) {
     return hash64_final(&s);
 }
 
+#define FC_CHUNK ((size_t)16 << 20) /* the payload checksum's pieces, hashed in parallel */
+
+static uint64_t chunk_sum(const uint8_t *p, size_t total, size_t i) {
+    size_t at = i * FC_CHUNK, len = total - at < FC_CHUNK ? total - at : FC_CHUNK;
+    return hash64(p + at, len, FC_SEED ^ 2 ^ ((uint64_t)i * 0x9e3779b97f4a7c15ull));
+}
+
+/* The payload's checksum: each 16 MiB chunk hashed (on all threads; a million rows are
+ * gigabytes, ~1 s a pass on one core), then the chunks' hashes and the length hashed in order:
+ * the same value at any thread count. */
 static uint64_t payload_checksum(const feature_cache *fc) {
-    return hash64(fc->bitmap, fc->payload_bytes, FC_SEED ^ 2);
+    size_t total = fc->payload_bytes, n = (total + FC_CHUNK - 1) / FC_CHUNK;
+    uint64_t *sums = malloc(sizeof(uint64_t) * (n + 1));
+    hash64_state s;
+    hash64_init(&s, FC_SEED ^ 3);
+    if (sums) {
+#pragma omp parallel for schedule(dynamic, 1) if (n > 1)
+        for (size_t i = 0; i < n; i++) sums[i] = chunk_sum(fc->bitmap, total, i);
+    }
+    for (size_t i = 0; i < n; i++)
+        hash64_update_u64(&s, sums ? sums[i] : chunk_sum(fc->bitmap, total, i));
+    hash64_update_u64(&s, (uint64_t)total);
+    free(sums);
+    return hash64_final(&s);
 }
 
 static int64_t popcount_bytes(const uint8_t *b, size_t n) {
@@ -187,7 +209,9 @@ static feature_cache_reason check_header(feature_cache *fc, const uint8_t *h, si
     if (avail < FC_FIXED) REJECT(bad, "file too short for a header (%zu bytes)", avail);
     if (memcmp(h + OFF_MAGIC, FC_MAGIC, 8) != 0) REJECT(bad, "not a graft feature cache (magic)");
     if (get_u32(h + OFF_VERSION) != FC_VERSION)
-        REJECT(bad, "format version %u, expected %u", get_u32(h + OFF_VERSION), FC_VERSION);
+        REJECT(get_u32(h + OFF_VERSION) < FC_VERSION ? FEATURE_CACHE_REBUILT_SHAPE_CHANGED : bad,
+               "format version %u, expected %u%s", get_u32(h + OFF_VERSION), FC_VERSION,
+               get_u32(h + OFF_VERSION) < FC_VERSION ? " (written by an older graft)" : "");
     uint32_t endian;
     memcpy(&endian, h + OFF_ENDIAN, 4);
     if (endian != FC_ENDIAN_TAG) REJECT(bad, "written on a host of other byte order");
@@ -255,7 +279,10 @@ static feature_cache_reason try_reuse(feature_cache *fc, uint64_t file_size) {
 static graft_status fresh_file(feature_cache *fc, const char *path, graft_err *e) {
     if (fc->map) munmap(fc->map, fc->map_bytes);
     fc->map = NULL;
-    if (ftruncate(fc->fd, 0) != 0 || ftruncate(fc->fd, (off_t)fc->map_bytes) != 0)
+    /* Sized, not truncated to 0 first: ext4 flushes a file truncated to 0 and rewritten when it
+     * is closed (seconds for a million rows). An old file's rows stay until overwritten; the
+     * cleared bitmap says none is present. */
+    if (ftruncate(fc->fd, (off_t)fc->map_bytes) != 0)
         return err_set(e, GRAFT_E_IO, "feature cache '%s': cannot size the file to %zu bytes: %s",
                        path, fc->map_bytes, strerror(errno));
     fc->map = mmap(NULL, fc->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fc->fd, 0);
@@ -265,6 +292,7 @@ static graft_status fresh_file(feature_cache *fc, const char *path, graft_err *e
     }
     fc->bitmap = fc->map + fc->header_bytes;
     fc->rows = fc->bitmap + fc->bitmap_bytes;
+    memset(fc->bitmap, 0, fc->bitmap_bytes);
     fc->present = 0;
     write_header(fc, FC_STATE_DIRTY, 0);
     fc->dirty = true;
@@ -374,8 +402,11 @@ graft_status feature_cache_open(feature_cache **out, feature_cache_reason *reaso
 graft_status feature_cache_sync(feature_cache *fc, graft_err *e) {
     if (!fc) return err_set(e, GRAFT_E_INVALID_ARGUMENT, "feature cache: NULL");
     if (!fc->map || !fc->dirty) return GRAFT_OK;
-    /* Payload first, then the header that vouches for it. */
-    if (msync(fc->map, fc->map_bytes, MS_SYNC) != 0)
+    /* The payload's writeback asked for, not waited for (a million rows are gigabytes: seconds
+     * on a disk), then the header that vouches for it, synced. A process that dies loses
+     * nothing (the kernel holds the pages); after a power loss a header that reached the disk
+     * before its payload fails the payload checksum every open verifies: the cache is rebuilt. */
+    if (msync(fc->map, fc->map_bytes, MS_ASYNC) != 0)
         return err_set(e, GRAFT_E_IO, "feature cache: msync failed: %s", strerror(errno));
     write_header(fc, FC_STATE_CLEAN, payload_checksum(fc));
     TRY(sync_header(fc, e));
