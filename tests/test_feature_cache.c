@@ -265,19 +265,27 @@ static void test_file_partial(void) {
 }
 
 /* Writes a full cache at path under key, reopens it under `other` and checks the reason. */
+/* A complete f32 file of N rows under key at the temporary path for name (in path); false when
+ * it could not be made. */
+static bool complete_file(char *path, size_t size, const char *name, const feature_cache_key *key) {
+    tmp_path(path, size, name);
+    unlink(path);
+    feature_cache_reason why;
+    feature_cache *fc = open_file(path, key, GRAFT_DTYPE_F32, &why);
+    if (!fc) return false;
+    fill(fc, 0, N);
+    feature_cache_close(fc, NULL);
+    return true;
+}
+
 static void expect_rebuild(const char *name, const feature_cache_key *key,
                            const feature_cache_key *other, graft_dtype st2, int64_t n2,
                            feature_cache_reason want) {
     char path[256];
-    tmp_path(path, sizeof path, name);
-    unlink(path);
+    if (!complete_file(path, sizeof path, name, key)) return;
     feature_cache_reason why;
-    feature_cache *fc = open_file(path, key, GRAFT_DTYPE_F32, &why);
-    if (!fc) return;
-    fill(fc, 0, N);
-    feature_cache_close(fc, NULL);
     graft_err e = {0};
-    fc = NULL;
+    feature_cache *fc = NULL;
     graft_status s = feature_cache_open(&fc, &why, path, other, n2, D, st2, &e);
     int64_t has = 0; /* the old rows' bits cleared (the file is reused, not truncated) */
     for (int64_t i = 0; i < n2; i++) has += feature_cache_has(fc, i);
@@ -338,14 +346,10 @@ static void test_file_names(void) {
 /* Damage a finished cache file with `damage`, reopen, expect CORRUPT, then a good rebuild. */
 static void expect_corrupt(const char *name, void (*damage)(const char *path)) {
     char path[256];
-    tmp_path(path, sizeof path, name);
-    unlink(path);
     feature_cache_key key = {99, "cut", "prep"};
     feature_cache_reason why;
-    feature_cache *fc = open_file(path, &key, GRAFT_DTYPE_F32, &why);
-    if (!fc) return;
-    fill(fc, 0, N);
-    feature_cache_close(fc, NULL);
+    feature_cache *fc;
+    if (!complete_file(path, sizeof path, name, &key)) return;
     damage(path);
     fc = open_file(path, &key, GRAFT_DTYPE_F32, &why);
     bool detected = fc && why == FEATURE_CACHE_REBUILT_CORRUPT && feature_cache_count(fc) == 0;
@@ -401,14 +405,10 @@ static void damage_bitmap_byte(const char *path) {
  * trusted. The child process leaves without closing, as a crash would. */
 static void test_crash(void) {
     char path[256];
-    tmp_path(path, sizeof path, "crash");
-    unlink(path);
     feature_cache_key key = {5, "c", "p"};
     feature_cache_reason why;
-    feature_cache *fc = open_file(path, &key, GRAFT_DTYPE_F32, &why);
-    if (!fc) return;
-    fill(fc, 0, N);
-    feature_cache_close(fc, NULL); /* a good, complete file */
+    feature_cache *fc;
+    if (!complete_file(path, sizeof path, "crash", &key)) return; /* a good, complete file */
     pid_t pid = fork();
     if (pid == 0) {
         feature_cache *c = open_file(path, &key, GRAFT_DTYPE_F32, &why);
@@ -429,14 +429,10 @@ static void test_crash(void) {
  * a storage change, with the reason saying so, not as a damaged file. */
 static void test_old_version(void) {
     char path[256];
-    tmp_path(path, sizeof path, "old_version");
-    unlink(path);
     feature_cache_key key = {9, "c", "p"};
     feature_cache_reason why;
-    feature_cache *fc = open_file(path, &key, GRAFT_DTYPE_F32, &why);
-    if (!fc) return;
-    fill(fc, 0, N);
-    feature_cache_close(fc, NULL);
+    feature_cache *fc;
+    if (!complete_file(path, sizeof path, "old_version", &key)) return;
     FILE *f = fopen(path, "r+b");
     const unsigned char v1[4] = {1, 0, 0, 0}; /* the version field, little-endian, at byte 8 */
     bool patched = f && fseek(f, 8, SEEK_SET) == 0 && fwrite(v1, 1, 4, f) == 4;
