@@ -52,15 +52,3 @@ uint16_t f32_to_f16(float f) {
     if (rem > 0x1000u || (rem == 0x1000u && (out & 1))) out++; /* may carry into exp: correct */
     return (uint16_t)out;
 }
-
-float bf16_to_f32(uint16_t b) {
-    return bits_f32((uint32_t)b << 16);
-}
-
-uint16_t f32_to_bf16(float f) {
-    uint32_t u = f32_bits(f);
-    if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x7fffffu)) return (uint16_t)((u >> 16) | 0x40u);
-    uint32_t lsb = (u >> 16) & 1u;
-    u += 0x7fffu + lsb;
-    return (uint16_t)(u >> 16);
-}

@@ -216,30 +216,36 @@ static void free_folder(void *impl) {
     free(f);
 }
 
+/* A file's size and modification time for the identity (both 0 for one stat cannot read). */
+typedef struct file_meta {
+    bool found;
+    int64_t size, mtime;
+} file_meta;
+
+static file_meta stat_meta(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) != 0) return (file_meta){false, 0, 0};
+    return (file_meta){true, (int64_t)sb.st_size, (int64_t)sb.st_mtime};
+}
+
 /* The data and preprocessing, for the feature cache key: options and every file's path, size
- * and modification time. */
+ * and modification time (the stats on all threads, a million files took seconds alone; hashed
+ * in order after). */
 static void set_identity(dataset_shared *sh, const image_folder *f) {
     hash64_state h;
     hash64_init(&h, 0x696d61676573ull);
-    /* the stats on all threads (a million files: seconds alone), hashed in order after */
     int64_t n = f->n_paths;
-    int64_t *meta = malloc(sizeof(int64_t) * 3 * (size_t)(n + 1)); /* found, size, mtime */
+    file_meta *meta = malloc(sizeof *meta * (size_t)(n + 1)); /* NULL: each stat in the loop */
     if (meta) {
 #pragma omp parallel for if (n >= 4096) schedule(static, 256)
-        for (int64_t i = 0; i < n; i++) {
-            struct stat sb;
-            meta[3 * i] = stat(f->paths[i], &sb) == 0;
-            meta[3 * i + 1] = meta[3 * i] ? (int64_t)sb.st_size : 0;
-            meta[3 * i + 2] = meta[3 * i] ? (int64_t)sb.st_mtime : 0;
-        }
+        for (int64_t i = 0; i < n; i++) meta[i] = stat_meta(f->paths[i]);
     }
     for (int64_t i = 0; i < n; i++) {
-        struct stat sb;
+        file_meta m = meta ? meta[i] : stat_meta(f->paths[i]);
         hash64_update_str(&h, f->paths[i]);
-        bool found = meta ? meta[3 * i] != 0 : stat(f->paths[i], &sb) == 0;
-        if (found) {
-            hash64_update_u64(&h, (uint64_t)(meta ? meta[3 * i + 1] : (int64_t)sb.st_size));
-            hash64_update_u64(&h, (uint64_t)(meta ? meta[3 * i + 2] : (int64_t)sb.st_mtime));
+        if (m.found) {
+            hash64_update_u64(&h, (uint64_t)m.size);
+            hash64_update_u64(&h, (uint64_t)m.mtime);
         }
     }
     free(meta);

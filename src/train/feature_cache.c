@@ -210,8 +210,8 @@ static feature_cache_reason check_header(feature_cache *fc, const uint8_t *h, si
     if (memcmp(h + OFF_MAGIC, FC_MAGIC, 8) != 0) REJECT(bad, "not a graft feature cache (magic)");
     if (get_u32(h + OFF_VERSION) != FC_VERSION)
         REJECT(get_u32(h + OFF_VERSION) < FC_VERSION ? FEATURE_CACHE_REBUILT_SHAPE_CHANGED : bad,
-               "format version %u, expected %u%s", get_u32(h + OFF_VERSION), FC_VERSION,
-               get_u32(h + OFF_VERSION) < FC_VERSION ? " (written by an older graft)" : "");
+               "format version %u%s, expected %u", get_u32(h + OFF_VERSION),
+               get_u32(h + OFF_VERSION) < FC_VERSION ? " from an older graft" : "", FC_VERSION);
     uint32_t endian;
     memcpy(&endian, h + OFF_ENDIAN, 4);
     if (endian != FC_ENDIAN_TAG) REJECT(bad, "written on a host of other byte order");
@@ -442,19 +442,6 @@ static graft_status check_row(const feature_cache *fc, const void *p, int64_t i,
     return GRAFT_OK;
 }
 
-/* f32_to_bf16's rounding (to nearest even, NaN kept quiet) inline, so the loop vectorizes: a
- * million rows of 2048 took seconds through the call per value. */
-static void row_to_bf16(uint8_t *dst, const float *src /* (n) */, int64_t n) {
-    for (int64_t k = 0; k < n; k++) {
-        uint32_t u;
-        memcpy(&u, src + k, 4);
-        uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-        uint32_t nan = ((u & 0x7fffffffu) > 0x7f800000u) ? (u >> 16) | 0x40u : rounded;
-        uint16_t h = (uint16_t)nan;
-        memcpy(dst + 2 * k, &h, 2);
-    }
-}
-
 graft_status feature_cache_put(feature_cache *fc, int64_t i, const float *features /* (dim) */,
                                graft_err *e) {
     TRY(check_row(fc, features, i, e));
@@ -466,11 +453,10 @@ graft_status feature_cache_put(feature_cache *fc, int64_t i, const float *featur
     uint8_t *row = fc->rows + (size_t)i * fc->row_bytes;
     if (fc->storage == GRAFT_DTYPE_F32) {
         memcpy(row, features, fc->row_bytes);
-    } else if (fc->storage == GRAFT_DTYPE_BF16) {
-        row_to_bf16(row, features, fc->dim);
     } else {
+        bool f16 = fc->storage == GRAFT_DTYPE_F16;
         for (int64_t k = 0; k < fc->dim; k++) {
-            uint16_t h = f32_to_f16(features[k]);
+            uint16_t h = f16 ? f32_to_f16(features[k]) : f32_to_bf16(features[k]);
             memcpy(row + 2 * k, &h, 2);
         }
     }
@@ -494,18 +480,12 @@ graft_status feature_cache_get(feature_cache *fc, float *out /* (dim) */, bool *
     const uint8_t *row = fc->rows + (size_t)i * fc->row_bytes;
     if (fc->storage == GRAFT_DTYPE_F32) {
         memcpy(out, row, fc->row_bytes);
-    } else if (fc->storage == GRAFT_DTYPE_BF16) {
-        for (int64_t k = 0; k < fc->dim; k++) { /* bf16_to_f32 inline: the loop vectorizes */
-            uint16_t h;
-            memcpy(&h, row + 2 * k, 2);
-            uint32_t u = (uint32_t)h << 16;
-            memcpy(out + k, &u, 4);
-        }
     } else {
+        bool f16 = fc->storage == GRAFT_DTYPE_F16;
         for (int64_t k = 0; k < fc->dim; k++) {
             uint16_t h;
             memcpy(&h, row + 2 * k, 2);
-            out[k] = f16_to_f32(h);
+            out[k] = f16 ? f16_to_f32(h) : bf16_to_f32(h);
         }
     }
     return GRAFT_OK;
