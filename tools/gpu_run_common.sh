@@ -10,8 +10,21 @@ G=/tmp/gen
 mkdir -p "$OUT"
 since() { echo "$(($(date +%s) - T0))s"; }
 summary() { echo "$1: rc=$2 pass $(grep -c '^PASS' "$3") fail $(grep -c '^FAIL' "$3")"; grep -m8 '^FAIL' "$3" | cut -c1-300; }
+# The packages beyond ../shared/device/debs.txt that graft needs (tools/gpu_prepare.sh puts them
+# in .gpu), unpacked into env.sh's root even when a warm machine's root was made without them.
+gpu_extra_debs() {
+    local f
+    for f in .gpu/libjansson*.deb .gpu/libicu*.deb; do
+        [ -f "$f" ] || { echo "no $f: run tools/gpu_prepare.sh here first"; exit 1; }
+        dpkg -x "$f" /tmp/sysroot
+    done
+    sed -i "s|^prefix=.*|prefix=/tmp/sysroot/usr|" /tmp/sysroot/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc
+}
 gpu_setup() {
-    [ -d $B ] || meson setup $B --buildtype=release -Dcuda=enabled -Dgpu_arch=90 >"$OUT/setup.log" 2>&1 ||
+    gpu_extra_debs
+    [ -f $B/build.ninja ] && return
+    rm -rf $B
+    meson setup $B --buildtype=release -Dcuda=enabled -Dgpu_arch=90 >"$OUT/setup.log" 2>&1 ||
         { tail -30 "$OUT/setup.log"; exit 1; }
 }
 digits_train_from_on_both() {
