@@ -69,6 +69,8 @@ int main(int argc, char **argv) {
                                                  : GRAFT_PRECISION_FP32;
     graft_ctx_options o = GRAFT_CTX_OPTIONS_INIT;
     o.device = argv[2];
+    const char *log = getenv("GRAFT_LOG"); /* debug: where the head's steps went */
+    if (log && !strcmp(log, "debug")) o.log_level = GRAFT_LOG_DEBUG;
     graft_ctx *ctx = NULL;
     graft_model *m = NULL;
     if (graft_ctx_create(&o, &ctx) != GRAFT_OK || graft_model_load(ctx, argv[1], &m) != GRAFT_OK) {
@@ -85,7 +87,8 @@ int main(int argc, char **argv) {
     graft_trainer *t = make(m, width, batch, epochs, hidden, prec, &tm, &e);
     double t0 = now();
     tm.last = t0;
-    graft_status st = t->head_ready ? trainer_run(t, x, y, rows, NULL, NULL, 0, &e) : GRAFT_E_INTERNAL;
+    graft_status st =
+        t->head_ready ? trainer_run(t, x, y, rows, NULL, NULL, 0, &e) : GRAFT_E_INTERNAL;
     double total = now() - t0;
     if (st != GRAFT_OK) {
         fprintf(stderr, "bench_head_device: %s\n", e.msg);

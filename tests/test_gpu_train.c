@@ -8,7 +8,8 @@
  * injected overflow, dropout (the same masks: drawn on the host); the features stay in GPU memory
  * (copied once, not per epoch), or are gathered on the host and copied per batch when told; and
  * the public fit on the digits CNN agrees with the CPU. Both runs go through the head's step
- * graph (head_step.h): on the CPU backend and on the CUDA one.
+ * graph (head_step.h): on the CPU backend and on the CUDA one, where most steps replay its
+ * recording (checked: `<case>_replayed`, unless the loss reads weights on the host).
  * Without a GPU every case prints one SKIP line. */
 #include <math.h>
 #include <stdlib.h>
@@ -181,8 +182,17 @@ static void run_case(graft_model *gpu, const tcase *c, const data *d) {
               (long long)optim_step_count(tg->opt), (long long)optim_step_count(tc->opt),
               (long long)tg->skipped_steps, (long long)tc->skipped_steps, (double)tg->scaler.scale,
               (double)tc->scaler.scale, rc.n_steps);
-        printf("  %s: %d steps, worst loss error %.2g, weights %.2g, skipped %lld\n", c->name,
-               rc.n_steps, le, we, (long long)tc->skipped_steps);
+        printf("  %s: %d steps, worst loss error %.2g, weights %.2g, skipped %lld, %lld steps "
+               "replayed a recording\n",
+               c->name, rc.n_steps, le, we, (long long)tc->skipped_steps,
+               (long long)tg->hs.run.x.replays);
+        /* weights the loss reads on the host keep the step node by node (exec_place.c) */
+        if (!c->class_weight && !c->pos_weight) {
+            char name[128];
+            snprintf(name, sizeof name, "%s_replayed", c->name);
+            CHECK(name, tg->hs.run.x.replays >= rc.n_steps / 2, "%lld of %d steps replayed",
+                  (long long)tg->hs.run.x.replays, rc.n_steps);
+        }
     }
     graft_trainer_free(tc);
     graft_trainer_free(tg);
@@ -341,7 +351,7 @@ int main(int argc, char **argv) {
     make_data(&d);
     for (int i = 0; i < n; i++) run_case(gpu, &cases[i], &d);
     check_residency(gpu, &d);
-        check_public_fit(model);
+    check_public_fit(model);
     graft_model_free(gpu);
     graft_ctx_free(ctx);
     return test_failures ? 1 : 0;

@@ -12,9 +12,9 @@
 #include "tensor_launch.h"
 
 static const cuda_kernel *const kernel_tables[] = {
-    cuda_elementwise_kernels, cuda_reduce_kernels, cuda_tensor_kernels,   cuda_norm_kernels,
-    cuda_conv_kernels,        cuda_matmul_kernels, cuda_backward_kernels, cuda_optimizer_kernels,
-    cuda_train_loss_kernels,
+    cuda_elementwise_kernels, cuda_reduce_kernels,    cuda_tensor_kernels,
+    cuda_norm_kernels,        cuda_conv_kernels,      cuda_matmul_kernels,
+    cuda_backward_kernels,    cuda_optimizer_kernels, cuda_train_loss_kernels,
 };
 
 const cuda_kernel *cuda_find_kernel(const char *op) {
@@ -187,11 +187,14 @@ static void be_release_state(void *impl) {
 
 static graft_status be_synchronize(void *impl, graft_err *e) {
     cuda_backend *be = impl;
+    /* the flags come back in stream order with the work: one wait, not a wait and a copy */
+    CUDA_TRY(e,
+             cudaMemcpyAsync(be->bad_seen, be->bad_index, sizeof *be->bad_seen,
+                             cudaMemcpyDeviceToHost, be->stream),
+             "reading the GPU's error flags");
     CUDA_TRY(e, cudaStreamSynchronize(be->stream), "running the queued GPU work");
     TRY(cuda_check_launch(e, "running the queued GPU work"));
-    cuda_gather_fault bad;
-    CUDA_TRY(e, cudaMemcpy(&bad, be->bad_index, sizeof bad, cudaMemcpyDeviceToHost),
-             "reading the GPU's error flags");
+    cuda_gather_fault bad = *be->bad_seen;
     if (bad.raised) {
         CUDA_TRY(e, cudaMemset(be->bad_index, 0, sizeof bad), "clearing the GPU's error flags");
         return err_set(e, GRAFT_E_INVALID_ARGUMENT,
@@ -322,6 +325,7 @@ static void be_destroy(void *impl) {
     cuda_groups_free(be->groups);
     layout_state_free(&be->layout);
     if (be->bad_index) cudaFree(be->bad_index);
+    if (be->bad_seen) cudaFreeHost(be->bad_seen);
     for (int k = 0; k < be->n_marks; k++) cudaEventDestroy(be->marks[k]);
     cuda_gemm_cache_free(be->gemm_cache);
     free(be->marks);
@@ -356,6 +360,9 @@ static graft_status init_device(cuda_backend *be, graft_err *e) {
     CUDA_TRY(e, cudaMalloc((void **)&be->bad_index, sizeof(cuda_gather_fault)),
              "allocating an error flag");
     CUDA_TRY(e, cudaMemset(be->bad_index, 0, sizeof(cuda_gather_fault)), "clearing an error flag");
+    CUDA_TRY(e, cudaMallocHost((void **)&be->bad_seen, sizeof(cuda_gather_fault)),
+             "allocating an error flag's host copy");
+    memset(be->bad_seen, 0, sizeof(cuda_gather_fault));
     return GRAFT_OK;
 }
 

@@ -32,6 +32,7 @@ typedef struct cuda_backend {
     int64_t fallbacks; /* node runs that went to the CPU reference */
     bool capturing;
     struct cuda_gather_fault *bad_index; /* a Gather's out-of-range index (device memory) */
+    struct cuda_gather_fault *bad_seen;  /* its copy read at each synchronisation (pinned) */
     cuda_groups *groups;                 /* fused groups of the current placement (cuda_groups.c) */
     void *stage[2]; /* pinned host staging buffers for copies (cuda_transfer.c) */
     cudaEvent_t stage_done[2];

@@ -486,6 +486,8 @@ graft_status exec_run(executor *x, const tensor *inputs, graft_err *e) {
     }
     x->flops = 0.0;
     graft_status st = GRAFT_OK;
+    if (x->plan.graph && !exec_graph_inputs_in_place(x, inputs))
+        exec_graph_free(x); /* recorded over another buffer: record again */
     if (rs.planned && x->plan.graph && !x->count_flops && !x->profile.on && !x->pause_fn) {
         x->replays++;
         st = exec_graph_replay(x, inputs, e);

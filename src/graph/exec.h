@@ -26,6 +26,8 @@ typedef struct exec_plan {
     size_t *staged_bytes;
     void **input_copy; /* while cached: per graph input, the device copy of a host input that the
                           recording reads (the current plan's are in the executor's copy[]) */
+    void **in_place;   /* per graph input: the device buffer a recording reads in place (inputs
+                          flagged in input_on_device), or NULL; another buffer drops the recording */
 } exec_plan;
 
 /* Plans kept besides the current one, so that inputs whose shapes alternate (texts padded to
@@ -112,6 +114,10 @@ graft_status exec_init(executor *x, ir_graph *g, graft_backend *host, graft_back
 void exec_free(executor *x);
 /* Never record CUDA graphs (every run goes node by node). */
 void exec_disable_graphs(executor *x);
+/* Record again (after exec_disable_graphs): each plan's second run records, later runs with the
+ * same input shapes replay. A device input flagged in input_on_device is read in place, so a run
+ * that passes another buffer for it records afresh. */
+void exec_enable_graphs(executor *x);
 /* Drop device copies of constants (after weights were edited in place). */
 void exec_drop_device_copies(executor *x);
 /* inputs[i] binds g->inputs[i] (borrowed; host memory, or device memory with inputs_on_device).

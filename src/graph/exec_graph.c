@@ -10,11 +10,17 @@ void exec_disable_graphs(executor *x) {
     x->graph_off = true;
 }
 
+void exec_enable_graphs(executor *x) {
+    x->graph_off = false;
+}
+
 void exec_plan_graph_free(executor *x, exec_plan *p) {
     if (p->graph && x->device) x->device->graph_free(x->device->impl, p->graph);
     p->graph = NULL;
     free(p->graph_out);
     p->graph_out = NULL;
+    free(p->in_place);
+    p->in_place = NULL;
     for (int i = 0; p->staged && i < x->g->n_inputs; i++)
         if (p->staged[i]) exec_buffer_free(x, true, p->staged[i]);
     free(p->staged);
@@ -89,14 +95,32 @@ graft_status exec_graph_stage_inputs(executor *x, const tensor *inputs, graft_er
     return GRAFT_OK;
 }
 
+/* Input i is a device input the recording reads where the caller keeps it (not staged). */
+static bool read_in_place(const executor *x, int i) {
+    return !x->inputs_on_device && x->input_on_device && x->input_on_device[i];
+}
+
+bool exec_graph_inputs_in_place(const executor *x, const tensor *inputs) {
+    const exec_plan *p = &x->plan;
+    if (!p->in_place) return false;
+    for (int i = 0; i < x->g->n_inputs; i++) /* the same buffers, and flagged as they were */
+        if (p->in_place[i] != (read_in_place(x, i) ? inputs[i].data : NULL)) return false;
+    return true;
+}
+
 graft_status exec_graph_keep(executor *x, void *graph, graft_err *e) {
     const ir_graph *g = x->g;
     exec_plan *p = &x->plan;
     p->graph_out = calloc((size_t)g->n_outputs + 1, sizeof *p->graph_out);
-    if (!p->graph_out) {
+    p->in_place = calloc((size_t)g->n_inputs + 1, sizeof *p->in_place);
+    if (!p->graph_out || !p->in_place) {
+        free(p->graph_out), free(p->in_place);
+        p->graph_out = NULL, p->in_place = NULL;
         x->device->graph_free(x->device->impl, graph);
         return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory keeping a CUDA graph");
     }
+    for (int i = 0; i < g->n_inputs; i++)
+        if (read_in_place(x, i)) p->in_place[i] = x->vals[g->inputs[i]].data;
     bool all_on_device = true;
     for (int i = 0; i < g->n_outputs; i++) {
         int v = g->outputs[i];

@@ -60,6 +60,9 @@ bool exec_graph_can_record(const executor *x, bool planned);
 /* Copy the graph inputs the device reads into buffers that stay (the graph reads them). */
 graft_status exec_graph_stage_inputs(executor *x, const tensor *inputs, graft_err *e);
 graft_status exec_graph_replay(executor *x, const tensor *inputs, graft_err *e);
+/* Whether the current plan's recording reads every device input flagged in input_on_device from
+ * the buffer `inputs` pass now. */
+bool exec_graph_inputs_in_place(const executor *x, const tensor *inputs);
 /* Keep what replays need after a recorded run: the outputs' device tensors. */
 graft_status exec_graph_keep(executor *x, void *graph, graft_err *e);
 void exec_graph_free(executor *x);

@@ -285,6 +285,15 @@ static graft_status init_eval(head_step *hs, const optim *opt, graft_model *m, i
     return GRAFT_OK;
 }
 
+/* A head alone on a device replays its step as one CUDA-graph recording per batch size
+ * (exec_graph.c): the features, weights, sums and state it reads stay where they are, read in
+ * place; the rows' index, targets and masks are copied in before each replay. Blocks run node
+ * by node; GRAFT_STEP_RECORD=0 makes a head do so too (for comparisons). */
+static bool step_recorded(const head_step *hs) {
+    const char *env = getenv("GRAFT_STEP_RECORD");
+    return hs->on_device && !hs->b && !(env && !strcmp(env, "0"));
+}
+
 /* The step graph from the source graph: gradient sums, a head alone's Gather, the loss; its
  * executor and bindings; the evaluation graph. */
 static graft_status init(head_step *hs, const optim *opt, const loss_spec *l, int64_t accumulate,
@@ -306,7 +315,7 @@ static graft_status init(head_step *hs, const optim *opt, const loss_spec *l, in
         return err_set(e, GRAFT_E_INTERNAL, "step graph: not where the optimizer is");
     /* a head's products read their weights afresh; blocks' Conv keeps reordered weights */
     if (!hs->b) train_exec_keep_kernel_state(&hs->run);
-    exec_disable_graphs(&hs->run.x); /* resident inputs updated in place: no recorded replay */
+    if (step_recorded(hs)) exec_enable_graphs(&hs->run.x);
     hs->in = calloc((size_t)hs->tg.g.n_inputs + 1, sizeof *hs->in);
     if (!hs->in) return oom(e);
     TRY(find_inputs(hs, e));

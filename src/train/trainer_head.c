@@ -137,13 +137,14 @@ static graft_status settle(graft_trainer *t, graft_err *e) {
  * many cached rows. */
 static void log_step_times(const graft_trainer *t, double seconds) {
     const head_step *hs = &t->hs;
-    if (hs->runs == 0) return;
+    if (hs->runs == 0 || !t->model) return; /* a trainer without a model has no log */
     ctx_log(t->model->ctx, GRAFT_LOG_DEBUG,
-            "head: %lld training runs in %.3fs (%.1f us each): step graph %.3fs, gradients to "
-            "the optimizer %.3fs, optimizer steps %.3fs, states read %.3fs, the rest (labels, "
-            "callbacks, validation) %.3fs",
-            (long long)hs->runs, seconds, 1e6 * seconds / (double)hs->runs, hs->run_seconds,
-            hs->sums_seconds, t->step_seconds, t->state_seconds,
+            "head: %lld training runs in %.3fs (%.1f us each; %lld replayed a recording): step "
+            "graph %.3fs, gradients to the optimizer %.3fs, optimizer steps %.3fs, states read "
+            "%.3fs, the rest (labels, callbacks, validation) %.3fs",
+            (long long)hs->runs, seconds, 1e6 * seconds / (double)hs->runs,
+            (long long)hs->run.x.replays, hs->run_seconds, hs->sums_seconds, t->step_seconds,
+            t->state_seconds,
             seconds - hs->run_seconds - hs->sums_seconds - t->step_seconds - t->state_seconds);
 }
 
