@@ -12,14 +12,19 @@ import time
 import torch
 
 
-def torch_epochs(rows, width, batch, epochs, hidden, dtype):
+def problem(rows, width, hidden):
+    """The same seeded features, labels and head for every PyTorch variant (on the GPU)."""
     dev = "cuda"
     g = torch.Generator(device=dev).manual_seed(0)
     x = torch.rand(rows, width, device=dev, generator=g) - 0.5
     y = torch.randint(0, 10, (rows,), device=dev, generator=g)
     layers = [torch.nn.Linear(width, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 10)] \
         if hidden else [torch.nn.Linear(width, 10)]
-    head = torch.nn.Sequential(*layers).to(dev)
+    return dev, x, y, torch.nn.Sequential(*layers).to(dev)
+
+
+def torch_epochs(rows, width, batch, epochs, hidden, dtype):
+    dev, x, y, head = problem(rows, width, hidden)
     opt = torch.optim.AdamW(head.parameters(), lr=1e-3, foreach=True)
     loss_fn = torch.nn.CrossEntropyLoss()
     times = []
@@ -44,13 +49,7 @@ def torch_graphed_epochs(rows, width, batch, epochs, hidden, dtype):
     backward, a capturable AdamW) captured once as a CUDA graph and replayed per batch from a
     static index buffer. Full batches only: the epoch's short last batch is left out (graft
     runs it), which flatters PyTorch by one step an epoch."""
-    dev = "cuda"
-    g = torch.Generator(device=dev).manual_seed(0)
-    x = torch.rand(rows, width, device=dev, generator=g) - 0.5
-    y = torch.randint(0, 10, (rows,), device=dev, generator=g)
-    layers = [torch.nn.Linear(width, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 10)] \
-        if hidden else [torch.nn.Linear(width, 10)]
-    head = torch.nn.Sequential(*layers).to(dev)
+    dev, x, y, head = problem(rows, width, hidden)
     opt = torch.optim.AdamW(head.parameters(), lr=1e-3, foreach=True, capturable=True)
     loss_fn = torch.nn.CrossEntropyLoss()
     idx = torch.arange(batch, device=dev)
