@@ -571,6 +571,25 @@ static void test_lock(void) {
     unlink(path);
 }
 
+/* The features array of a large set (host_alloc_large): 2 MiB-aligned, zeroed, writable to its
+ * last byte, freed with free(); below the threshold a plain 64-byte-aligned block. */
+static void test_large_array(void) {
+    size_t bytes = HOST_LARGE_BYTES + 12345;
+    unsigned char *p = host_alloc_large(bytes), *q = host_alloc_large(1000);
+    bool ok = p && q && (uintptr_t)p % ((size_t)2 << 20) == 0 && (uintptr_t)q % 64 == 0;
+    size_t nonzero = 0;
+    for (size_t i = 0; ok && i < bytes; i += 4093) nonzero += p[i] != 0;
+    if (ok) {
+        nonzero += p[bytes - 1] != 0;
+        memset(p, 0xA5, bytes);
+        memset(q, 0x5A, 1000);
+    }
+    CHECK("features_array_large", ok && nonzero == 0 && p[bytes - 1] == 0xA5 && q[999] == 0x5A,
+          "allocated %d/%d, aligned %d, %zu nonzero bytes sampled", p != NULL, q != NULL, ok,
+          nonzero);
+    free(p), free(q);
+}
+
 int main(void) {
     test_hash();
     report_hash_speed();
@@ -594,5 +613,6 @@ int main(void) {
     test_old_version();
     test_bad_args();
     test_lock();
+    test_large_array();
     return test_failures ? 1 : 0;
 }

@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "scalar.h"
 
@@ -117,6 +118,21 @@ bool shapes_equal(int ndim_a, const int64_t *a, int ndim_b, const int64_t *b) {
 void *host_alloc_aligned(size_t bytes) {
     void *p = NULL;
     return posix_memalign(&p, 64, bytes ? bytes : 1) == 0 ? p : NULL;
+}
+
+void *host_alloc_large(size_t bytes) {
+    if (bytes < HOST_LARGE_BYTES) return host_alloc_aligned(bytes);
+    const size_t page = (size_t)2 << 20;
+    char *p = NULL;
+    if (posix_memalign((void **)&p, page, bytes) != 0) return NULL;
+    (void)madvise(p, bytes, MADV_HUGEPAGE); /* a hint: without it, 4 KiB pages */
+    int64_t chunks = (int64_t)((bytes + page - 1) / page);
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < chunks; c++) {
+        size_t at = (size_t)c * page;
+        memset(p + at, 0, bytes - at < page ? bytes - at : page);
+    }
+    return p;
 }
 
 graft_status tensor_alloc(tensor *t, graft_err *e) {

@@ -27,6 +27,12 @@ bool shapes_equal(int ndim_a, const int64_t *a, int ndim_b, const int64_t *b);
  * a line, as they would at malloc's 16), uninitialised; freed with free(). NULL when out of
  * memory. */
 void *host_alloc_aligned(size_t bytes);
+/* host_alloc_aligned for an array that will be written whole (a data set's features): from
+ * HOST_LARGE_BYTES up, on 2 MiB boundaries with transparent huge pages asked for and its pages
+ * faulted in on all threads now (zeroed), so the writer does not stop at every 4 KiB page;
+ * uninitialised below that. Freed with free(). */
+#define HOST_LARGE_BYTES ((size_t)64 << 20)
+void *host_alloc_large(size_t bytes);
 /* Allocate data for t (dtype and shape already set), zero-filled. */
 graft_status tensor_alloc(tensor *t, graft_err *e);
 /* Set dtype/shape and allocate. */
