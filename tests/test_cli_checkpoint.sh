@@ -217,10 +217,12 @@ MN=$GEN/mobilenet_tiny.onnx
 if [ -f "$MN" ]; then
     "$GRAFT" finetune --model "$MN" --data $TRAIN --val $VAL --resize 64 --crop 64 --batch 1 \
         --epochs 1 --out "$TMP/f.onnx" >"$TMP/few.txt" 2>&1
-    bb=$(sed -n 's/^backbone: 319 samples in \([0-9.]*\)s.*/\1/p' "$TMP/few.txt")
+    # the backbone's own seconds (two decimals); the epoch's are printed to 0.1 s, and an epoch
+    # of ~0.05 s read 0.0 or 0.1 from run to run: one that counted the backbone reads >= it
+    bb=$(sed -n 's/^backbone: 319 samples in .*: backbone \([0-9.]*\)s,.*/\1/p' "$TMP/few.txt")
     ep=$(sed -n 's/^epoch 1\/1: .*, \([0-9.]*\)s$/\1/p' "$TMP/few.txt")
     echo "  backbone ${bb}s, epoch 1 ${ep}s"
-    if [ -n "$bb" ] && [ -n "$ep" ] && "$PY" -c "import sys; sys.exit(0 if $ep < $bb / 2 else 1)"; then
+    if [ -n "$bb" ] && [ -n "$ep" ] && "$PY" -c "import sys; sys.exit(0 if $ep < $bb else 1)"; then
         pass epoch_clock_after_backbone
     else fail epoch_clock_after_backbone "backbone '$bb's, epoch 1 '$ep's: $(tail -2 "$TMP/few.txt")"; fi
 else echo "SKIP epoch_clock_after_backbone: $MN not generated"; fi
