@@ -3,13 +3,8 @@
 # decoding, PyTorch's loop and expert), then the device-resident forward against PyTorch.
 # Usage, on the GPU machine from the project root (the device tool: carry .gpu, see
 # ../shared/device/README.md): source .gpu/env.sh && bash tools/gpu_finetune_run.sh (logs in $OUT).
-set -u
-T0=$(date +%s)
-B=/tmp/build
-mkdir -p "$OUT"
-for f in .gpu/libjansson*.deb .gpu/libicu*.deb; do dpkg -x "$f" /tmp/sysroot; done
-sed -i "s|^prefix=.*|prefix=/tmp/sysroot/usr|" /tmp/sysroot/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc
-[ -d $B ] || meson setup $B --buildtype=release -Dcuda=enabled -Dgpu_arch=90 > "$OUT/setup.log" 2>&1 || { tail -30 "$OUT/setup.log"; exit 1; }
+. tools/gpu_run_common.sh
+gpu_setup
 ninja -C $B > "$OUT/build.log" 2>&1 || { grep -B2 -A12 -m3 'error' "$OUT/build.log"; exit 1; }
 echo "built in $(( $(date +%s) - T0 ))s"
 (python3 tools/make_models.py --out /tmp/gen --only resnet50,bert_base > "$OUT/make_models.log" 2>&1; echo "make_models rc=$?" >> "$OUT/make_models.log") &
