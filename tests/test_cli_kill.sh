@@ -47,7 +47,7 @@ fi
 # Moments from 0 to twice an attempt's share of the run plus the start-up (loading the model, the
 # checkpoint and the cached features), so that most attempts train a little and some only start.
 span=$((2 * ms / KILLS + 60))
-in_write=0 resumed=0 stale=0 i=0 idle=0 epochs_seen=0
+in_write=0 resumed=0 stale=0 i=0 idle=0 last_seen=
 # KILLS moments, and more (up to 3x) while too few have landed inside a write or after a
 # checkpoint: on a loaded machine the start-up takes longer and early moments only start.
 while [ $i -lt $KILLS ] ||
@@ -61,12 +61,13 @@ while [ $i -lt $KILLS ] ||
     sleep "$((d / 1000)).$(printf '%03d' $((d % 1000)))"
     kill -KILL $pid 2>/dev/null
     wait $pid 2>/dev/null
-    # Four attempts in a row that finished no epoch: the start-up takes longer than the moments
-    # reach (a loaded machine), so the next moments reach a third further, up to the whole run.
-    e=$(grep -c '^epoch ' "$TMP/killed.txt")
-    if [ "$e" = "$epochs_seen" ]; then idle=$((idle + 1)); else idle=0; fi
-    epochs_seen=$e
-    [ $idle -ge 4 ] && [ $span -lt $((ms + 60)) ] && span=$((span * 4 / 3)) && idle=0
+    # Four attempts in a row that left no new last checkpoint: the start-up or a checkpoint's
+    # write (it syncs) takes longer than the moments reach, as on a machine loaded with CPU or
+    # disk work, so the next moments reach a third further, up to three uninterrupted runs.
+    e=$(stat -c %y "$TMP/ck/last.safetensors" 2>/dev/null)
+    if [ "$e" = "$last_seen" ]; then idle=$((idle + 1)); else idle=0; fi
+    last_seen=$e
+    [ $idle -ge 4 ] && [ $span -lt $((3 * ms + 60)) ] && span=$((span * 4 / 3)) && idle=0
     n=$(find "$TMP/ck" -name '*.tmp.*' 2>/dev/null | wc -l)
     [ "$n" -gt 0 ] && in_write=$((in_write + 1))
     [ "$n" -gt 1 ] && stale=$((stale + 1))
