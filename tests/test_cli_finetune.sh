@@ -35,6 +35,15 @@ want=$(sed -n 's/^  val accuracy *\([0-9.]*\) (\([0-9]*\) of \([0-9]*\).*/\2 of 
 got=$("$GRAFT" eval --model "$TMP/a.onnx" --data $VAL 2>/dev/null | sed -n 's/^accuracy *[0-9.]* (\(.*\))$/\1/p')
 if [ -n "$want" ] && [ "$want" = "$got" ]; then pass finetune_val_accuracy_is_the_exports
 else fail finetune_val_accuracy_is_the_exports "summary '$want', graft eval '$got'"; fi
+# A feature cache with no room on its disk (a file size limit here, as a full disk): a clear error
+# naming the file, at the start; no crash (before, a full disk was a SIGBUS while rows were put).
+(ulimit -f 4 && "$GRAFT" finetune --model $M --data $TRAIN "${IMG[@]}" --epochs 1 \
+    --cache "$TMP/fullcache" --out "$TMP/full.onnx") >"$TMP/full.out" 2>"$TMP/full.err"
+rc=$?
+if [ $rc = 1 ] && grep -q "feature cache '.*/fullcache/features-.*': cannot reserve .* on its disk" \
+    "$TMP/full.err"; then
+    pass finetune_cache_no_room_is_an_error
+else fail finetune_cache_no_room_is_an_error "rc $rc: $(grep -v '^ ' "$TMP/full.err" | head -2)"; fi
 # --train-from: the blocks after the tensor train with the head; the exported model carries them
 # (graft eval agrees with the summary), a checkpoint rebuilds the same model, and the part
 # before the tensor runs once per sample.

@@ -1,5 +1,6 @@
 /* main.c: the graft command-line tool: dispatches to one subcommand per file; `graft help CMD`
  * is `graft CMD --help`. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -107,6 +108,9 @@ static int help(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    /* A file growing past the shell's size limit (ulimit -f) is then an error naming the file
+     * (EFBIG from the write), not a kill by SIGXFSZ with nothing said. */
+    signal(SIGXFSZ, SIG_IGN);
     if (argc < 2) {
         cli_help(&tool, stderr);
         return 2;

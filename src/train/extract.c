@@ -223,7 +223,7 @@ static graft_status batch_features(graft_trainer *t, feature_cache *fc, graft_na
     t->backbone_samples += m;
     double t1 = clock_seconds();
     t->backbone_seconds += t1 - t0;
-    for (int64_t i = 0; fc && i < m; i++) TRY(feature_cache_put(fc, idx[i], dst + i * t->dim, e));
+    if (fc) TRY(feature_cache_put_rows(fc, idx, m, dst, e));
     t->cache_seconds += clock_seconds() - t1;
     return GRAFT_OK;
 }

@@ -275,16 +275,58 @@ static feature_cache_reason try_reuse(feature_cache *fc, uint64_t file_size) {
     return FEATURE_CACHE_REUSED;
 }
 
+/* The file's blocks allocated up front (fallocate; unwritten extents, no zeroing on ext4 or
+ * XFS): a disk without room for the cache is an error at the open, naming the size. Unreserved,
+ * a store or a read of a hole through the mapping fails with SIGBUS once the disk is full (reads
+ * too on tmpfs, which allocates a page for them). A file system without fallocate keeps the
+ * sparse file; rows are then written with pwrite (write_rows), whose failure is an error too. */
+static graft_status reserve_space(feature_cache *fc, const char *path, graft_err *e) {
+    int r;
+    while ((r = fallocate(fc->fd, 0, 0, (off_t)fc->map_bytes)) != 0 && errno == EINTR) {
+    }
+    if (r == 0 || errno == EOPNOTSUPP || errno == ENOSYS) return GRAFT_OK;
+    int why = errno;
+    if (ftruncate(fc->fd, 0) != 0) { /* give back what the failed reservation took */
+    }
+    char size[32];
+    if (fc->map_bytes < 10000000)
+        snprintf(size, sizeof size, "%zu bytes", fc->map_bytes);
+    else
+        snprintf(size, sizeof size, "%.1f GB", (double)fc->map_bytes / 1e9);
+    return err_set(e, GRAFT_E_IO,
+                   "feature cache '%s': cannot reserve %s on its disk for %lld rows of %lld %s: "
+                   "%s (free some space, or put --cache on another disk)",
+                   path, size, (long long)fc->n, (long long)fc->dim, graft_dtype_name(fc->storage),
+                   strerror(why));
+}
+
+/* The file's first `bytes` bytes set to zero with pwrite. */
+static graft_status write_zeros(feature_cache *fc, const char *path, size_t bytes, graft_err *e) {
+    static const uint8_t zeros[FC_ALIGN];
+    for (size_t at = 0; at < bytes;) {
+        size_t c = bytes - at < sizeof zeros ? bytes - at : sizeof zeros;
+        ssize_t w = pwrite(fc->fd, zeros, c, (off_t)at);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0)
+            return err_set(e, GRAFT_E_IO, "feature cache '%s': writing its header: %s", path,
+                           w < 0 ? strerror(errno) : "nothing written");
+        at += (size_t)w;
+    }
+    return GRAFT_OK;
+}
+
 /* Replace the file with a fresh, empty one of the right size, marked dirty. */
 static graft_status fresh_file(feature_cache *fc, const char *path, graft_err *e) {
     if (fc->map) munmap(fc->map, fc->map_bytes);
     fc->map = NULL;
-    /* Sized, not truncated to 0 first: ext4 flushes a file truncated to 0 and rewritten when it
-     * is closed (seconds for a million rows). An old file's rows stay until overwritten; the
-     * cleared bitmap says none is present. */
+    /* Reserved (which sizes a shorter file), then sized, not truncated to 0 first: ext4 flushes
+     * a file truncated to 0 and rewritten when it is closed (seconds for a million rows). An old
+     * file's rows stay until overwritten; the cleared bitmap says none is present. */
+    TRY(reserve_space(fc, path, e));
     if (ftruncate(fc->fd, (off_t)fc->map_bytes) != 0)
         return err_set(e, GRAFT_E_IO, "feature cache '%s': cannot size the file to %zu bytes: %s",
                        path, fc->map_bytes, strerror(errno));
+    TRY(write_zeros(fc, path, fc->header_bytes + fc->bitmap_bytes, e));
     fc->map = mmap(NULL, fc->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fc->fd, 0);
     if (fc->map == MAP_FAILED) {
         fc->map = NULL;
@@ -292,7 +334,6 @@ static graft_status fresh_file(feature_cache *fc, const char *path, graft_err *e
     }
     fc->bitmap = fc->map + fc->header_bytes;
     fc->rows = fc->bitmap + fc->bitmap_bytes;
-    memset(fc->bitmap, 0, fc->bitmap_bytes);
     fc->present = 0;
     write_header(fc, FC_STATE_DIRTY, 0);
     fc->dirty = true;
@@ -442,29 +483,102 @@ static graft_status check_row(const feature_cache *fc, const void *p, int64_t i,
     return GRAFT_OK;
 }
 
-graft_status feature_cache_put(feature_cache *fc, int64_t i, const float *features /* (dim) */,
+/* count rows of features converted to the storage dtype into dst (count, row_bytes). */
+static void store_rows(const feature_cache *fc, uint8_t *dst,
+                       const float *features /* (count, dim) */, int64_t count) {
+    size_t values = (size_t)(count * fc->dim);
+    if (fc->storage == GRAFT_DTYPE_F32) {
+        memcpy(dst, features, values * sizeof(float));
+    } else if (fc->storage == GRAFT_DTYPE_BF16) {
+        uint16_t *h = (uint16_t *)(void *)dst; /* rows are 2-byte aligned: page + n * 2 * dim */
+        for (size_t k = 0; k < values; k++) h[k] = f32_to_bf16(features[k]);
+    } else {
+        uint16_t *h = (uint16_t *)(void *)dst;
+        for (size_t k = 0; k < values; k++) h[k] = f32_to_f16(features[k]);
+    }
+}
+
+#define FC_STAGE_BYTES ((size_t)1 << 20) /* converted rows written to the file per call */
+
+/* Rows [first, first + count) into the file with pwrite, converted through a staging buffer
+ * when the storage is not f32: the kernel copies into its page cache, where stores through the
+ * mapping would take a write fault per 4 KiB page, and a full disk is an error (ENOSPC), not a
+ * SIGBUS. The mapping is MAP_SHARED, so it sees the rows. */
+static graft_status write_rows(feature_cache *fc, int64_t first, int64_t count,
+                               const float *features /* (count, dim) */, uint8_t *stage,
                                graft_err *e) {
-    TRY(check_row(fc, features, i, e));
+    int64_t per =
+        fc->storage == GRAFT_DTYPE_F32 ? count : (int64_t)(FC_STAGE_BYTES / fc->row_bytes);
+    if (per < 1) per = 1;
+    for (int64_t done = 0; done < count;) {
+        int64_t c = count - done < per ? count - done : per;
+        const uint8_t *src = (const uint8_t *)(features + done * fc->dim);
+        if (fc->storage != GRAFT_DTYPE_F32) {
+            store_rows(fc, stage, features + done * fc->dim, c);
+            src = stage;
+        }
+        size_t bytes = (size_t)c * fc->row_bytes;
+        off_t at =
+            (off_t)(fc->header_bytes + fc->bitmap_bytes + (size_t)(first + done) * fc->row_bytes);
+        for (size_t put = 0; put < bytes;) {
+            ssize_t w = pwrite(fc->fd, src + put, bytes - put, at + (off_t)put);
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0)
+                return err_set(e, GRAFT_E_IO, "feature cache: writing rows %lld..%lld: %s",
+                               (long long)(first + done), (long long)(first + done + c - 1),
+                               w < 0 ? strerror(errno) : "nothing written");
+            put += (size_t)w;
+        }
+        done += c;
+    }
+    return GRAFT_OK;
+}
+
+static void mark_present(feature_cache *fc, int64_t i) {
+    if (!feature_cache_has(fc, i)) {
+        fc->bitmap[i >> 3] |= (uint8_t)(1u << (i & 7));
+        fc->present++;
+    }
+}
+
+graft_status feature_cache_put_rows(feature_cache *fc, const int64_t *idx /* (m) */, int64_t m,
+                                    const float *features /* (m, dim) */, graft_err *e) {
+    if (!fc || !idx || (m > 0 && !features))
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT, "feature cache: NULL argument");
+    for (int64_t j = 0; j < m; j++) TRY(check_row(fc, features, idx[j], e));
+    if (m <= 0) return GRAFT_OK;
     if (fc->map && !fc->dirty) { /* mark the file dirty on disk before touching the payload */
         write_header(fc, FC_STATE_DIRTY, 0);
         TRY(sync_header(fc, e));
         fc->dirty = true;
     }
-    uint8_t *row = fc->rows + (size_t)i * fc->row_bytes;
-    if (fc->storage == GRAFT_DTYPE_F32) {
-        memcpy(row, features, fc->row_bytes);
-    } else {
-        bool f16 = fc->storage == GRAFT_DTYPE_F16;
-        for (int64_t k = 0; k < fc->dim; k++) {
-            uint16_t h = f16 ? f32_to_f16(features[k]) : f32_to_bf16(features[k]);
-            memcpy(row + 2 * k, &h, 2);
-        }
+    uint8_t *stage = NULL;
+    if (fc->map && fc->storage != GRAFT_DTYPE_F32) {
+        /* the m rows converted, or 1 MiB of them (at least one) when they are more */
+        size_t bytes = (size_t)m * fc->row_bytes, most = FC_STAGE_BYTES;
+        if (most < fc->row_bytes) most = fc->row_bytes;
+        stage = malloc(bytes < most ? bytes : most);
+        if (!stage) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "feature cache: out of memory");
     }
-    if (!feature_cache_has(fc, i)) {
-        fc->bitmap[i >> 3] |= (uint8_t)(1u << (i & 7));
-        fc->present++;
+    graft_status st = GRAFT_OK;
+    for (int64_t j = 0; j < m && st == GRAFT_OK;) {
+        int64_t run = 1; /* rows of consecutive sample indices go in one piece */
+        while (j + run < m && idx[j + run] == idx[j] + run) run++;
+        const float *src = features + j * fc->dim;
+        if (fc->map)
+            st = write_rows(fc, idx[j], run, src, stage, e);
+        else
+            store_rows(fc, fc->rows + (size_t)idx[j] * fc->row_bytes, src, run);
+        for (int64_t k = 0; k < run && st == GRAFT_OK; k++) mark_present(fc, idx[j] + k);
+        j += run;
     }
-    return GRAFT_OK;
+    free(stage);
+    return st;
+}
+
+graft_status feature_cache_put(feature_cache *fc, int64_t i, const float *features /* (dim) */,
+                               graft_err *e) {
+    return feature_cache_put_rows(fc, &i, 1, features, e);
 }
 
 graft_status feature_cache_get(feature_cache *fc, float *out /* (dim) */, bool *found, int64_t i,

@@ -61,6 +61,11 @@ bool feature_cache_has(const feature_cache *fc, int64_t i);
 /* Store row i (converted to the storage dtype; overwrites an existing row). */
 graft_status feature_cache_put(feature_cache *fc, int64_t i, const float *features /* (dim) */,
                                graft_err *e);
+/* Store rows idx[0..m) from features (m, dim): one write per run of consecutive indices into a
+ * file cache. A write that fails (a full disk) is GRAFT_E_IO naming the rows; rows before it are
+ * stored. */
+graft_status feature_cache_put_rows(feature_cache *fc, const int64_t *idx /* (m) */, int64_t m,
+                                    const float *features /* (m, dim) */, graft_err *e);
 /* Read row i into out when present (*found true, counts a hit); otherwise *found is false, out is
  * untouched and a miss is counted. Errors only for bad arguments. */
 graft_status feature_cache_get(feature_cache *fc, float *out /* (dim) */, bool *found, int64_t i,
