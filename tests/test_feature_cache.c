@@ -6,27 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <signal.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/half.h"
 #include "core/hash.h"
-#include "test_util.h"
-#include "train/feature_cache.h"
-
-#define N 37
-#define D 19
-
-static float feat(int64_t i, int64_t k) {
-    return sinf((float)(i * 31 + k) * 0.37f) * (float)(1 + k % 5) + (float)i * 0.01f;
-}
-
-static void row(float *out, int64_t i) {
-    for (int64_t k = 0; k < D; k++) out[k] = feat(i, k);
-}
+#include "test_feature_cache_util.h"
 
 /* ---- hash ---- */
 
@@ -147,38 +132,6 @@ static void test_bf16_rounding(void) {
 
 /* ---- cache ---- */
 
-static const char *tmp_path(char *buf, size_t size, const char *tag) {
-    snprintf(buf, size, "/tmp/graft_test_fc_%d_%s.bin", (int)getpid(), tag);
-    return buf;
-}
-
-/* Fill rows [lo, hi) of fc. */
-static int fill(feature_cache *fc, int64_t lo, int64_t hi) {
-    float r[D];
-    graft_err e = {0};
-    for (int64_t i = lo; i < hi; i++) {
-        row(r, i);
-        if (feature_cache_put(fc, i, r, &e) != GRAFT_OK) return 0;
-    }
-    return 1;
-}
-
-/* Largest |got - want| / max(|want|, tiny) over all present rows; -1 when a row is missing. */
-static double max_rel_err(feature_cache *fc, int64_t n) {
-    double worst = 0;
-    float got[D], want[D];
-    for (int64_t i = 0; i < n; i++) {
-        bool found = false;
-        if (feature_cache_get(fc, got, &found, i, NULL) != GRAFT_OK || !found) return -1;
-        row(want, i);
-        for (int k = 0; k < D; k++) {
-            double d = fabs((double)got[k] - want[k]) / fmax(fabs(want[k]), 1e-3);
-            if (d > worst) worst = d;
-        }
-    }
-    return worst;
-}
-
 static void test_memory(graft_dtype storage, const char *name, double tol) {
     feature_cache_key key = {0x1234, "cut", "prep"};
     feature_cache *fc = NULL;
@@ -204,17 +157,6 @@ static void test_memory(graft_dtype storage, const char *name, double tol) {
           "empty_ok %d partial %d count %lld err %g (tol %g) hits %lld", empty_ok, partial,
           (long long)feature_cache_count(fc), err, tol, (long long)feature_cache_hits(fc));
     feature_cache_close(fc, NULL);
-}
-
-static feature_cache *open_file(const char *path, const feature_cache_key *key, graft_dtype storage,
-                                feature_cache_reason *why) {
-    feature_cache *fc = NULL;
-    graft_err e = {0};
-    if (feature_cache_open(&fc, why, path, key, N, D, storage, &e) != GRAFT_OK) {
-        printf("  open %s: %s\n", path, e.msg);
-        return NULL;
-    }
-    return fc;
 }
 
 static void test_file_reuse(graft_dtype storage, const char *tag, double tol) {
@@ -574,156 +516,6 @@ static void test_lock(void) {
     unlink(path);
 }
 
-/* put_rows with batches in a scrambled order (runs of consecutive samples and single ones) stores
- * what per-row puts store: the two files are byte-identical, and a memory cache reads it back. */
-static const int64_t scrambled[N] = {5,  6,  7,  8,  2,  10, 11, 0,  1,  3,  4,  9,  36,
-                                     20, 21, 22, 23, 24, 25, 12, 14, 13, 15, 16, 17, 18,
-                                     19, 35, 34, 26, 27, 28, 29, 30, 31, 32, 33};
-
-static bool put_scrambled(feature_cache *fc) {
-    float r[N * D];
-    for (int j = 0; j < N; j++) row(r + j * D, scrambled[j]);
-    graft_err e = {0};
-    const int cuts[] = {0, 12, 13, 27, N}; /* four batches */
-    for (int b = 0; b < 4; b++)
-        if (feature_cache_put_rows(fc, scrambled + cuts[b], cuts[b + 1] - cuts[b], r + cuts[b] * D,
-                                   &e) != GRAFT_OK) {
-            printf("  put_rows: %s\n", e.msg);
-            return false;
-        }
-    return true;
-}
-
-static bool same_file(const char *a, const char *b) {
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
-    bool same = fa && fb;
-    for (int ca = 0, cb = 0; same && ca != EOF; same = ca == cb) ca = fgetc(fa), cb = fgetc(fb);
-    if (fa) fclose(fa);
-    if (fb) fclose(fb);
-    return same;
-}
-
-static void test_put_rows(graft_dtype storage, const char *tag, double tol) {
-    char one[256], batched[256], name[96];
-    tmp_path(one, sizeof one, "rows_one"), tmp_path(batched, sizeof batched, "rows_batched");
-    unlink(one), unlink(batched);
-    feature_cache_key key = {0x5151, "cut", "prep"};
-    feature_cache_reason why;
-    feature_cache *a = open_file(one, &key, storage, &why),
-                  *b = open_file(batched, &key, storage, &why);
-    bool filled = a && b && fill(a, 0, N) && put_scrambled(b) && feature_cache_complete(b);
-    feature_cache_close(a, NULL), feature_cache_close(b, NULL);
-    snprintf(name, sizeof name, "put_rows_file_as_per_row_%s", tag);
-    CHECK(name, filled && same_file(one, batched), "filled %d", filled);
-    unlink(one), unlink(batched);
-    feature_cache *m = NULL;
-    feature_cache_open(&m, NULL, NULL, &key, N, D, storage, NULL);
-    double err = m && put_scrambled(m) ? max_rel_err(m, N) : -1;
-    snprintf(name, sizeof name, "put_rows_memory_%s", tag);
-    CHECK(name, err >= 0 && err <= tol && feature_cache_count(m) == N, "err %g (tol %g)", err, tol);
-    feature_cache_close(m, NULL);
-}
-
-/* A disk that fills while rows are written (here a file size limit: EFBIG, as ENOSPC would be):
- * an error naming the rows, the rows stored before it kept, no signal. In a child process, which
- * alone takes the limit. */
-static void test_put_rows_full_disk(void) {
-    char path[256];
-    tmp_path(path, sizeof path, "full");
-    unlink(path);
-    feature_cache_key key = {0x6161, "c", "p"};
-    pid_t pid = fork();
-    if (pid == 0) {
-        feature_cache_reason why;
-        feature_cache *fc = open_file(path, &key, GRAFT_DTYPE_F32, &why);
-        signal(SIGXFSZ, SIG_IGN);
-        size_t limit = 4096 + 8 + 10 * D * sizeof(float); /* header, bitmap, 10 rows */
-        struct rlimit rl = {limit, limit};
-        float r[20 * D] = {0};
-        int64_t idx[20];
-        for (int j = 0; j < 20; j++) idx[j] = j;
-        graft_err e = {0};
-        bool ok = fc && setrlimit(RLIMIT_FSIZE, &rl) == 0 &&
-                  feature_cache_put_rows(fc, idx, 5, r, &e) == GRAFT_OK;
-        graft_status st = ok ? feature_cache_put_rows(fc, idx + 5, 15, r, &e) : GRAFT_OK;
-        ok = ok && st == GRAFT_E_IO && strstr(e.msg, "rows 5..19") &&
-             feature_cache_count(fc) == 5 && feature_cache_close(fc, NULL) == GRAFT_OK;
-        if (!ok)
-            printf("  status %d, count %lld: %s\n", st, (long long)feature_cache_count(fc), e.msg);
-        fflush(stdout);
-        _exit(ok ? 0 : 1);
-    }
-    int status = -1;
-    waitpid(pid, &status, 0);
-    CHECK("put_rows_full_disk_is_an_error", WIFEXITED(status) && WEXITSTATUS(status) == 0,
-          "child status 0x%x", status);
-    unlink(path);
-}
-
-/* A disk without room for the whole cache: the open fails naming the size, and the file it had
- * begun is left empty (not a sparse file whose rows would fault later). */
-static void test_open_no_room(void) {
-    char path[256];
-    tmp_path(path, sizeof path, "noroom");
-    unlink(path);
-    pid_t pid = fork();
-    if (pid == 0) {
-        signal(SIGXFSZ, SIG_IGN);
-        struct rlimit rl = {4096, 4096};
-        feature_cache_key key = {0x7171, "c", "p"};
-        feature_cache *fc = NULL;
-        graft_err e = {0};
-        graft_status st = setrlimit(RLIMIT_FSIZE, &rl) == 0
-                              ? feature_cache_open(&fc, NULL, path, &key, N, D, GRAFT_DTYPE_F32, &e)
-                              : GRAFT_OK;
-        struct stat sb;
-        bool ok = st == GRAFT_E_IO && !fc && strstr(e.msg, "cannot reserve 6916 bytes") &&
-                  stat(path, &sb) == 0 && sb.st_size == 0;
-        if (!ok) printf("  status %d: %s\n", st, e.msg);
-        fflush(stdout);
-        _exit(ok ? 0 : 1);
-    }
-    int status = -1;
-    waitpid(pid, &status, 0);
-    CHECK("open_without_room_is_an_error", WIFEXITED(status) && WEXITSTATUS(status) == 0,
-          "child status 0x%x", status);
-    unlink(path);
-}
-
-/* Rows put into a file cache: one pwrite per run of consecutive rows (put_rows, the backbone
- * phase's way) against a call per row. A measurement, printed; not a pass/fail. */
-static void report_put_speed(void) {
-    enum { ROWS = 20000, DIM = 2048, B = 256 };
-    float *f = malloc(sizeof(float) * B * DIM);
-    if (!f) return;
-    for (int i = 0; i < B * DIM; i++) f[i] = (float)(i % 977) * 0.01f;
-    feature_cache_key key = {9, "c", "p"};
-    char path[256];
-    tmp_path(path, sizeof path, "speed");
-    for (int batched = 0; batched < 2; batched++) {
-        unlink(path);
-        feature_cache *fc = NULL;
-        if (feature_cache_open(&fc, NULL, path, &key, ROWS, DIM, GRAFT_DTYPE_BF16, NULL)) break;
-        int64_t idx[B];
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        for (int64_t at = 0; at < ROWS; at += B) {
-            int64_t m = ROWS - at < B ? ROWS - at : B;
-            for (int64_t i = 0; i < m; i++) idx[i] = at + i;
-            if (batched) feature_cache_put_rows(fc, idx, m, f, NULL);
-            for (int64_t i = 0; !batched && i < m; i++)
-                feature_cache_put(fc, at + i, f + i * DIM, NULL);
-        }
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-        printf("# put %d x %d bf16 rows into a file %s: %.3f s (%.2f us a row)\n", ROWS, DIM,
-               batched ? "a batch of 256 at a time" : "one at a time", s, s / ROWS * 1e6);
-        feature_cache_close(fc, NULL);
-    }
-    unlink(path);
-    free(f);
-}
-
 /* The features array of a large set (host_alloc_large): 2 MiB-aligned, zeroed, writable to its
  * last byte, freed with free(); below the threshold a plain 64-byte-aligned block. */
 static void test_large_array(void) {
@@ -767,11 +559,5 @@ int main(void) {
     test_bad_args();
     test_lock();
     test_large_array();
-    test_put_rows(GRAFT_DTYPE_F32, "f32", 0.0);
-    test_put_rows(GRAFT_DTYPE_F16, "f16", 1.0 / 1024);
-    test_put_rows(GRAFT_DTYPE_BF16, "bf16", 1.0 / 128);
-    test_put_rows_full_disk();
-    test_open_no_room();
-    report_put_speed();
     return test_failures ? 1 : 0;
 }

@@ -195,6 +195,7 @@ if setup_build build/release --buildtype=release; then
     run_suite export $R/tests/test_export "$GEN" build/test-logs/export
     run_suite export_ort python3 tools/check_export.py build/test-logs/export
     run_suite feature_cache $R/tests/test_feature_cache
+    run_suite feature_cache_rows $R/tests/test_feature_cache_rows
     run_suite text_table $R/tests/test_text_table tests/data/text
     run_suite image_decode $R/tests/test_image_decode tests/data/images
     run_suite transforms $R/tests/test_transforms tests/data/transforms/fixtures.bin
@@ -334,6 +335,7 @@ if setup_build build/asan --buildtype=debug -Ddnnl=disabled -Dcuda=disabled -Db_
     rm -rf build/test-logs/export-asan
     run_suite asan_export $A/tests/test_export "$GEN" build/test-logs/export-asan
     run_suite asan_feature_cache $A/tests/test_feature_cache
+    run_suite asan_feature_cache_rows $A/tests/test_feature_cache_rows
     run_suite asan_text_table $A/tests/test_text_table tests/data/text
     run_suite asan_image_decode $A/tests/test_image_decode tests/data/images
     run_suite asan_transforms $A/tests/test_transforms tests/data/transforms/fixtures.bin

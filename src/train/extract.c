@@ -203,17 +203,16 @@ static graft_status backbone_rows(graft_trainer *t, const graft_named_tensor *in
 }
 
 /* Features of the m delivered samples (source indices idx) into *feats at row `row`: from the
- * cache when all are there, else from the backbone. */
+ * cache when all are there (unless read already: `prefilled`), else from the backbone. */
 static graft_status batch_features(graft_trainer *t, feature_cache *fc, graft_named_tensor *in,
                                    int n_in, const int64_t *idx, int64_t m, int64_t row, int64_t n,
-                                   float **feats, graft_err *e) {
+                                   bool prefilled, float **feats, graft_err *e) {
     bool all = fc != NULL;
     for (int64_t i = 0; all && i < m; i++) all = feature_cache_has(fc, idx[i]);
     if (all) {
-        bool found;
+        int64_t found;
         double c0 = clock_seconds();
-        for (int64_t i = 0; i < m; i++)
-            TRY(feature_cache_get(fc, *feats + (row + i) * t->dim, &found, idx[i], e));
+        if (!prefilled) TRY(feature_cache_get_rows(fc, *feats + row * t->dim, idx, m, &found, e));
         t->cache_seconds += clock_seconds() - c0;
         return GRAFT_OK;
     }
@@ -294,8 +293,8 @@ static void log_runs(const graft_trainer *t, const run_counts *before) {
  * skipped samples leave no row. *rows receives the samples delivered. Progress goes to the
  * extract callback (validation >= 0), which may stop the reading (t->extract_stopped). */
 static graft_status read_all(graft_trainer *t, const graft_batch_source *src, feature_cache *fc,
-                             int validation, float **feats, char *labels, int64_t *rows,
-                             graft_err *e) {
+                             int validation, bool prefilled, float **feats, char *labels,
+                             int64_t *rows, graft_err *e) {
     graft_named_tensor in[32];
     size_t ls = trainer_label_size(t);
     int64_t n = src->n_samples, b = t->options.batch_size, row = 0;
@@ -331,7 +330,7 @@ static graft_status read_all(graft_trainer *t, const graft_batch_source *src, fe
             memcpy(labels + (size_t)row * ls, y.data, ls * (size_t)got);
             for (int64_t i = 0; validation != 1 && t->row_source && i < got; i++)
                 t->row_source[row + i] = idx[i];
-            st = batch_features(t, fc, in, src->n_inputs, idx, got, row, n, feats, e);
+            st = batch_features(t, fc, in, src->n_inputs, idx, got, row, n, prefilled, feats, e);
             row += got;
         }
         if (st == GRAFT_OK) t->extract_stopped = report_progress(t, validation, at + m, n, &p0);
@@ -339,6 +338,22 @@ static graft_status read_all(graft_trainer *t, const graft_batch_source *src, fe
     free(idx), free(kept);
     *rows = row;
     log_runs(t, &runs0);
+    return st;
+}
+
+/* Every row of a complete cache into feats (n, dim). */
+static graft_status read_cached(graft_trainer *t, feature_cache *fc, float *feats, int64_t n,
+                                graft_err *e) {
+    int64_t *idx = malloc(sizeof(int64_t) * (size_t)n), found = 0;
+    if (!idx) return err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+    for (int64_t i = 0; i < n; i++) idx[i] = i;
+    double c0 = clock_seconds();
+    graft_status st = feature_cache_get_rows(fc, feats, idx, n, &found, e);
+    t->cache_seconds += clock_seconds() - c0;
+    free(idx);
+    if (st == GRAFT_OK && found != n)
+        st = err_set(e, GRAFT_E_INTERNAL, "feature cache: %lld of %lld rows read", (long long)found,
+                     (long long)n);
     return st;
 }
 
@@ -406,7 +421,12 @@ graft_status trainer_extract_reported(graft_trainer *t, const graft_batch_source
         t->row_source = malloc(sizeof(int64_t) * (size_t)n);
         if (!t->row_source) st = err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
     }
-    if (st == GRAFT_OK) st = read_all(t, src, fc, validation, &feats, y, &rows, e);
+    /* A complete cache, read batch by batch as labels alone (every sample kept, so row i is
+     * sample i): every row read in one pass on all threads first. */
+    bool prefilled =
+        st == GRAFT_OK && feats && fc && src->read_labels && feature_cache_complete(fc);
+    if (prefilled) st = read_cached(t, fc, feats, n, e);
+    if (st == GRAFT_OK) st = read_all(t, src, fc, validation, prefilled, &feats, y, &rows, e);
     if (st == GRAFT_OK && validation != 1) t->n_row_source = rows;
     if (st == GRAFT_OK && rows == 0 && !t->extract_stopped)
         st = err_set(e, GRAFT_E_INVALID_ARGUMENT, "the data source delivered no samples");

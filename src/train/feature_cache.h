@@ -71,6 +71,12 @@ graft_status feature_cache_put_rows(feature_cache *fc, const int64_t *idx /* (m)
 graft_status feature_cache_get(feature_cache *fc, float *out /* (dim) */, bool *found, int64_t i,
                                graft_err *e);
 
+/* Rows idx[0..m) into out (m, dim), on all threads for a large batch: the present ones read (and
+ * counted as hits), the others left untouched (misses); *found receives how many were present. */
+graft_status feature_cache_get_rows(feature_cache *fc, float *out /* (m, dim) */,
+                                    const int64_t *idx /* (m) */, int64_t m, int64_t *found,
+                                    graft_err *e);
+
 bool feature_cache_complete(const feature_cache *fc); /* every row present */
 int64_t feature_cache_count(const feature_cache *fc); /* rows present */
 int64_t feature_cache_hits(const feature_cache *fc);
