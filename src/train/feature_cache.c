@@ -600,6 +600,18 @@ static void load_rows(const feature_cache *fc, float *out /* (count, dim) */, co
  * CI ran beside it, 0.007 s quiet). */
 #define FC_PARALLEL_VALUES ((int64_t)1 << 22)
 
+/* Rows idx[0..m) that are present into out; returns how many were. */
+static int64_t load_present(const feature_cache *fc, float *out /* (m, dim) */,
+                            const int64_t *idx /* (m) */, int64_t m) {
+    int64_t hits = 0;
+    for (int64_t j = 0; j < m; j++) {
+        if (!feature_cache_has(fc, idx[j])) continue;
+        load_rows(fc, out + j * fc->dim, fc->rows + (size_t)idx[j] * fc->row_bytes, 1);
+        hits++;
+    }
+    return hits;
+}
+
 graft_status feature_cache_get_rows(feature_cache *fc, float *out /* (m, dim) */,
                                     const int64_t *idx /* (m) */, int64_t m, int64_t *found,
                                     graft_err *e) {
@@ -607,11 +619,13 @@ graft_status feature_cache_get_rows(feature_cache *fc, float *out /* (m, dim) */
         return err_set(e, GRAFT_E_INVALID_ARGUMENT, "feature cache: NULL argument");
     for (int64_t j = 0; j < m; j++) TRY(check_row(fc, out, idx[j], e));
     int64_t hits = 0;
-#pragma omp parallel for schedule(static) reduction(+ : hits) if (m * fc->dim >= FC_PARALLEL_VALUES)
-    for (int64_t j = 0; j < m; j++) {
-        if (!feature_cache_has(fc, idx[j])) continue;
-        load_rows(fc, out + j * fc->dim, fc->rows + (size_t)idx[j] * fc->row_bytes, 1);
-        hits++;
+    if (m * fc->dim < FC_PARALLEL_VALUES) { /* no parallel region at all: a row costs ~1 us */
+        hits = load_present(fc, out, idx, m);
+    } else {
+        const int64_t piece = 256; /* rows a thread takes at a time */
+#pragma omp parallel for schedule(static) reduction(+ : hits)
+        for (int64_t j = 0; j < m; j += piece)
+            hits += load_present(fc, out + j * fc->dim, idx + j, m - j < piece ? m - j : piece);
     }
     fc->hits += hits, fc->misses += m - hits;
     *found = hits;
