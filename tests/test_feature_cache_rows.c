@@ -63,70 +63,61 @@ static void test_put_rows(graft_dtype storage, const char *tag, double tol) {
     feature_cache_close(m, NULL);
 }
 
-/* A disk that fills while rows are written (here a file size limit: EFBIG, as ENOSPC would be):
- * an error naming the rows, the rows stored before it kept, no signal. In a child process, which
- * alone takes the limit. */
-static void test_put_rows_full_disk(void) {
+/* body(path) in a child process (which alone takes its file size limit), then CHECK(name) that
+ * it returned true and was not killed by a signal. */
+static void in_child(const char *name, const char *tag, bool (*body)(const char *path)) {
     char path[256];
-    tmp_path(path, sizeof path, "full");
+    tmp_path(path, sizeof path, tag);
     unlink(path);
-    feature_cache_key key = {0x6161, "c", "p"};
     pid_t pid = fork();
     if (pid == 0) {
-        feature_cache_reason why;
-        feature_cache *fc = open_file(path, &key, GRAFT_DTYPE_F32, &why);
         signal(SIGXFSZ, SIG_IGN);
-        size_t limit = 4096 + 8 + 10 * D * sizeof(float); /* header, bitmap, 10 rows */
-        struct rlimit rl = {limit, limit};
-        float r[20 * D] = {0};
-        int64_t idx[20];
-        for (int j = 0; j < 20; j++) idx[j] = j;
-        graft_err e = {0};
-        bool ok = fc && setrlimit(RLIMIT_FSIZE, &rl) == 0 &&
-                  feature_cache_put_rows(fc, idx, 5, r, &e) == GRAFT_OK;
-        graft_status st = ok ? feature_cache_put_rows(fc, idx + 5, 15, r, &e) : GRAFT_OK;
-        ok = ok && st == GRAFT_E_IO && strstr(e.msg, "rows 5..19") &&
-             feature_cache_count(fc) == 5 && feature_cache_close(fc, NULL) == GRAFT_OK;
-        if (!ok)
-            printf("  status %d, count %lld: %s\n", st, (long long)feature_cache_count(fc), e.msg);
+        bool ok = body(path);
         fflush(stdout);
         _exit(ok ? 0 : 1);
     }
     int status = -1;
     waitpid(pid, &status, 0);
-    CHECK("put_rows_full_disk_is_an_error", WIFEXITED(status) && WEXITSTATUS(status) == 0,
-          "child status 0x%x", status);
+    CHECK(name, WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status 0x%x", status);
     unlink(path);
+}
+
+/* A disk that fills while rows are written (here a file size limit: EFBIG, as ENOSPC would be):
+ * an error naming the rows, the rows stored before it kept, no signal. */
+static bool full_mid_write(const char *path) {
+    feature_cache_key key = {0x6161, "c", "p"};
+    feature_cache_reason why;
+    feature_cache *fc = open_file(path, &key, GRAFT_DTYPE_F32, &why);
+    size_t limit = 4096 + 8 + 10 * D * sizeof(float); /* header, bitmap, 10 rows */
+    struct rlimit rl = {limit, limit};
+    float r[20 * D] = {0};
+    int64_t idx[20];
+    for (int j = 0; j < 20; j++) idx[j] = j;
+    graft_err e = {0};
+    bool ok = fc && setrlimit(RLIMIT_FSIZE, &rl) == 0 &&
+              feature_cache_put_rows(fc, idx, 5, r, &e) == GRAFT_OK;
+    graft_status st = ok ? feature_cache_put_rows(fc, idx + 5, 15, r, &e) : GRAFT_OK;
+    ok = ok && st == GRAFT_E_IO && strstr(e.msg, "rows 5..19") && feature_cache_count(fc) == 5 &&
+         feature_cache_close(fc, NULL) == GRAFT_OK;
+    if (!ok) printf("  status %d: %s\n", st, e.msg);
+    return ok;
 }
 
 /* A disk without room for the whole cache: the open fails naming the size, and the file it had
  * begun is left empty (not a sparse file whose rows would fault later). */
-static void test_open_no_room(void) {
-    char path[256];
-    tmp_path(path, sizeof path, "noroom");
-    unlink(path);
-    pid_t pid = fork();
-    if (pid == 0) {
-        signal(SIGXFSZ, SIG_IGN);
-        struct rlimit rl = {4096, 4096};
-        feature_cache_key key = {0x7171, "c", "p"};
-        feature_cache *fc = NULL;
-        graft_err e = {0};
-        graft_status st = setrlimit(RLIMIT_FSIZE, &rl) == 0
-                              ? feature_cache_open(&fc, NULL, path, &key, N, D, GRAFT_DTYPE_F32, &e)
-                              : GRAFT_OK;
-        struct stat sb;
-        bool ok = st == GRAFT_E_IO && !fc && strstr(e.msg, "cannot reserve 6916 bytes") &&
-                  stat(path, &sb) == 0 && sb.st_size == 0;
-        if (!ok) printf("  status %d: %s\n", st, e.msg);
-        fflush(stdout);
-        _exit(ok ? 0 : 1);
-    }
-    int status = -1;
-    waitpid(pid, &status, 0);
-    CHECK("open_without_room_is_an_error", WIFEXITED(status) && WEXITSTATUS(status) == 0,
-          "child status 0x%x", status);
-    unlink(path);
+static bool no_room_at_open(const char *path) {
+    struct rlimit rl = {4096, 4096};
+    feature_cache_key key = {0x7171, "c", "p"};
+    feature_cache *fc = NULL;
+    graft_err e = {0};
+    graft_status st = setrlimit(RLIMIT_FSIZE, &rl) == 0
+                          ? feature_cache_open(&fc, NULL, path, &key, N, D, GRAFT_DTYPE_F32, &e)
+                          : GRAFT_OK;
+    struct stat sb;
+    bool ok = st == GRAFT_E_IO && !fc && strstr(e.msg, "cannot reserve 6916 bytes") &&
+              stat(path, &sb) == 0 && sb.st_size == 0;
+    if (!ok) printf("  status %d: %s\n", st, e.msg);
+    return ok;
 }
 
 /* get_rows reads what per-row gets read: the present rows (hits), the absent ones left as they
@@ -245,8 +236,8 @@ int main(void) {
     test_put_rows(GRAFT_DTYPE_F32, "f32", 0.0);
     test_put_rows(GRAFT_DTYPE_F16, "f16", 1.0 / 1024);
     test_put_rows(GRAFT_DTYPE_BF16, "bf16", 1.0 / 128);
-    test_put_rows_full_disk();
-    test_open_no_room();
+    in_child("put_rows_full_disk_is_an_error", "full", full_mid_write);
+    in_child("open_without_room_is_an_error", "noroom", no_room_at_open);
     test_get_rows(GRAFT_DTYPE_F32, "f32");
     test_get_rows(GRAFT_DTYPE_BF16, "bf16");
     test_get_rows(GRAFT_DTYPE_F16, "f16");
