@@ -6,6 +6,7 @@
 # profiles. Usage, on the GPU machine from the project root (the device tool: carry .gpu, see
 # ../shared/device/README.md): source .gpu/env.sh && bash tools/gpu_forward_run.sh (logs in $OUT).
 . tools/gpu_run_common.sh
+declare -A ms
 
 gpu_setup
 python3 tools/make_gpu_op_cases.py --out /tmp/cases >"$OUT/make_cases.log" 2>&1 &
@@ -77,6 +78,18 @@ for spec in "bert_base bf16 128" "bert_base bf16 1" "resnet50 bf16 256" "resnet5
         --iters 10 >"$OUT/profile_$1_$2_$3.log" 2>&1
     echo "== profile $1 $2 batch $3"
     sed -n '2,24p' "$OUT/profile_$1_$2_$3.log"
+done
+# Issue 14: ResNet-50 bf16 batch 256 from host uint8 images (`--uint8`: each run copies the
+# uint8 NHWC batch in and the outputs back) within 10% of the resident forward's throughput;
+# alternated twice.
+for rep in 1 2; do
+    for mode in resident uint8; do
+        $B/graft bench $G/resnet50.onnx --device cuda:0 --precision bf16 --batch 256 --$mode \
+            --iters 30 --json >"$OUT/resnet50_${mode}_$rep.log" 2>&1
+        ms[$rep$mode]=$(sed -n 's/.*"median_ms": \([0-9.]*\).*/\1/p' "$OUT/resnet50_${mode}_$rep.log")
+    done
+    echo "resnet50 bf16 256 run $rep: resident ${ms[${rep}resident]} ms, host uint8 ${ms[${rep}uint8]} ms:" \
+        "host/resident $(python3 -c "print(round(${ms[${rep}uint8]:-0} / ${ms[${rep}resident]:-1}, 3))")"
 done
 # PyTorch's fused attention on BERT-base's shape (batch 128), the kernel graft's attention
 # group is measured against in the profile above.
