@@ -35,6 +35,20 @@ want=$(sed -n 's/^  val accuracy *\([0-9.]*\) (\([0-9]*\) of \([0-9]*\).*/\2 of 
 got=$("$GRAFT" eval --model "$TMP/a.onnx" --data $VAL 2>/dev/null | sed -n 's/^accuracy *[0-9.]* (\(.*\))$/\1/p')
 if [ -n "$want" ] && [ "$want" = "$got" ]; then pass finetune_val_accuracy_is_the_exports
 else fail finetune_val_accuracy_is_the_exports "summary '$want', graft eval '$got'"; fi
+# The cache's key holds every listed file's size and modification time (the listing's own
+# look at it): a rerun of an unchanged folder runs no sample through the backbone, a file touched
+# since makes a new set (every sample runs again).
+cp -r $TRAIN "$TMP/idtrain"
+ran() { # the backbone's sample count of a cached run
+    "$GRAFT" finetune --model $M --data "$TMP/idtrain" "${IMG[@]}" --epochs 1 --cache "$TMP/idcache" \
+        --out "$TMP/id.onnx" 2>/dev/null | sed -n 's/.*backbone [0-9.]*s (\([0-9]*\) samples run.*/\1/p'
+}
+n1=$(ran) n2=$(ran)
+touch -d 2020-01-02 "$(find "$TMP/idtrain" -type f | sort | head -1)"
+n3=$(ran)
+if [ -n "$n1" ] && [ "$n1" -gt 0 ] && [ "$n2" = 0 ] && [ "$n3" = "$n1" ]; then
+    pass finetune_cache_key_follows_file_times
+else fail finetune_cache_key_follows_file_times "samples run: '$n1', then '$n2', after a touch '$n3'"; fi
 # A feature cache with no room on its disk (a file size limit here, as a full disk): a clear error
 # naming the file, at the start; no crash (before, a full disk was a SIGBUS while rows were put).
 (ulimit -f 4 && "$GRAFT" finetune --model $M --data $TRAIN "${IMG[@]}" --epochs 1 \

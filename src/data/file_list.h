@@ -39,8 +39,15 @@ typedef enum file_walk_kind {
     FILE_WALK_TEXT = 1,   /* names ending in .txt (any case), in depth-first name order */
 } file_walk_kind;
 
+/* A listed file's size and modification time (seconds), from the walk's own look at it (a
+ * link's: its target's). */
+typedef struct file_stamp {
+    int64_t size, mtime;
+} file_stamp;
+
 /* One listing. Set kind, flat and the limits (0: the defaults above) before the first call;
- * then paths holds the files found so far and notes what was left out. */
+ * then paths holds the files found so far, stamps their sizes and times (the same order), and
+ * notes what was left out. */
 typedef struct file_walk {
     file_walk_kind kind;
     bool flat; /* only a folder's own files: subfolders and files of other names are noted */
@@ -48,6 +55,8 @@ typedef struct file_walk {
     int64_t max_entries;
     char **paths;
     int64_t n_paths, cap_paths;
+    file_stamp *stamps; /* (n_paths) */
+    int64_t cap_stamps;
     file_note *notes;
     int64_t n_notes, cap_notes;
     walk_set dirs, files;
