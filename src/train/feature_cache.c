@@ -284,7 +284,8 @@ static graft_status reserve_space(feature_cache *fc, const char *path, graft_err
     int r;
     while ((r = fallocate(fc->fd, 0, 0, (off_t)fc->map_bytes)) != 0 && errno == EINTR) {
     }
-    if (r == 0 || errno == EOPNOTSUPP || errno == ENOSYS) return GRAFT_OK;
+    if (r == 0 || errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL) /* not supported */
+        return GRAFT_OK;
     int why = errno;
     int emptied = ftruncate(fc->fd, 0); /* give back what the failed reservation took */
     (void)emptied;                      /* the error to report is the reservation's */
