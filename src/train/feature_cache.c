@@ -582,17 +582,15 @@ graft_status feature_cache_put(feature_cache *fc, int64_t i, const float *featur
     return feature_cache_put_rows(fc, &i, 1, features, e);
 }
 
-/* count rows of the storage dtype at src into floats (count, dim). */
-static void load_rows(const feature_cache *fc, float *out /* (count, dim) */, const uint8_t *src,
-                      int64_t count) {
-    size_t values = (size_t)(count * fc->dim);
+/* One row of the storage dtype at src into floats (dim). */
+static void load_row(const feature_cache *fc, float *out /* (dim) */, const uint8_t *src) {
     const uint16_t *h = (const uint16_t *)(const void *)src; /* 2-byte aligned rows */
     if (fc->storage == GRAFT_DTYPE_F32)
-        memcpy(out, src, values * sizeof(float));
+        memcpy(out, src, fc->row_bytes);
     else if (fc->storage == GRAFT_DTYPE_BF16)
-        for (size_t k = 0; k < values; k++) out[k] = bf16_to_f32(h[k]);
+        for (int64_t k = 0; k < fc->dim; k++) out[k] = bf16_to_f32(h[k]);
     else
-        for (size_t k = 0; k < values; k++) out[k] = f16_to_f32(h[k]);
+        for (int64_t k = 0; k < fc->dim; k++) out[k] = f16_to_f32(h[k]);
 }
 
 /* A read this large goes on all threads: a whole warm set at once (extract.c), not a batch of
@@ -607,7 +605,7 @@ static int64_t load_present(const feature_cache *fc, float *out /* (m, dim) */,
     int64_t hits = 0;
     for (int64_t j = 0; j < m; j++) {
         if (!feature_cache_has(fc, idx[j])) continue;
-        load_rows(fc, out + j * fc->dim, fc->rows + (size_t)idx[j] * fc->row_bytes, 1);
+        load_row(fc, out + j * fc->dim, fc->rows + (size_t)idx[j] * fc->row_bytes);
         hits++;
     }
     return hits;
