@@ -105,20 +105,15 @@ int npy_read(const char *path, graft_tensor *t, char *err, size_t n) {
     if (!header || fread(header, 1, hlen, fp) != hlen) goto short_read;
     header[hlen] = '\0';
     if (parse_header(header, t, path, err, n) != 0) goto out;
-    /* The shape's size (overflow-checked over its non-zero dims, so that a zero does not hide
-     * an overflowing product) must match what the file holds before allocating. */
-    uint64_t numel = 1, nonzero = 1;
-    size_t es = graft_dtype_size(t->dtype);
-    for (int i = 0; i < t->ndim; i++) {
-        uint64_t d = (uint64_t)t->dims[i];
-        if (d != 0 && nonzero > (uint64_t)INT64_MAX / es / d) {
-            fail(err, n, path, "the .npy shape's size overflows");
-            goto out;
-        }
-        nonzero *= d ? d : 1;
-        numel *= d;
+    /* The shape's size, by graft's own rule for a tensor's element count (its limit applies to
+     * the dims before a zero too, so a zero does not hide an overflowing product), must match
+     * what the file holds before allocating. */
+    int64_t numel = graft_tensor_numel(t);
+    if (numel < 0) {
+        fail(err, n, path, "the .npy shape's size is over graft's limit for a tensor");
+        goto out;
     }
-    size_t bytes = (size_t)numel * es;
+    size_t bytes = (size_t)numel * graft_dtype_size(t->dtype);
     struct stat sb;
     long here = ftell(fp);
     long long avail = -1;
