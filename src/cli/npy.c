@@ -110,7 +110,8 @@ int npy_read(const char *path, graft_tensor *t, char *err, size_t n) {
      * what the file holds before allocating. */
     int64_t numel = graft_tensor_numel(t);
     if (numel < 0) {
-        fail(err, n, path, "the .npy shape's size is over graft's limit for a tensor");
+        fail(err, n, path,
+             "the .npy shape's size overflows graft's limit for a tensor (2^62 elements)");
         goto out;
     }
     size_t bytes = (size_t)numel * graft_dtype_size(t->dtype);
