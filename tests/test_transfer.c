@@ -87,6 +87,14 @@ static void export_grafted(graft_ctx *ctx, graft_model *m, graft_trainer *t, gra
     CHECK("transfer_export_round_trip", st == GRAFT_OK && worst <= 1e-5 && strstr(value, "seven"),
           "status %d: %s; max difference %.3g; classes '%s'", st, graft_last_error(ctx), worst,
           value);
+    graft_value_info ii = {0}, oi = {0};
+    if (back) graft_model_input_info(back, 0, &ii), graft_model_output_info(back, 0, &oi);
+    CHECK("transfer_export_batch_dim_named",
+          ii.dim_names[0] && oi.dim_names[0] && !strcmp(ii.dim_names[0], oi.dim_names[0]) &&
+              oi.dims[0] < 0,
+          "input's leading dim '%s', output's '%s' (%lld)",
+          ii.dim_names[0] ? ii.dim_names[0] : "(none)",
+          oi.dim_names[0] ? oi.dim_names[0] : "(none)", (long long)oi.dims[0]);
     snprintf(path, sizeof path, "%s/digits_grafted.in.input.npy", out_dir);
     if (p && npy_write(path, &some, err, sizeof err) == 0) {
         snprintf(path, sizeof path, "%s/digits_grafted.graft.probabilities.npy", out_dir);

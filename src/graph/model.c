@@ -350,6 +350,22 @@ graft_status model_set_output(graft_model *m, int value, graft_err *e) {
     return st != GRAFT_OK ? st : st2;
 }
 
+graft_status model_name_output_batch(graft_model *m, graft_err *e) {
+    ir_graph *g = &m->g;
+    if (g->n_outputs != 1 || g->n_inputs < 1) return GRAFT_OK;
+    ir_value *out = &g->values[g->outputs[0]];
+    if (out->ndim < 1 || out->dims[0] >= 0 || out->dim_names[0]) return GRAFT_OK;
+    const char *name = NULL;
+    for (int i = 0; i < g->n_inputs; i++) {
+        const ir_value *in = &g->values[g->inputs[i]];
+        if (in->ndim < 1 || in->dims[0] >= 0 || !in->dim_names[0]) return GRAFT_OK;
+        if (name && strcmp(name, in->dim_names[0]) != 0) return GRAFT_OK;
+        name = in->dim_names[0];
+    }
+    out->dim_names[0] = ir_strdup(name);
+    return out->dim_names[0] ? GRAFT_OK : err_set(e, GRAFT_E_OUT_OF_MEMORY, "out of memory");
+}
+
 graft_status model_optimize(graft_model *m, graft_err *e) {
     graph_opt_options o = {.keep_batchnorm = m->keep_batchnorm};
     return graph_optimize_ex(&m->g, &o, e);

@@ -74,5 +74,10 @@ graft_status model_fold_batchnorm(graft_model *m, graft_err *e);
 /* Make value the model's only output: drop what no longer feeds it and inputs nothing reads,
  * re-run the passes and rebuild the executor (node indices change, so kernel state goes). */
 graft_status model_set_output(graft_model *m, int value, graft_err *e);
+/* For an only output that leads with the batch (a head's rows): its unnamed symbolic leading
+ * dim takes the name the inputs' leading dims share ("batch"), so an export declares one batch
+ * dim for input and output rather than an invented "unk_N". Nothing changes where the inputs'
+ * names differ or the output's dim is fixed or named. */
+graft_status model_name_output_batch(graft_model *m, graft_err *e);
 
 #endif

@@ -290,5 +290,6 @@ graft_status graft_trainer_attach(graft_trainer *t, int softmax) {
     int logits = cur;
     if (softmax)
         TRY(graph_add_node(g, "Softmax", 13, &logits, 1, "probabilities", "axis", -1, &cur, e));
-    return model_set_output(m, cur, e);
+    TRY(model_set_output(m, cur, e));
+    return model_name_output_batch(m, e); /* the head's rows are the batch's samples */
 }
