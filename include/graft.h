@@ -387,6 +387,22 @@ typedef enum graft_copy_kind {
 } graft_copy_kind;
 GRAFT_API graft_status graft_model_copy(graft_model *model, void *dst, const void *src,
                                         size_t bytes, graft_copy_kind kind);
+/* Feeding a GPU from the host while it works: page-locked host memory (free with
+ * graft_model_host_free), from which graft_model_copy_async starts a copy to device memory on a
+ * copy stream of its own and returns at once. The copy starts once the model's work queued
+ * before it is done, and runs beside the work after it; a graft_model_run whose device input
+ * (graft_model_set_device_io) overlaps dst waits for it on the GPU, not on the host. So a loop
+ * that starts the copy of batch i + 1 into one device buffer, then runs batch i from the other,
+ * hides the copy behind the run. src must not change until the copy is done: once a run that
+ * reads dst has returned, or after graft_model_copy_wait (which waits for every such copy).
+ * A source that is not page-locked is an error (GRAFT_E_INVALID_ARGUMENT); so is a model on
+ * the CPU (GRAFT_E_UNSUPPORTED). graft_model_copy and graft_model_device_free wait for the
+ * copies under way first. */
+GRAFT_API graft_status graft_model_host_alloc(graft_model *model, size_t bytes, void **out);
+GRAFT_API void graft_model_host_free(graft_model *model, void *ptr);
+GRAFT_API graft_status graft_model_copy_async(graft_model *model, void *dst, const void *src,
+                                              size_t bytes);
+GRAFT_API graft_status graft_model_copy_wait(graft_model *model);
 
 /* ---- Training a head on a cut model -------------------------------------------------------- */
 

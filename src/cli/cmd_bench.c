@@ -15,7 +15,7 @@ typedef struct {
     long batches[MAX_BATCHES];
     int n_batches;
     long iters, warmup, threads, seq_len;
-    int json, profile, uint8, resident;
+    int json, profile, uint8, resident, pinned;
     char device[32];
     graft_dtype precision;
 } bench_args;
@@ -43,6 +43,11 @@ static const cli_option bench_options[] = {
      "a GPU's inputs and outputs stay in its memory (graft_model_set_device_io): the inputs are "
      "copied there once, nothing is copied per run (the forward alone, as a pipeline that keeps "
      "data on the device runs it)"},
+    {"pinned", NULL, NULL, NULL, NULL,
+     "a GPU's inputs come from page-locked host memory (graft_model_host_alloc), two batches "
+     "of it: each timed run starts the copy of the next batch (graft_model_copy_async) and runs "
+     "this one, whose copy ran beside the run before (how a loader feeds a GPU); outputs are "
+     "copied back"},
     {"profile", NULL, NULL, NULL, NULL,
      "after each batch size's timing, as many runs again with every node timed (on a GPU by "
      "events queued around each node, node by node without a CUDA graph) and a table of the "
@@ -88,11 +93,12 @@ static int parse_option(bench_args *a, const char *name, const char *v) {
     if (strcmp(name, "profile") == 0) return a->profile = 1, 0;
     if (strcmp(name, "uint8") == 0) return a->uint8 = 1, 0;
     if (strcmp(name, "resident") == 0) return a->resident = 1, 0;
+    if (strcmp(name, "pinned") == 0) return a->pinned = 1, 0;
     return cli_device(CMD, v, a->device, sizeof a->device) != 0; /* --device */
 }
 
 static int parse_args(int argc, char **argv, bench_args *a) {
-    *a = (bench_args){NULL, {1, 8, 32}, 3, 20, 3, 0, 128, 0, 0, 0, 0, "cpu", GRAFT_DTYPE_F32};
+    *a = (bench_args){NULL, {1, 8, 32}, 3, 20, 3, 0, 128, 0, 0, 0, 0, 0, "cpu", GRAFT_DTYPE_F32};
     const cli_option *o;
     const char *v;
     cli_parser p;
@@ -243,18 +249,82 @@ static int profile_runs(graft_ctx *ctx, graft_model *m, const bench_args *a,
     return 0;
 }
 
+/* --pinned: each input twice in page-locked host memory and twice on the device; run k reads
+ * slot k % 2, whose copy started before run k - 1. */
+typedef struct {
+    void *host[2], *dev[2];
+    size_t bytes;
+} pinned_input;
+
+static void pinned_free(graft_model *m, pinned_input *p, int n) {
+    graft_model_copy_wait(m);
+    for (int i = 0; p && i < n; i++)
+        for (int s = 0; s < 2; s++)
+            graft_model_host_free(m, p[i].host[s]), graft_model_device_free(m, p[i].dev[s]);
+    free(p);
+}
+
+/* The inputs' host data moved into the pinned slots (and freed). */
+static pinned_input *pinned_make(graft_ctx *ctx, graft_model *m, graft_named_tensor *in, int n) {
+    pinned_input *p = calloc((size_t)(n ? n : 1), sizeof *p);
+    graft_status st = p ? GRAFT_OK : GRAFT_E_OUT_OF_MEMORY;
+    for (int i = 0; i < n && st == GRAFT_OK; i++) {
+        const graft_tensor *t = &in[i].tensor;
+        p[i].bytes = (size_t)graft_tensor_numel(t) * graft_dtype_size(t->dtype);
+        for (int s = 0; s < 2 && st == GRAFT_OK; s++) {
+            st = graft_model_host_alloc(m, p[i].bytes, &p[i].host[s]);
+            if (st == GRAFT_OK) st = graft_model_device_alloc(m, p[i].bytes, &p[i].dev[s]);
+            if (st == GRAFT_OK) memcpy(p[i].host[s], t->data, p[i].bytes);
+        }
+    }
+    if (st == GRAFT_OK) {
+        for (int i = 0; i < n; i++) free(in[i].tensor.data), in[i].tensor.data = NULL;
+        return p;
+    }
+    cli_error(CMD, "--pinned: %s", p ? graft_last_error(ctx) : "out of memory");
+    pinned_free(m, p, n);
+    return NULL;
+}
+
+/* Start the copy of run k's inputs into slot k % 2 and point in at them. */
+static graft_status pinned_feed(graft_model *m, pinned_input *p, graft_named_tensor *in, int n,
+                                long k, int point) {
+    for (int i = 0; i < n; i++) {
+        int s = (int)(k % 2);
+        graft_status st = graft_model_copy_async(m, p[i].dev[s], p[i].host[s], p[i].bytes);
+        if (st != GRAFT_OK) return st;
+        if (point) in[i].tensor.data = p[i].dev[s];
+    }
+    return GRAFT_OK;
+}
+
+/* One timed (or warm-up) run: with --pinned, the next run's copy started first. */
+static graft_status one_run(graft_model *m, pinned_input *p, graft_named_tensor *in, int n,
+                            long it) {
+    if (p) {
+        for (int i = 0; i < n; i++) in[i].tensor.data = p[i].dev[it % 2];
+        graft_status st = pinned_feed(m, p, in, n, it + 1, 0);
+        if (st != GRAFT_OK) return st;
+    }
+    return graft_model_run(m, in, n);
+}
+
 static int time_batch(graft_ctx *ctx, graft_model *m, const bench_args *a, long batch,
                       bench_result *r) {
     int n = graft_model_input_count(m), rc = -1;
     graft_named_tensor *in = calloc((size_t)(n ? n : 1), sizeof *in);
     double *ms = malloc(sizeof *ms * (size_t)a->iters), total = 0;
+    pinned_input *pin = NULL;
     if (!in || !ms)
         cli_error(CMD, "out of memory");
-    else if (make_inputs(m, a, batch, in, n) == 0 && (!a->resident || !to_device(ctx, m, in, n))) {
+    else if (make_inputs(m, a, batch, in, n) == 0 && (!a->resident || !to_device(ctx, m, in, n)) &&
+             (!a->pinned || (pin = pinned_make(ctx, m, in, n)) != NULL)) {
         rc = 0;
+        if (pin && pinned_feed(m, pin, in, n, 0, 1) != GRAFT_OK)
+            rc = (cli_error(CMD, "--pinned: %s", graft_last_error(ctx)), -1);
         for (long it = 0; rc == 0 && it < a->warmup + a->iters; it++) {
             double t0 = now_ms();
-            if (graft_model_run(m, in, n) != GRAFT_OK) {
+            if (one_run(m, pin, in, n, it) != GRAFT_OK) {
                 cli_error(CMD, "batch %ld: %s", batch, graft_last_error(ctx));
                 rc = -1;
             } else if (it >= a->warmup) {
@@ -272,6 +342,10 @@ static int time_batch(graft_ctx *ctx, graft_model *m, const bench_args *a, long 
         r->min_ms = ms[0];
         r->samples_per_s = total > 0 ? 1e3 * (double)batch * (double)a->iters / total : 0;
     }
+    if (pin) { /* in points at the device slots: the host inputs are in the pinned copies */
+        pinned_free(m, pin, n);
+        for (int i = 0; i < n; i++) in[i].tensor.data = NULL;
+    }
     free_inputs(m, a, in, n);
     free(ms);
     return rc;
@@ -280,10 +354,21 @@ static int time_batch(graft_ctx *ctx, graft_model *m, const bench_args *a, long 
 static int profile_batch(graft_ctx *ctx, graft_model *m, const bench_args *a, long batch) {
     int n = graft_model_input_count(m), rc = -1;
     graft_named_tensor *in = calloc((size_t)(n ? n : 1), sizeof *in);
+    pinned_input *pin = NULL;
     if (!in)
         cli_error(CMD, "out of memory");
-    else if (make_inputs(m, a, batch, in, n) == 0 && (!a->resident || !to_device(ctx, m, in, n)))
-        rc = profile_runs(ctx, m, a, in, n);
+    else if (make_inputs(m, a, batch, in, n) == 0 && (!a->resident || !to_device(ctx, m, in, n)) &&
+             (!a->pinned || (pin = pinned_make(ctx, m, in, n)) != NULL)) {
+        /* --pinned: the runs profiled read slot 0, copied once */
+        if (pin && pinned_feed(m, pin, in, n, 0, 1) != GRAFT_OK)
+            cli_error(CMD, "--pinned: %s", graft_last_error(ctx));
+        else
+            rc = profile_runs(ctx, m, a, in, n);
+    }
+    if (pin) {
+        pinned_free(m, pin, n);
+        for (int i = 0; i < n; i++) in[i].tensor.data = NULL;
+    }
     free_inputs(m, a, in, n);
     return rc;
 }
@@ -315,8 +400,14 @@ int cmd_bench(int argc, char **argv) {
         rc = 1;
     } else if (a.uint8 && cli_uint8_input(CMD, ctx, m)) {
         rc = 1;
+    } else if (a.resident && a.pinned) {
+        rc = cli_error(CMD, "--resident and --pinned: choose one (inputs kept on the GPU, or "
+                            "copied in from pinned host memory each run)");
     } else if (a.resident && graft_model_set_device_io(m, 1, 1) != GRAFT_OK) {
         cli_error(CMD, "--resident: %s", graft_last_error(ctx));
+        rc = 1;
+    } else if (a.pinned && graft_model_set_device_io(m, 1, 0) != GRAFT_OK) {
+        cli_error(CMD, "--pinned: %s", graft_last_error(ctx));
         rc = 1;
     } else {
         pin_batch(m, &a);

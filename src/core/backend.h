@@ -40,6 +40,15 @@ typedef struct graft_backend {
      * what host_alloc gave, and may be called after destroy. */
     graft_status (*host_alloc)(void *impl, size_t bytes, void **out, graft_err *e);
     void (*host_free)(void *ptr);
+    /* Optional (device backends): an upload from page-locked host memory on a copy stream of
+     * its own, so that it runs beside the work queued after it (it starts once the work queued
+     * before it is done); returns at once. wait_uploads makes the work queued from now on wait,
+     * on the device, for the uploads into [ptr, ptr + bytes); sync_uploads waits on the host for
+     * every upload. Nothing may be captured between an upload and its wait. */
+    graft_status (*upload_async)(void *impl, void *dst, const void *src, size_t bytes,
+                                 graft_err *e);
+    graft_status (*wait_uploads)(void *impl, const void *ptr, size_t bytes, graft_err *e);
+    graft_status (*sync_uploads)(void *impl, graft_err *e);
     /* Device backends that can record their queued work and replay it (CUDA graphs); NULL
      * otherwise. Between capture_begin and capture_end nothing may synchronize or copy from
      * pageable host memory; capture_end returns an instantiated graph (or an error, after which

@@ -241,6 +241,19 @@ static void be_host_free(void *ptr) {
     if (ptr) cudaFreeHost(ptr);
 }
 
+static graft_status be_upload_async(void *impl, void *dst, const void *src, size_t bytes,
+                                    graft_err *e) {
+    return cuda_upload_async(impl, dst, src, bytes, e);
+}
+
+static graft_status be_wait_uploads(void *impl, const void *ptr, size_t bytes, graft_err *e) {
+    return cuda_wait_uploads(impl, ptr, bytes, e);
+}
+
+static graft_status be_sync_uploads(void *impl, graft_err *e) {
+    return cuda_sync_uploads(impl, e);
+}
+
 static graft_status be_mark(void *impl, int k, graft_err *e) {
     cuda_backend *be = impl;
     if (k < 0) return err_set(e, GRAFT_E_INVALID_ARGUMENT, "profiling mark %d is negative", k);
@@ -401,6 +414,9 @@ graft_status cuda_backend_create(const cuda_backend_options *o, graft_backend *o
                            .copy_on_device = be_on_device,
                            .host_alloc = be_host_alloc,
                            .host_free = be_host_free,
+                           .upload_async = be_upload_async,
+                           .wait_uploads = be_wait_uploads,
+                           .sync_uploads = be_sync_uploads,
                            .capture_begin = be_capture_begin,
                            .capture_end = be_capture_end,
                            .replay = be_replay,

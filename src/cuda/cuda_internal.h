@@ -36,6 +36,15 @@ typedef struct cuda_backend {
     cuda_groups *groups;                 /* fused groups of the current placement (cuda_groups.c) */
     void *stage[2]; /* pinned host staging buffers for copies (cuda_transfer.c) */
     cudaEvent_t stage_done[2];
+    cudaStream_t copy_stream; /* uploads beside the work (cuda_upload_async), made on first use */
+    cudaEvent_t copy_after;   /* the work before an upload, which the upload waits for */
+    struct cuda_pending_upload {
+        const char *dst;
+        size_t bytes;
+        cudaEvent_t done;
+        bool live;
+    } uploads[8];
+    int next_upload;
     struct cuda_gemm_cache *gemm_cache; /* cuBLASLt algorithms chosen by timing, per shape */
     cudaEvent_t *marks;                 /* profiling marks (be_mark), created on first use */
     int n_marks;
@@ -119,6 +128,13 @@ graft_status cuda_workspace(cuda_backend *be, size_t bytes, void **out, graft_er
 graft_status cuda_upload(cuda_backend *be, void *dst, const void *src, size_t bytes, graft_err *e);
 graft_status cuda_download(cuda_backend *be, void *dst, const void *src, size_t bytes,
                            graft_err *e);
+/* An upload from pinned host memory on the copy stream, beside the work queued after it (it
+ * waits for the work queued before it); cuda_wait_uploads makes be->stream wait for the uploads
+ * into [ptr, ptr + bytes) (on the device); cuda_sync_uploads waits for all of them on the host. */
+graft_status cuda_upload_async(cuda_backend *be, void *dst, const void *src, size_t bytes,
+                               graft_err *e);
+graft_status cuda_wait_uploads(cuda_backend *be, const void *ptr, size_t bytes, graft_err *e);
+graft_status cuda_sync_uploads(cuda_backend *be, graft_err *e);
 void cuda_transfer_fini(cuda_backend *be);
 
 /* Channels-last activations (cuda_layout.c). The plan for a placement (src/graph/layout_plan.c);

@@ -1,7 +1,7 @@
 /* cuda_transfer.c: copies between the caller's (pageable) host memory and the GPU through two
  * pinned staging buffers, so that the host's memcpy of one chunk overlaps the DMA of the other
  * and an upload returns before the GPU has read it; large copies from or to pinned host memory
- * go directly. */
+ * go directly; uploads from pinned memory on a copy stream beside the model's work. */
 #include <string.h>
 
 #include "cuda_internal.h"
@@ -18,7 +18,20 @@ static graft_status stage_init(cuda_backend *be, graft_err *e) {
     return GRAFT_OK;
 }
 
+static void uploads_fini(cuda_backend *be) {
+    if (be->copy_stream) cudaStreamSynchronize(be->copy_stream);
+    for (int i = 0; i < (int)(sizeof be->uploads / sizeof be->uploads[0]); i++) {
+        if (be->uploads[i].done) cudaEventDestroy(be->uploads[i].done);
+        be->uploads[i] = (struct cuda_pending_upload){0};
+    }
+    if (be->copy_after) cudaEventDestroy(be->copy_after);
+    if (be->copy_stream) cudaStreamDestroy(be->copy_stream);
+    be->copy_after = NULL;
+    be->copy_stream = NULL;
+}
+
 void cuda_transfer_fini(cuda_backend *be) {
+    uploads_fini(be);
     for (int i = 0; i < 2; i++) {
         if (be->stage_done[i]) cudaEventSynchronize(be->stage_done[i]);
         if (be->stage[i]) cudaFreeHost(be->stage[i]);
@@ -93,5 +106,60 @@ graft_status cuda_download(cuda_backend *be, void *dst, const void *src, size_t 
         CUDA_TRY(e, cudaEventSynchronize(be->stage_done[pending]), "copying from the GPU");
         memcpy((char *)dst + pending_off, be->stage[pending], pending_n);
     }
+    return GRAFT_OK;
+}
+
+#define N_UPLOADS                                                                                  \
+    ((int)(sizeof((cuda_backend *)0)->uploads / sizeof((cuda_backend *)0)->uploads[0]))
+
+static graft_status uploads_init(cuda_backend *be, graft_err *e) {
+    if (be->copy_stream) return GRAFT_OK;
+    CUDA_TRY(e, cudaStreamCreateWithFlags(&be->copy_stream, cudaStreamNonBlocking),
+             "creating a copy stream");
+    CUDA_TRY(e, cudaEventCreateWithFlags(&be->copy_after, cudaEventDisableTiming),
+             "creating an event");
+    for (int i = 0; i < N_UPLOADS; i++)
+        CUDA_TRY(e, cudaEventCreateWithFlags(&be->uploads[i].done, cudaEventDisableTiming),
+                 "creating an event");
+    return GRAFT_OK;
+}
+
+graft_status cuda_upload_async(cuda_backend *be, void *dst, const void *src, size_t bytes,
+                               graft_err *e) {
+    if (!bytes) return GRAFT_OK;
+    if (!is_pinned(src))
+        return err_set(e, GRAFT_E_INVALID_ARGUMENT,
+                       "an asynchronous copy to the GPU needs page-locked host memory as its "
+                       "source (from graft_model_host_alloc), and this source is pageable");
+    TRY(uploads_init(be, e));
+    struct cuda_pending_upload *u = &be->uploads[be->next_upload];
+    be->next_upload = (be->next_upload + 1) % N_UPLOADS;
+    /* A slot still in use (more uploads under way than slots): its upload ends first. */
+    if (u->live) CUDA_TRY(e, cudaEventSynchronize(u->done), "waiting for a copy to the GPU");
+    u->live = false;
+    /* Work queued before the upload (a run still reading dst) finishes before it writes. */
+    CUDA_TRY(e, cudaEventRecord(be->copy_after, be->stream), "copying to the GPU");
+    CUDA_TRY(e, cudaStreamWaitEvent(be->copy_stream, be->copy_after, 0), "copying to the GPU");
+    CUDA_TRY(e, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, be->copy_stream),
+             "copying to the GPU");
+    CUDA_TRY(e, cudaEventRecord(u->done, be->copy_stream), "copying to the GPU");
+    *u = (struct cuda_pending_upload){dst, bytes, u->done, true};
+    return GRAFT_OK;
+}
+
+graft_status cuda_wait_uploads(cuda_backend *be, const void *ptr, size_t bytes, graft_err *e) {
+    const char *lo = ptr, *hi = lo + bytes;
+    for (int i = 0; be->copy_stream && i < N_UPLOADS; i++) {
+        struct cuda_pending_upload *u = &be->uploads[i];
+        if (!u->live || u->dst >= hi || u->dst + u->bytes <= lo) continue;
+        CUDA_TRY(e, cudaStreamWaitEvent(be->stream, u->done, 0), "waiting for a copy to the GPU");
+    }
+    return GRAFT_OK;
+}
+
+graft_status cuda_sync_uploads(cuda_backend *be, graft_err *e) {
+    if (!be->copy_stream) return GRAFT_OK;
+    CUDA_TRY(e, cudaStreamSynchronize(be->copy_stream), "waiting for the copies to the GPU");
+    for (int i = 0; i < N_UPLOADS; i++) be->uploads[i].live = false;
     return GRAFT_OK;
 }

@@ -470,6 +470,18 @@ static void finish_stats(executor *x, const run_state *rs) {
         rs->planned ? x->plan.arena_bytes + x->plan.device_arena_bytes + rs->peak : rs->peak;
 }
 
+/* Device inputs that graft_model_copy_async is still filling: the run's work waits for those
+ * copies on the device (before anything is recorded or replayed). */
+static graft_status wait_input_uploads(executor *x, const tensor *inputs, graft_err *e) {
+    const ir_graph *g = x->g;
+    if (!x->device || !x->device->wait_uploads) return GRAFT_OK;
+    for (int i = 0; i < g->n_inputs; i++)
+        if (x->on_dev[g->inputs[i]] && inputs[i].data)
+            TRY(x->device->wait_uploads(x->device->impl, inputs[i].data,
+                                        (size_t)tensor_nbytes(&inputs[i]), e));
+    return GRAFT_OK;
+}
+
 graft_status exec_run(executor *x, const tensor *inputs, graft_err *e) {
     ir_graph *g = x->g;
     release_all(x);
@@ -485,7 +497,8 @@ graft_status exec_run(executor *x, const tensor *inputs, graft_err *e) {
             x->device && (x->input_on_device ? x->input_on_device[i] : x->inputs_on_device);
     }
     x->flops = 0.0;
-    graft_status st = GRAFT_OK;
+    graft_status st = wait_input_uploads(x, inputs, e);
+    if (st != GRAFT_OK) return st;
     if (x->plan.graph && !exec_graph_inputs_in_place(x, inputs))
         exec_graph_free(x); /* recorded over another buffer: record again */
     if (rs.planned && x->plan.graph && !x->count_flops && !x->profile.on && !x->pause_fn) {
