@@ -91,7 +91,7 @@ if [ -f "$GEN/bert_tiny_decomposed.onnx" ]; then
 else
     echo "SKIP cli_tools_bench_seq_len: $GEN/bert_tiny_decomposed.onnx not generated"
 fi
-expect_help bench --batch --iters --warmup --threads --seq-len --device --json "default 1,8,32"
+expect_help bench --batch --iters --warmup --threads --seq-len --device --json --pinned "default 1,8,32"
 # --profile: a table of time (and GFLOP/s) per op type after each batch; every Conv node counted
 "$GRAFT" bench "$M" --batch 2 --iters 3 --warmup 1 --profile >"$TMP/prof.txt" 2>"$TMP/err.txt" &&
     grep -q 'op (profiled)' "$TMP/prof.txt" && python3 - "$TMP/prof.txt" "$M" <<'PY'
@@ -114,6 +114,8 @@ expect_error cli_tools_bench_bad_warmup "--warmup '-1'" bench "$M" --warmup -1
 expect_error cli_tools_bench_bad_threads "--threads 'x'" bench "$M" --threads x
 expect_error cli_tools_bench_bad_seq_len "--seq-len '0'" bench "$M" --seq-len 0
 expect_error cli_tools_bench_missing_value "--iters needs" bench "$M" --iters
+expect_error cli_tools_bench_pinned_and_resident "--resident and --pinned: choose one" bench "$M" --pinned --resident
+expect_error cli_tools_bench_pinned_cpu "--pinned: graft_model_set_device_io: the model runs on the CPU" bench "$M" --pinned
 if "$GRAFT" devices --json | python3 -c 'import json, sys; sys.exit(json.load(sys.stdin)["cuda_built"])'; then
     expect_error cli_tools_bench_cuda "without CUDA" bench "$M" --device cuda:0
 elif "$GRAFT" devices --json | python3 -c 'import json, sys; sys.exit(json.load(sys.stdin)["gpu_usable"])'; then
