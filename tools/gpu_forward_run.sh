@@ -28,6 +28,26 @@ resnet50_host_uint8() {
     done
 }
 
+# The staged copy from pageable host memory with its host side on one thread (`--threads 1`, as
+# before stop 39) and on several (the default): ResNet-50 bf16 batch 256 fed uint8 (38.5 MB a
+# run) and fp32 (154 MB), alternated twice.
+host_copy_threads() {
+    local rep input t
+    for rep in 1 2; do
+        for input in uint8 fp32; do
+            for t in 1 0; do
+                local flags=(--threads $t)
+                [ $input = uint8 ] && flags+=(--uint8)
+                ms[$rep$input$t]=$($B/graft bench $G/resnet50.onnx --device cuda:0 --precision bf16 \
+                    --batch 256 "${flags[@]}" --iters 20 --json 2>>"$OUT/copy_threads.log" |
+                    sed -n 's/.*"median_ms": \([0-9.]*\).*/\1/p')
+            done
+            echo "resnet50 bf16 256 from pageable $input, run $rep: copy on 1 thread" \
+                "${ms[${rep}${input}1]} ms, on several ${ms[${rep}${input}0]} ms"
+        done
+    done
+}
+
 gpu_setup
 python3 tools/make_gpu_op_cases.py --out /tmp/cases >"$OUT/make_cases.log" 2>&1 &
 python3 tools/make_models.py --out $G --only resnet18,resnet50,bert_base,bert_tiny_decomposed,reshape_views \
@@ -39,6 +59,7 @@ if [ "${ONLY:-}" = uint8 ]; then
     $B/tests/test_device_io models/digits_cnn.onnx >"$OUT/device_io.log" 2>&1
     summary device_io $? "$OUT/device_io.log"
     resnet50_host_uint8
+    host_copy_threads
     python3 tools/bench_gpu.py --graft $B/graft --gen $G --resident --precisions bf16 \
         --batches resnet50=256 --iters 30 >"$OUT/forward.log" 2>&1
     echo "forward rc=$?"; tail -6 "$OUT/forward.log"
