@@ -1,8 +1,8 @@
 /* cuda_transfer.c: copies between the caller's (pageable) host memory and the GPU through two
  * pinned staging buffers, so that the host's memcpy of one chunk (on several threads for a large
- * copy) overlaps the DMA of the other
- * and an upload returns before the GPU has read it; large copies from or to pinned host memory
- * go directly; uploads from pinned memory on a copy stream beside the model's work. */
+ * copy) overlaps the DMA of the other and an upload returns before the GPU has read it; large
+ * copies from or to pinned host memory go directly; uploads from pinned memory on a copy stream
+ * beside the model's work. */
 #include <string.h>
 
 #include "cuda_internal.h"
@@ -147,15 +147,20 @@ graft_status cuda_download(cuda_backend *be, void *dst, const void *src, size_t 
 #define N_UPLOADS                                                                                  \
     ((int)(sizeof((cuda_backend *)0)->uploads / sizeof((cuda_backend *)0)->uploads[0]))
 
+/* The copy stream (on the model's GPU, whichever is current) and its events; the stream last,
+ * so that a half-made set is made again on the next call. */
 static graft_status uploads_init(cuda_backend *be, graft_err *e) {
     if (be->copy_stream) return GRAFT_OK;
+    CUDA_TRY(e, cudaSetDevice(be->device), "selecting the model's GPU");
+    if (!be->copy_after)
+        CUDA_TRY(e, cudaEventCreateWithFlags(&be->copy_after, cudaEventDisableTiming),
+                 "creating an event");
+    for (int i = 0; i < N_UPLOADS; i++)
+        if (!be->uploads[i].done)
+            CUDA_TRY(e, cudaEventCreateWithFlags(&be->uploads[i].done, cudaEventDisableTiming),
+                     "creating an event");
     CUDA_TRY(e, cudaStreamCreateWithFlags(&be->copy_stream, cudaStreamNonBlocking),
              "creating a copy stream");
-    CUDA_TRY(e, cudaEventCreateWithFlags(&be->copy_after, cudaEventDisableTiming),
-             "creating an event");
-    for (int i = 0; i < N_UPLOADS; i++)
-        CUDA_TRY(e, cudaEventCreateWithFlags(&be->uploads[i].done, cudaEventDisableTiming),
-                 "creating an event");
     return GRAFT_OK;
 }
 
