@@ -266,7 +266,7 @@ static void pinned_free(graft_model *m, pinned_input *p, int n) {
 
 /* The inputs' host data moved into the pinned slots (and freed). */
 static pinned_input *pinned_make(graft_ctx *ctx, graft_model *m, graft_named_tensor *in, int n) {
-    pinned_input *p = calloc((size_t)(n ? n : 1), sizeof *p);
+    pinned_input *p = calloc(n > 0 ? (size_t)n : 1, sizeof *p);
     graft_status st = p ? GRAFT_OK : GRAFT_E_OUT_OF_MEMORY;
     for (int i = 0; i < n && st == GRAFT_OK; i++) {
         const graft_tensor *t = &in[i].tensor;
@@ -286,16 +286,38 @@ static pinned_input *pinned_make(graft_ctx *ctx, graft_model *m, graft_named_ten
     return NULL;
 }
 
-/* Start the copy of run k's inputs into slot k % 2 and point in at them. */
-static graft_status pinned_feed(graft_model *m, pinned_input *p, graft_named_tensor *in, int n,
-                                long k, int point) {
+/* Start the copy of run k's inputs into slot k % 2. */
+static graft_status pinned_feed(graft_model *m, pinned_input *p, int n, long k) {
     for (int i = 0; i < n; i++) {
         int s = (int)(k % 2);
         graft_status st = graft_model_copy_async(m, p[i].dev[s], p[i].host[s], p[i].bytes);
         if (st != GRAFT_OK) return st;
-        if (point) in[i].tensor.data = p[i].dev[s];
     }
     return GRAFT_OK;
+}
+
+/* The inputs for this batch size where the options want them: on the host, resident on the
+ * device, or (--pinned) in pinned slots with slot 0's copy started and `in` pointing at it.
+ * Returns 0, or -1 after an error (inputs_release still frees what was made). */
+static int inputs_ready(graft_ctx *ctx, graft_model *m, const bench_args *a, long batch,
+                        graft_named_tensor *in, int n, pinned_input **pin) {
+    if (make_inputs(m, a, batch, in, n) != 0 || (a->resident && to_device(ctx, m, in, n)))
+        return -1;
+    if (!a->pinned) return 0;
+    if (!(*pin = pinned_make(ctx, m, in, n))) return -1;
+    if (pinned_feed(m, *pin, n, 0) != GRAFT_OK)
+        return cli_error(CMD, "--pinned: %s", graft_last_error(ctx)), -1;
+    for (int i = 0; i < n; i++) in[i].tensor.data = (*pin)[i].dev[0];
+    return 0;
+}
+
+static void inputs_release(graft_model *m, const bench_args *a, graft_named_tensor *in, int n,
+                           pinned_input *pin) {
+    if (pin) { /* in points at the device slots: the host inputs are in the pinned copies */
+        pinned_free(m, pin, n);
+        for (int i = 0; i < n; i++) in[i].tensor.data = NULL;
+    }
+    free_inputs(m, a, in, n);
 }
 
 /* One timed (or warm-up) run: with --pinned, the next run's copy started first. */
@@ -303,7 +325,7 @@ static graft_status one_run(graft_model *m, pinned_input *p, graft_named_tensor 
                             long it) {
     if (p) {
         for (int i = 0; i < n; i++) in[i].tensor.data = p[i].dev[it % 2];
-        graft_status st = pinned_feed(m, p, in, n, it + 1, 0);
+        graft_status st = pinned_feed(m, p, n, it + 1);
         if (st != GRAFT_OK) return st;
     }
     return graft_model_run(m, in, n);
@@ -317,11 +339,8 @@ static int time_batch(graft_ctx *ctx, graft_model *m, const bench_args *a, long 
     pinned_input *pin = NULL;
     if (!in || !ms)
         cli_error(CMD, "out of memory");
-    else if (make_inputs(m, a, batch, in, n) == 0 && (!a->resident || !to_device(ctx, m, in, n)) &&
-             (!a->pinned || (pin = pinned_make(ctx, m, in, n)) != NULL)) {
+    else if (inputs_ready(ctx, m, a, batch, in, n, &pin) == 0) {
         rc = 0;
-        if (pin && pinned_feed(m, pin, in, n, 0, 1) != GRAFT_OK)
-            rc = (cli_error(CMD, "--pinned: %s", graft_last_error(ctx)), -1);
         for (long it = 0; rc == 0 && it < a->warmup + a->iters; it++) {
             double t0 = now_ms();
             if (one_run(m, pin, in, n, it) != GRAFT_OK) {
@@ -342,11 +361,7 @@ static int time_batch(graft_ctx *ctx, graft_model *m, const bench_args *a, long 
         r->min_ms = ms[0];
         r->samples_per_s = total > 0 ? 1e3 * (double)batch * (double)a->iters / total : 0;
     }
-    if (pin) { /* in points at the device slots: the host inputs are in the pinned copies */
-        pinned_free(m, pin, n);
-        for (int i = 0; i < n; i++) in[i].tensor.data = NULL;
-    }
-    free_inputs(m, a, in, n);
+    inputs_release(m, a, in, n, pin);
     free(ms);
     return rc;
 }
@@ -357,19 +372,9 @@ static int profile_batch(graft_ctx *ctx, graft_model *m, const bench_args *a, lo
     pinned_input *pin = NULL;
     if (!in)
         cli_error(CMD, "out of memory");
-    else if (make_inputs(m, a, batch, in, n) == 0 && (!a->resident || !to_device(ctx, m, in, n)) &&
-             (!a->pinned || (pin = pinned_make(ctx, m, in, n)) != NULL)) {
-        /* --pinned: the runs profiled read slot 0, copied once */
-        if (pin && pinned_feed(m, pin, in, n, 0, 1) != GRAFT_OK)
-            cli_error(CMD, "--pinned: %s", graft_last_error(ctx));
-        else
-            rc = profile_runs(ctx, m, a, in, n);
-    }
-    if (pin) {
-        pinned_free(m, pin, n);
-        for (int i = 0; i < n; i++) in[i].tensor.data = NULL;
-    }
-    free_inputs(m, a, in, n);
+    else if (inputs_ready(ctx, m, a, batch, in, n, &pin) == 0) /* --pinned: slot 0, copied once */
+        rc = profile_runs(ctx, m, a, in, n);
+    inputs_release(m, a, in, n, pin);
     return rc;
 }
 

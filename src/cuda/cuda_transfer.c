@@ -53,9 +53,12 @@ static graft_status stage_init(cuda_backend *be, graft_err *e) {
     return GRAFT_OK;
 }
 
+#define N_UPLOADS                                                                                  \
+    ((int)(sizeof((cuda_backend *)0)->uploads / sizeof((cuda_backend *)0)->uploads[0]))
+
 static void uploads_fini(cuda_backend *be) {
     if (be->copy_stream) cudaStreamSynchronize(be->copy_stream);
-    for (int i = 0; i < (int)(sizeof be->uploads / sizeof be->uploads[0]); i++) {
+    for (int i = 0; i < N_UPLOADS; i++) {
         if (be->uploads[i].done) cudaEventDestroy(be->uploads[i].done);
         be->uploads[i] = (struct cuda_pending_upload){0};
     }
@@ -143,9 +146,6 @@ graft_status cuda_download(cuda_backend *be, void *dst, const void *src, size_t 
     }
     return GRAFT_OK;
 }
-
-#define N_UPLOADS                                                                                  \
-    ((int)(sizeof((cuda_backend *)0)->uploads / sizeof((cuda_backend *)0)->uploads[0]))
 
 /* The copy stream (on the model's GPU, whichever is current) and its events; the stream last,
  * so that a half-made set is made again on the next call. */
